@@ -1,0 +1,1 @@
+"""Board definitions (installed as ``squeezenic_hw.platforms``)."""

@@ -1,0 +1,1 @@
+"""Testbench harness: stream drivers, scoreboards, benches (installed as ``squeezenic_hw.sim``)."""

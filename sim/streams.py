@@ -1,0 +1,145 @@
+"""Stream drivers for Amaranth async testbenches, with random idle and backpressure.
+
+Every test of a stream component drives it through :func:`run_stream`: a source
+that inserts random idle cycles between beats and a sink that withholds
+``ready`` at random, both from a seeded ``random.Random`` so failures repeat.
+
+Payloads are passed as plain integers (the packed bits of the stream's payload)
+or as anything ``layout.const`` accepts (dicts for structs); results come back
+as integers, which the tests unpack with :func:`unpack_fields`.
+"""
+
+import random
+from dataclasses import dataclass, field
+
+from amaranth.lib import data
+from amaranth.sim import Simulator
+
+__all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields"]
+
+
+def pack_payload(layout, value):
+    """Packed integer of ``value`` (an int, or what ``layout.const`` takes)."""
+    if isinstance(value, int):
+        return value
+    return layout.const(value).as_value().value
+
+
+def unpack_fields(layout, value):
+    """Unpack a payload integer into a ``data.Const`` view (index it like the struct)."""
+    return data.Const(layout, value)
+
+
+@dataclass
+class StreamRun:
+    outputs: list = field(default_factory=list)   # payload integers, in order
+    cycles: int = 0                                # from first input offered to last output
+    first_output_cycle: int | None = None          # cycle of the first output beat
+    first_input_cycle: int | None = None           # cycle the first input beat was accepted
+    max_ready_streak: int = 0                      # longest run of back-to-back output beats
+
+    @property
+    def latency(self):
+        """First-beat latency in cycles (input accepted -> output transferred)."""
+        if self.first_output_cycle is None or self.first_input_cycle is None:
+            return None
+        return self.first_output_cycle - self.first_input_cycle
+
+    @property
+    def beats_per_cycle(self):
+        return len(self.outputs) / self.cycles if self.cycles else 0.0
+
+
+def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=0,
+               timeout=None, i_name="i", o_name="o", vcd=None, extra_testbenches=()):
+    """Simulate ``dut`` feeding ``inputs`` on stream ``i`` and collecting ``o``.
+
+    Parameters
+    ----------
+    inputs : list
+        Input payloads (ints or ``layout.const`` values).
+    n_outputs : int
+        Output beats to wait for (default: ``len(inputs)``).
+    idle : float
+        Probability that the source idles a cycle before offering each beat.
+    backpressure : float
+        Probability that the sink withholds ``ready`` in a given cycle.
+    timeout : int
+        Cycle limit; the run fails with ``TimeoutError`` past it.
+    """
+    i_stream = getattr(dut, i_name)
+    o_stream = getattr(dut, o_name)
+    in_layout = i_stream.payload.shape()
+    packed = [pack_payload(in_layout, v) for v in inputs]
+    expected = len(packed) if n_outputs is None else n_outputs
+    if timeout is None:
+        slack = 1 + 4 * (idle + backpressure) / max(1e-9, 1 - max(idle, backpressure))
+        timeout = int((len(packed) + expected) * (1 + slack)) + 2000
+    rng_src = random.Random(seed * 2 + 1)
+    rng_snk = random.Random(seed * 2 + 2)
+    result = StreamRun()
+
+    # Each testbench counts its own clock edges from time zero, so cycle numbers
+    # agree between them without a shared counter (whose update order would race).
+    async def source(ctx):
+        t = 0
+        for k, value in enumerate(packed):
+            while idle and rng_src.random() < idle:
+                ctx.set(i_stream.valid, 0)
+                await ctx.tick()
+                t += 1
+            ctx.set(i_stream.payload.as_value(), value)
+            ctx.set(i_stream.valid, 1)
+            while True:
+                _, _, ready = await ctx.tick().sample(i_stream.ready)
+                t += 1
+                if ready:
+                    break
+            if k == 0:
+                result.first_input_cycle = t
+        ctx.set(i_stream.valid, 0)
+
+    async def sink(ctx):
+        t = 0
+        streak = 0
+        while len(result.outputs) < expected:
+            ready = not (backpressure and rng_snk.random() < backpressure)
+            ctx.set(o_stream.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(
+                o_stream.valid, o_stream.payload.as_value())
+            t += 1
+            if t > timeout:
+                raise TimeoutError(
+                    f"{type(dut).__name__}: {len(result.outputs)} of {expected} output beats "
+                    f"after {timeout} cycles")
+            if ready and valid:
+                if result.first_output_cycle is None:
+                    result.first_output_cycle = t
+                result.outputs.append(_as_int(payload))
+                streak += 1
+                result.max_ready_streak = max(result.max_ready_streak, streak)
+            else:
+                streak = 0
+        ctx.set(o_stream.ready, 0)
+        result.cycles = t - (result.first_input_cycle or 1) + 1
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(source, background=True)
+    sim.add_testbench(sink)
+    for tb in extra_testbenches:
+        sim.add_testbench(tb, background=True)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    return result
+
+
+def _as_int(value):
+    if isinstance(value, int):
+        return value
+    if isinstance(value, data.Const):
+        return value.as_value().value
+    return int(value)

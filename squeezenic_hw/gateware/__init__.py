@@ -1,0 +1,1 @@
+"""Amaranth gateware: codec units, arithmetic, lanes."""

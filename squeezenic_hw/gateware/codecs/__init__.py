@@ -1,0 +1,1 @@
+"""Per-codec encoder/decoder units, one module per codec."""

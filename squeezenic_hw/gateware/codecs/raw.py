@@ -1,0 +1,30 @@
+"""Codec 0, ``raw``: fp32 bits unchanged."""
+
+from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+
+__all__ = ["RawEncoder", "RawDecoder"]
+
+
+class RawEncoder(EncoderUnit):
+    """``raw`` encoder: code = the element's 32 bits.
+
+    Latency 1 cycle; one beat per cycle; holds under backpressure
+    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    """
+    LATENCY = 1
+    CODE_WIDTH = 32
+
+    def datapath(self, m, stager, payload):
+        return [stager.reg(payload.elements[e]) for e in range(ELEMENTS_PER_BEAT)]
+
+
+class RawDecoder(DecoderUnit):
+    """``raw`` decoder: element = the code's 32 bits.
+
+    Latency 1 cycle; one beat per cycle; holds under backpressure.
+    """
+    LATENCY = 1
+    CODE_WIDTH = 32
+
+    def datapath(self, m, stager, payload):
+        return [stager.reg(payload.codes[e]) for e in range(ELEMENTS_PER_BEAT)]
