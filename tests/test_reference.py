@@ -193,7 +193,7 @@ def test_stochastic_codes_do_not_depend_on_framing(codec, param):
     whole = ref.encode(x, codec, offset=1000, **kw)
     cuts = np.sort(RNG.choice(np.arange(1, x.size), size=40, replace=False))
     parts = [ref.encode(p, codec, offset=1000 + start, **kw)
-             for p, start in zip(np.split(x, cuts), np.concatenate([[0], cuts]))]
+             for p, start in zip(np.split(x, cuts), np.concatenate([[0], cuts]), strict=True)]
     assert np.array_equal(np.concatenate(parts), whole)
     # and offsets wrap modulo 2^32 like the hardware's 32-bit adder
     wrapped = ref.encode(x[:10], codec, offset=2**32 - 3, **kw)

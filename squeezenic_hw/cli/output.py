@@ -36,11 +36,14 @@ def render_table(rows, columns, *, title=None):
     body = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h)
               for i, h in enumerate(header)]
-    numeric = [all(_is_number(row.get(c)) for row in rows) and rows for c in columns]
+    # right-align columns of numbers (missing values, shown as "-", don't count)
+    numeric = [any(_is_number(row.get(c)) for row in rows)
+               and all(_is_number(row.get(c)) or row.get(c) is None for row in rows)
+               for c in columns]
 
     def fmt(cells):
         return "  ".join(c.rjust(w) if num else c.ljust(w)
-                         for c, w, num in zip(cells, widths, numeric)).rstrip()
+                         for c, w, num in zip(cells, widths, numeric, strict=True)).rstrip()
 
     lines = []
     if title:

@@ -135,7 +135,8 @@ def _levels(bits, ctx, max_level):
     y[~(y > 0)] = 0  # NaN, negative and zero products give level 0
     if ctx["stochastic"]:
         level = np.floor(y)
-        frac = y - level  # exact in float32, and so is the scaling by 2^32 below
+        with np.errstate(invalid="ignore"):  # inf - inf: the level saturates anyway
+            frac = y - level  # exact in float32, and so is the scaling by 2^32 below
         u = draw_u32(ctx["seed"], tensor_indices(ctx["offset"], bits.size))
         level += u < frac * np.float32(2.0**32)  # compared exactly (promoted to float64)
     else:
@@ -261,7 +262,7 @@ def pack(codes, bits):
     """Pack codes of ``bits`` bits LSB-first into bytes (section 3); last byte zero-padded."""
     if not 1 <= bits <= 32:
         raise ValueError(f"bits must be 1..32, got {bits!r}")
-    codes = np.asarray(codes, dtype=np.uint32).reshape(-1) & np.uint32((1 << bits) - 1 if bits < 32 else 0xFFFFFFFF)
+    codes = np.asarray(codes, dtype=np.uint32).reshape(-1) & np.uint32((1 << bits) - 1)
     if bits in (8, 16, 32):
         return codes.astype(f"<u{bits // 8}").view(np.uint8).copy()
     shifts = np.arange(bits, dtype=np.uint32)

@@ -10,7 +10,7 @@ its rationale are there and in ``docs/rng.md``)::
 Each ``W`` is split over two pipeline stages of two adders each.
 """
 
-from amaranth import Const, Module, Signal, unsigned
+from amaranth import Const, Module, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 

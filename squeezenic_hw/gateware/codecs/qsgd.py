@@ -1,0 +1,48 @@
+"""Codec 4, ``qsgd``: sign-magnitude levels of b = 2…16 bits (QSGD, TernGrad)."""
+
+from amaranth import Const
+
+from ..codec_unit import DecoderUnit, EncoderUnit
+from .levels import (
+    DECODE_LATENCY,
+    ENCODE_LATENCY,
+    build_levels,
+    build_scaled_values,
+    top_bit,
+)
+
+__all__ = ["QsgdEncoder", "QsgdDecoder"]
+
+
+class QsgdEncoder(EncoderUnit):
+    """``qsgd`` encoder: level ``L = min(R(fl32(|x|·scale)), 2**(b-1) - 1)``; the
+    code is ``L`` with bit ``b-1`` = sign of x when ``L > 0``.
+
+    Latency: ``ENCODE_LATENCY + 1`` = 11 cycles in both rounding modes.
+    Throughput: one beat per cycle. Backpressure: the pipeline holds.
+    """
+    LATENCY = ENCODE_LATENCY + 1
+    CODE_WIDTH = 16
+
+    def datapath(self, m, stager, payload):
+        codes = []
+        for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "qs")):
+            sign = (negative & (level != 0)) << top_bit(param)
+            codes.append(stager.reg((level | sign)[:16], name=f"code{e}"))
+        return codes
+
+
+class QsgdDecoder(DecoderUnit):
+    """``qsgd`` decoder: ``±fl32(L · aux)``, the sign from bit ``b-1``.
+
+    Latency: ``DECODE_LATENCY`` = 6 cycles. Throughput: one beat per cycle.
+    Backpressure: the pipeline holds.
+    """
+    LATENCY = DECODE_LATENCY
+    CODE_WIDTH = 16
+
+    def datapath(self, m, stager, payload):
+        def magnitude_sign(code, param):
+            level = code & ((Const(1, 17) << top_bit(param)) - 1)[:16]
+            return level, Const(0), (code >> top_bit(param))[0]
+        return build_scaled_values(m, stager, payload, "qs", magnitude_sign)
