@@ -1,0 +1,115 @@
+"""Codec 1, ``fp16``: IEEE binary16, as numpy's ``astype(np.float16)`` and back.
+
+Encoding rounds to nearest even, with fp16 subnormals, overflow to ±inf, and
+NaNs as numpy's software conversion does: the top 10 payload bits are kept
+(no quieting), and a payload that would shift out entirely becomes 1 so the
+result stays a NaN. Decoding widens exactly (fp16 subnormals become fp32
+normals, NaN payloads are kept).
+"""
+
+from amaranth import Cat, Const, Mux, Signal
+
+from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+
+__all__ = ["Fp16Encoder", "Fp16Decoder"]
+
+
+class Fp16Encoder(EncoderUnit):
+    """``fp16`` encoder: code = bits of ``x.astype(np.float16)``.
+
+    Latency 2 cycles (shift and round bits, then the rounding increment); one
+    beat per cycle; holds under backpressure
+    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    """
+    LATENCY = 2
+    CODE_WIDTH = 16
+
+    def datapath(self, m, stager, payload):
+        codes = []
+        for e in range(ELEMENTS_PER_BEAT):
+            x = payload.elements[e]
+            sign, exp, man = x[31], x[23:31], x[0:23]
+            # The implicit bit is set even for fp32 subnormals: they shift out
+            # entirely (shift 25), so it never reaches the result.
+            sig = Cat(man, Const(1, 1))
+
+            # Right shift that leaves the fp16 significand in the low 11 bits:
+            # 13 for fp16 normals (exp >= 113), one more per step below, and
+            # 25 (everything below half the smallest subnormal) from exp 101 down.
+            sh = Signal(range(26), name=f"sh{e}")
+            with m.If(exp >= 113):
+                m.d.comb += sh.eq(13)
+            with m.Elif(exp <= 101):
+                m.d.comb += sh.eq(25)
+            with m.Else():
+                m.d.comb += sh.eq(126 - exp)
+            sh_m1 = Signal(range(25), name=f"sh_m1_{e}")   # shift amounts must be unsigned
+            q = Signal(11, name=f"q{e}")
+            guard = Signal(name=f"guard{e}")
+            below = Signal(24, name=f"below{e}")   # the bits under the guard bit
+            m.d.comb += [
+                sh_m1.eq(sh - 1),
+                q.eq(sig >> sh),
+                guard.eq((sig >> sh_m1)[0]),
+                below.eq((Const(1, 25) << sh_m1) - 1),
+            ]
+            sticky = (sig & below).any()
+            # Exponent and mantissa fields without the increment: the carry of
+            # the increment ripples into the exponent (and up to inf) by itself.
+            mag = Cat(q[0:10], Mux(exp >= 113, exp - 112, 0)[0:5])
+            round_up = guard & (sticky | q[0])
+
+            # inf, NaN and exponents beyond fp16's range bypass the rounding.
+            nan_payload = man[13:23]
+            special = (exp == 255) | (exp >= 143)
+            special_code = Signal(15, name=f"special{e}")
+            with m.If((exp == 255) & (man != 0)):
+                m.d.comb += special_code.eq(
+                    Cat(Mux(nan_payload == 0, 1, nan_payload), Const(0x1F, 5)))
+            with m.Else():
+                m.d.comb += special_code.eq(0x7C00)
+
+            sign_1 = stager.reg(sign, name=f"sign{e}_d1")
+            special_1 = stager.reg(special, name=f"special{e}_d1")
+            special_code_1 = stager.reg(special_code, name=f"special_code{e}_d1")
+            mag_1 = stager.reg(mag, name=f"mag{e}_d1")
+            round_up_1 = stager.reg(round_up, name=f"round_up{e}_d1")
+
+            rounded = Signal(15, name=f"rounded{e}")
+            m.d.comb += rounded.eq(mag_1 + round_up_1)
+            code = Cat(Mux(special_1, special_code_1, rounded), sign_1)
+            codes.append(stager.reg(code, name=f"code{e}"))
+        return codes
+
+
+class Fp16Decoder(DecoderUnit):
+    """``fp16`` decoder: element = exact fp32 widening of the fp16 code.
+
+    Latency 1 cycle; one beat per cycle; holds under backpressure.
+    """
+    LATENCY = 1
+    CODE_WIDTH = 16
+
+    def datapath(self, m, stager, payload):
+        elements = []
+        for e in range(ELEMENTS_PER_BEAT):
+            h = payload.codes[e]
+            sign, exp, man = h[15], h[10:15], h[0:10]
+            f_exp = Signal(8, name=f"f_exp{e}")
+            f_man = Signal(23, name=f"f_man{e}")
+            # Subnormals: the leading one at bit p becomes the implicit bit,
+            # value 2^(p - 24), i.e. fp32 exponent 103 + p.
+            norm_exp = Signal(8, name=f"norm_exp{e}")
+            norm_shift = Signal(range(11), name=f"norm_shift{e}")
+            for p in range(10):   # ascending, so the highest set bit wins
+                with m.If(man[p]):
+                    m.d.comb += [norm_exp.eq(103 + p), norm_shift.eq(10 - p)]
+            with m.If(exp == 0x1F):
+                m.d.comb += [f_exp.eq(0xFF), f_man.eq(man << 13)]
+            with m.Elif(exp != 0):
+                m.d.comb += [f_exp.eq(exp + 112), f_man.eq(man << 13)]
+            with m.Elif(man != 0):
+                m.d.comb += [f_exp.eq(norm_exp),
+                             f_man.eq((man << norm_shift)[0:10] << 13)]
+            elements.append(stager.reg(Cat(f_man, f_exp, sign), name=f"element{e}"))
+        return elements

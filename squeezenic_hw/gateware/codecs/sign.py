@@ -1,0 +1,40 @@
+"""Codec 5, ``sign``: one sign bit per element.
+
+The code is bit 31 of x (so −0.0 and NaNs with the sign bit set give 1).
+Decoding copies the 32 bits of the frame's ``scale`` for code 0 and of ``aux``
+for code 1 (bit copies: NaN payloads and signed zeros are kept).
+"""
+
+from amaranth import Mux
+
+from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+
+__all__ = ["SignEncoder", "SignDecoder"]
+
+
+class SignEncoder(EncoderUnit):
+    """``sign`` encoder: code = the element's sign bit.
+
+    Latency 1 cycle; one beat per cycle; holds under backpressure
+    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    """
+    LATENCY = 1
+    CODE_WIDTH = 1
+
+    def datapath(self, m, stager, payload):
+        return [stager.reg(payload.elements[e][31], name=f"code{e}")
+                for e in range(ELEMENTS_PER_BEAT)]
+
+
+class SignDecoder(DecoderUnit):
+    """``sign`` decoder: element = ``scale`` bits for code 0, ``aux`` bits for code 1.
+
+    Latency 1 cycle; one beat per cycle; holds under backpressure.
+    """
+    LATENCY = 1
+    CODE_WIDTH = 1
+
+    def datapath(self, m, stager, payload):
+        scale, aux = payload.params.scale, payload.params.aux
+        return [stager.reg(Mux(payload.codes[e][0], aux, scale), name=f"element{e}")
+                for e in range(ELEMENTS_PER_BEAT)]
