@@ -13,9 +13,11 @@ For each unit of :data:`UNITS` it measures
   beats offered back to back and the output always ready
   (``squeezenic_hw.sim.streams.run_stream(dut, beats, idle=0, backpressure=0)``):
   ``latency``, cycles from the first input beat accepted to the first output
-  beat transferred, and ``beats_per_cycle``, output beats over the cycles from
-  the first input to the last output (1 beat/cycle reaches
-  ``beats / (beats + latency)``). ``declared`` is the unit's ``LATENCY``.
+  beat transferred; ``beats_per_cycle``, the steady-state throughput: output
+  beats over the cycles between the first and the last output beat plus one
+  (1.0 when no bubble ever appears); and ``max_run``, the longest run of
+  back-to-back output beats (equal to ``--beats`` at full rate).
+  ``declared`` is the unit's ``LATENCY``.
   Input beats are random integers of the payload's width, so the ``params``
   field is random too: good for timing, not for checking results;
 * with :func:`squeezenic_hw.synth.synthesize` (Yosys ``synth_xilinx -family
@@ -61,9 +63,10 @@ UNITS = [
     ("squeezenic_hw.gateware.codecs.qsgd", "QsgdEncoder"),
     ("squeezenic_hw.gateware.codecs.qsgd", "QsgdDecoder"),
     ("squeezenic_hw.gateware.fp32_mul", "Fp32Multiplier"),   # not a stream: synthesis only
+    ("squeezenic_hw.gateware.counter_rng", "CounterRng"),     # not a stream: synthesis only
 ]
 
-COLUMNS = ["unit", "latency", "declared", "beats_per_cycle",
+COLUMNS = ["unit", "latency", "declared", "beats_per_cycle", "max_run",
            "LUT", "FF", "CARRY", "DSP", "depth", "synth_s", "peak_mib"]
 
 DEFAULT_WORKDIR = Path(__file__).resolve().parents[1] / "build" / "synth"
@@ -102,7 +105,10 @@ def measure_stream(dut, beats, seed):
     from squeezenic_hw.sim.streams import run_stream
 
     run = run_stream(dut, random_beats(dut, beats, seed), idle=0.0, backpressure=0.0)
-    return {"latency": run.latency, "beats_per_cycle": round(run.beats_per_cycle, 4)}
+    # steady state: the fill latency is not a throughput loss
+    span = run.cycles - run.latency
+    return {"latency": run.latency, "beats_per_cycle": round(len(run.outputs) / span, 4),
+            "max_run": run.max_ready_streak}
 
 
 def measure_synth(dut, workdir, timeout):
