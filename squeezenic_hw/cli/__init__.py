@@ -14,6 +14,9 @@ from .. import __version__
 COMMANDS = [
     "codecs_cmd",
     "model_cmd",
+    "frames_cmd",
+    "reference_cmd",
+    "tensor_cmd",
 ]
 
 

@@ -1,0 +1,109 @@
+"""``squeezenic-hw frames``: cut a float32 tensor into SqueezeNIC host frames (a pcap)."""
+
+import numpy as np
+
+from ..codecs import PRESETS, codec_info, preset_params, validate_param
+from ..frames import (
+    DEFAULT_HOST_ELEMENTS,
+    DEFAULT_PORT,
+    FLAG_FLUSH,
+    FLAG_STOCHASTIC,
+    HEADER_LEN,
+    MAX_PKT_LEN,
+    Header,
+    build_host_frame,
+    f32_bits,
+)
+from ..pcap import write_frames
+from . import CliError
+from .output import add_format_option, render
+
+NAME = "frames"
+HELP = "cut a float32 tensor (.npy) into SqueezeNIC host frames (.pcap)"
+COLUMNS = ["frames", "elements", "bytes", "codec", "param", "stochastic", "scale", "aux",
+           "seed", "offset"]
+MAX_ELEMENTS = (MAX_PKT_LEN - HEADER_LEN) // 4
+
+
+def add_arguments(parser):
+    parser.add_argument("tensor", metavar="TENSOR.npy", help="float32 tensor, any shape")
+    parser.add_argument("--codec", required=True,
+                        help="codec name or id, or a preset (" + ", ".join(PRESETS) + ")")
+    parser.add_argument("--param", type=int, help="codec parameter (fixed/qsgd: 2..16)")
+    parser.add_argument("--scale", type=float, help="header scale (default 1.0; presets derive it)")
+    parser.add_argument("--aux", type=float, help="header aux (default 1.0; presets derive it)")
+    parser.add_argument("--seed", type=int, default=0, help="uint32 seed (default 0)")
+    parser.add_argument("--stochastic", action="store_true", help="set the stochastic flag")
+    parser.add_argument("--elements-per-frame", type=int, default=DEFAULT_HOST_ELEMENTS,
+                        metavar="K", help=f"elements per host frame, 1..{MAX_ELEMENTS} "
+                        f"(default {DEFAULT_HOST_ELEMENTS})")
+    parser.add_argument("--offset", type=int, default=0, help="tensor index of element 0")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="UDP destination port")
+    parser.add_argument("-o", "--output", required=True, metavar="HOST.pcap")
+    add_format_option(parser)
+
+
+def load_tensor(path):
+    """A float32 ``.npy`` file, flattened; any other dtype is a :class:`CliError`."""
+    try:
+        t = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CliError(f"cannot read {path}: {exc}".replace("\n", " ")) from None
+    if not isinstance(t, np.ndarray) or t.dtype != np.float32:
+        dtype = getattr(t, "dtype", type(t).__name__)
+        raise CliError(f"{path}: tensor must be float32, got {dtype} "
+                       "(convert it with astype(np.float32))")
+    return np.ascontiguousarray(t).reshape(-1)
+
+
+def resolve_codec(args, tensor):
+    """``dict(codec id, param, stochastic, scale bits, aux bits)`` from the options."""
+    if args.codec in PRESETS:
+        if args.param is not None:
+            raise CliError(f"--param: preset {args.codec!r} fixes the codec parameter")
+        p = preset_params(args.codec, tensor, scale=args.scale, aux=args.aux)
+        info = codec_info(p["codec"])
+        return {"codec": info, "param": p["param"],
+                "stochastic": p["stochastic"] or args.stochastic,
+                "scale": p["scale"], "aux": p["aux"]}
+    try:
+        info = codec_info(int(args.codec) if args.codec.isdigit() else args.codec)
+        param = validate_param(info.name, args.param if info.param_range else (args.param or 0))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return {"codec": info, "param": param, "stochastic": args.stochastic,
+            "scale": np.float32(1.0 if args.scale is None else args.scale),
+            "aux": np.float32(1.0 if args.aux is None else args.aux)}
+
+
+def run(args):
+    k = args.elements_per_frame
+    if not 1 <= k <= MAX_ELEMENTS:
+        raise CliError(f"--elements-per-frame must be from 1 to {MAX_ELEMENTS} "
+                       f"(a host frame is at most {MAX_PKT_LEN} bytes), got {k}")
+    if not 0 <= args.seed < 2**32:
+        raise CliError(f"--seed must be a uint32, got {args.seed}")
+    if not 0 <= args.port < 2**16:
+        raise CliError(f"--port must be 0..65535, got {args.port}")
+    tensor = load_tensor(args.tensor)
+    if tensor.size == 0:
+        raise CliError(f"{args.tensor}: tensor is empty")
+    if not 0 <= args.offset or args.offset + tensor.size > 2**32:
+        raise CliError(f"--offset {args.offset}: the tensor's indices must fit uint32")
+    c = resolve_codec(args, tensor)
+    base = Header(dst_port=args.port, codec=c["codec"].id, param=c["param"],
+                  scale_bits=f32_bits(c["scale"]), aux_bits=f32_bits(c["aux"]), seed=args.seed)
+    frames = []
+    for start in range(0, tensor.size, k):
+        last = start + k >= tensor.size
+        flags = (FLAG_STOCHASTIC if c["stochastic"] else 0) | (FLAG_FLUSH if last else 0)
+        h = Header(**{**base.__dict__, "flags": flags, "offset": args.offset + start})
+        frames.append(build_host_frame(h, tensor[start:start + k]))
+    write_frames(args.output, frames)
+    row = {"frames": len(frames), "elements": int(tensor.size),
+           "bytes": sum(len(f) for f in frames), "codec": c["codec"].name,
+           "param": c["param"], "stochastic": bool(c["stochastic"]),
+           "scale": float(c["scale"]), "aux": float(c["aux"]), "seed": args.seed,
+           "offset": args.offset}
+    print(render([row], COLUMNS, args.format, json_obj=row), end="")
+    return 0
