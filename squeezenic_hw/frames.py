@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .codecs import CODECS, codec_info, validate_param
-from .codecs.reference import payload_bytes
+from .codecs.reference import f32_bits, payload_bytes
 
 __all__ = [
     "HEADER_LEN", "DEFAULT_PORT", "MAX_PKT_LEN", "DEFAULT_MTU", "DEFAULT_HOST_ELEMENTS",
@@ -48,11 +48,6 @@ DEFAULT_CODECS = frozenset(c.id for c in CODECS.values())
 
 _ETHERTYPE_IPV4 = 0x0800
 _PROTO_UDP = 17
-
-
-def f32_bits(value):
-    """The uint32 bits (a Python int) of ``value`` as float32; NaN payloads of np.float32 kept."""
-    return int(np.float32(value).view(np.uint32))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from . import codec_info, validate_param
 from .rng import draw_u32, tensor_indices
 
 __all__ = [
-    "CANONICAL_NAN", "to_bits", "from_bits", "mul_f32",
+    "CANONICAL_NAN", "to_bits", "from_bits", "f32_bits", "mul_f32",
     "encode", "decode", "pack", "unpack", "payload_bytes",
 ]
 
@@ -48,9 +48,9 @@ def from_bits(bits):
     return np.array(bits, dtype=np.uint32).view(np.float32)
 
 
-def _f32_bits(value):
-    """The bits of a scalar given as a float, np.float32 (payload kept)."""
-    return np.float32(value).view(np.uint32)
+def f32_bits(value):
+    """The uint32 bits (a Python int) of ``value`` as float32; NaN payloads of np.float32 kept."""
+    return int(np.float32(value).view(np.uint32))
 
 
 def mul_f32(a, b):
@@ -226,8 +226,8 @@ def _context(codec, param, scale, aux, seed=0, offset=0, stochastic=False):
         raise ValueError(f"offset must be a uint32, got {offset!r}")
     return info, {
         "param": param,
-        "scale_bits": _f32_bits(scale),
-        "aux_bits": _f32_bits(aux),
+        "scale_bits": np.uint32(f32_bits(scale)),
+        "aux_bits": np.uint32(f32_bits(aux)),
         "seed": int(seed),
         "offset": int(offset),
         "stochastic": bool(stochastic) and info.stochastic,

@@ -124,7 +124,6 @@ class PipelinedBeatUnit(wiring.Component):
     """
 
     LATENCY = None
-    _IN_FIELD = None     # "elements" (encoders) or "codes" (decoders)
     _OUT_FIELD = None    # "codes" (encoders) or "elements" (decoders)
 
     def __init__(self, in_layout, out_layout):
@@ -173,11 +172,9 @@ class PipelinedBeatUnit(wiring.Component):
 class EncoderUnit(PipelinedBeatUnit):
     """Base for encoders: ``datapath`` returns the 16 codes (a list or array)."""
     CODE_WIDTH = None
-    _IN_FIELD = "elements"
     _OUT_FIELD = "codes"
 
     def __init__(self, *, meta_shape=unsigned(1)):
-        self._meta_shape = meta_shape
         super().__init__(encoder_input_layout(meta_shape),
                          encoder_output_layout(self.CODE_WIDTH, meta_shape))
 
@@ -185,11 +182,9 @@ class EncoderUnit(PipelinedBeatUnit):
 class DecoderUnit(PipelinedBeatUnit):
     """Base for decoders: ``datapath`` returns the 16 fp32 elements."""
     CODE_WIDTH = None
-    _IN_FIELD = "codes"
     _OUT_FIELD = "elements"
 
     def __init__(self, *, meta_shape=unsigned(1)):
-        self._meta_shape = meta_shape
         super().__init__(decoder_input_layout(self.CODE_WIDTH, meta_shape),
                          decoder_output_layout(meta_shape))
 

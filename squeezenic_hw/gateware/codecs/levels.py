@@ -69,6 +69,8 @@ def build_levels(m, stager, payload, name):
     decompose_stage = _X_DELAY + Fp32Multiplier.LATENCY + 1
     params = stager.delay(payload.params, decompose_stage, name="params")
     scale = stager.delay(payload.params.scale, _X_DELAY, name="scale")
+    top = max_level(params.param)
+    param = stager.reg(params.param, name="param_q")  # aligned with the registered levels
     out = []
     for e in range(len(payload.elements)):
         x = stager.delay(payload.elements[e], _X_DELAY, name=f"x{e}")
@@ -87,12 +89,10 @@ def build_levels(m, stager, payload, name):
             # nearest even: guard bit set and (anything below it, or I odd)
             frac[31] & ((frac[:31] != 0) | sticky | integer[0])))
         level = Signal(16, name=f"level{e}")
-        top = max_level(params.param)
         rounded = integer + up
         m.d.comb += level.eq(Mux(zero, 0, Mux(saturate | (rounded > top), top, rounded)))
         negative = stager.delay(x[31], Fp32Multiplier.LATENCY + 2, name=f"neg{e}")
-        out.append((stager.reg(level, name=f"level{e}_q"), negative,
-                    stager.reg(params.param, name=f"param{e}")))
+        out.append((stager.reg(level, name=f"level{e}_q"), negative, param))
     return out
 
 
