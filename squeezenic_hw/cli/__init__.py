@@ -16,6 +16,7 @@ COMMANDS = [
     "model_cmd",
     "frames_cmd",
     "reference_cmd",
+    "simulate_cmd",
     "tensor_cmd",
 ]
 

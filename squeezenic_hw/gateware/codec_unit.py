@@ -96,7 +96,9 @@ class Stager:
         """Return a register holding ``value`` one (enabled) cycle later."""
         self._count += 1
         shape = value.shape() if hasattr(value, "shape") else Signal.like(value).shape()
-        r = Signal(shape, name=name or f"stage{self._count}", init=reset)
+        # Structured shapes take no integer ``init``; zero is their default anyway.
+        init = {"init": reset} if reset else {}
+        r = Signal(shape, name=name or f"stage{self._count}", **init)
         with self._m.If(self.enable):
             self._m.d.sync += r.eq(value)
         return r

@@ -1,0 +1,129 @@
+"""``squeezenic-hw simulate tx|rx``: run the Amaranth simulation of a lane on a pcap of frames."""
+
+import sys
+
+from .. import lane_reference
+from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+from ..pcap import read_frames, write_frames
+from . import CliError
+from .output import add_format_option, render
+from .reference_cmd import parse_codecs
+
+NAME = "simulate"
+HELP = "simulate the TX or RX lane hardware (Amaranth) on a pcap of frames"
+
+
+def add_arguments(parser):
+    parser.add_argument("lane", choices=("tx", "rx"))
+    parser.add_argument("input", metavar="IN.pcap")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.pcap",
+                        help="output frames; timestamps = cycle of each frame's first beat")
+    parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
+                        help=f"tx: largest wire frame in bytes (default {DEFAULT_MTU})")
+    parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
+                        help=f"rx: most elements per host frame (default {DEFAULT_HOST_ELEMENTS})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="SqueezeNIC UDP port")
+    parser.add_argument("--idle-timeout", type=int, metavar="CYCLES",
+                        help="tx: close an open wire frame after this many idle cycles "
+                             "(input frames arrive at their pcap timestamps, 250 MHz)")
+    parser.add_argument("--codecs", help="comma-separated codec names or ids to build in "
+                                         "(default: all of 0-6; fewer simulate faster)")
+    parser.add_argument("--backpressure", type=float, default=0.0, metavar="P",
+                        help="probability that the output is not ready in a cycle")
+    parser.add_argument("--idle", type=float, default=0.0, metavar="P",
+                        help="probability of an idle input cycle before each beat")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the idle/backpressure draws")
+    parser.add_argument("--vcd", metavar="FILE", help="write a waveform (large and slow)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="do not compare the output with the numpy reference")
+    parser.add_argument("--progress", action="store_true",
+                        help="print progress on stderr (default: when stderr is a terminal)")
+    add_format_option(parser)
+
+
+def _probability(name, value):
+    if not 0.0 <= value < 1.0:
+        raise CliError(f"--{name} must be in [0, 1), got {value}")
+    return value
+
+
+def _progress_printer(enabled, total_frames):
+    if not enabled:
+        return None
+
+    def show(cycle, frames_in, frames_out):
+        print(f"\rcycle {cycle:>9,}  frames in {frames_in}/{total_frames}  "
+              f"out {frames_out}", end="", file=sys.stderr, flush=True)
+    return show
+
+
+def run(args):
+    # Imported here: elaborating gateware is not needed by the other commands.
+    from ..gateware.rx_lane import RxLane
+    from ..gateware.tx_lane import TxLane
+    from ..sim.lane import simulate_lane
+
+    codecs = parse_codecs(args.codecs)
+    idle = _probability("idle", args.idle)
+    backpressure = _probability("backpressure", args.backpressure)
+    if not 1 <= args.port < 2**16:
+        raise CliError(f"--port must be 1..65535, got {args.port}")
+    frames, cycles = read_frames(args.input)
+    if not frames:
+        raise CliError(f"{args.input}: no frames")
+    try:
+        if args.lane == "tx":
+            lane = TxLane(codecs=codecs, mtu=args.mtu, port=args.port,
+                          idle_timeout=args.idle_timeout)
+        else:
+            lane = RxLane(codecs=codecs, max_host_elements=args.max_host_elements,
+                          port=args.port)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    # Frames arrive at their pcap times only when an idle timeout makes time matter;
+    # otherwise back to back, the fastest the lane takes them.
+    times = cycles if args.lane == "tx" and args.idle_timeout is not None else None
+    show = _progress_printer(args.progress or sys.stderr.isatty(), len(frames))
+    result = simulate_lane(lane, frames, times=times, idle=idle, backpressure=backpressure,
+                           seed=args.seed, vcd=args.vcd, progress=show)
+    if show:
+        print(file=sys.stderr)
+    out = [f.data for f in result.frames]
+    base = result.frames[0].first_cycle if result.frames else 0
+    write_frames(args.output, out, [f.first_cycle - base for f in result.frames])
+
+    stats = result.as_dict()
+    summary = {"lane": args.lane, "frames_in": len(frames), "frames_out": len(out),
+               "bytes_in": sum(map(len, frames)), "bytes_out": sum(map(len, out)),
+               **{k: stats[k] for k in ("cycles", "beats_in", "beats_out",
+                                        "beats_per_cycle_in", "beats_per_cycle_out",
+                                        "first_beat_latency", "sim_cycles_per_second")}}
+    mismatch = None
+    if not args.no_check:
+        mismatch = _compare(args, frames, cycles, codecs, out)
+        summary["matches_reference"] = mismatch is None
+    rows = [{"name": k, "value": v} for k, v in {**summary, **result.counters}.items()]
+    print(render(rows, ["name", "value"], args.format,
+                 json_obj={**summary, "counters": result.counters}), end="")
+    if mismatch:
+        print(f"squeezenic-hw simulate: error: output differs from the reference: {mismatch}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _compare(args, frames, cycles, codecs, out):
+    """``None`` when ``out`` equals the reference lane's output, else what differs."""
+    if args.lane == "tx":
+        expected, _ = lane_reference.tx(frames, port=args.port, mtu=args.mtu, codecs=codecs,
+                                        idle_timeout=args.idle_timeout, times=cycles)
+    else:
+        expected, _ = lane_reference.rx(frames, port=args.port,
+                                        max_host_elements=args.max_host_elements,
+                                        codecs=codecs)
+    for k, (got, want) in enumerate(zip(out, expected, strict=False)):
+        if got != want:
+            return f"frame {k} ({len(got)} bytes, reference {len(want)})"
+    if len(out) != len(expected):
+        return f"{len(out)} frames, reference {len(expected)}"
+    return None

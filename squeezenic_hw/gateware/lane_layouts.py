@@ -1,0 +1,159 @@
+"""Beat and side-band layouts shared by the blocks of the TX and RX lanes.
+
+* :class:`AxisBeat` — one beat of an OpenNIC AXI-Stream (``tdata`` 512,
+  ``tkeep`` 64, ``tlast``, ``tuser_size``/``tuser_src``/``tuser_dst``).
+* :class:`Reason` — why a frame bypasses a lane (0 = it does not); the
+  hardware twin of :class:`squeezenic_hw.frames.BypassReason`, same order.
+* :class:`PackMeta` — what the TX controller tells the packer about a beat of
+  codes (how many, their width, where the open wire frame closes).
+* Header byte helpers: the first beat of a frame is the whole 64-byte header;
+  byte ``i`` is ``tdata[8i + 7 : 8i]``.
+"""
+
+from amaranth import Cat, unsigned
+from amaranth.lib import data, enum, stream
+
+__all__ = [
+    "DATA_BYTES", "AxisBeat", "axis_signature", "Reason", "reason_of", "PackMeta",
+    "header_bytes", "field_be", "field_le", "HDR",
+]
+
+#: Bytes per 512-bit beat.
+DATA_BYTES = 64
+
+
+class AxisBeat(data.Struct):
+    """One beat of OpenNIC's 512-bit AXI-Stream (``tvalid``/``tready`` are the stream's)."""
+    data: unsigned(512)   # tdata, byte 0 in bits 7:0
+    keep: unsigned(64)    # tkeep, holes only on the last beat
+    last: unsigned(1)     # tlast
+    size: unsigned(16)    # tuser_size: frame length in bytes, valid from the first beat
+    src: unsigned(16)     # tuser_src, passed through
+    dst: unsigned(16)     # tuser_dst, passed through
+
+
+def axis_signature():
+    """``stream.Signature`` of :class:`AxisBeat` (use with ``In``/``Out``)."""
+    return stream.Signature(AxisBeat)
+
+
+class Reason(enum.Enum, shape=unsigned(5)):
+    """Bypass reason code: 0 = processed, else :class:`~squeezenic_hw.frames.BypassReason`
+    in check order (``tests/test_lane_layouts.py`` keeps the two in step)."""
+    NONE = 0
+    SHORT_FRAME = 1
+    NOT_IPV4 = 2
+    IP_OPTIONS = 3
+    FRAGMENTED = 4
+    NOT_UDP = 5
+    OTHER_PORT = 6
+    IP_CHECKSUM = 7
+    IP_LENGTH = 8
+    UDP_LENGTH = 9
+    VERSION = 10
+    RESERVED_FLAGS = 11
+    ALREADY_ENCODED = 12
+    NOT_ENCODED = 13
+    CODEC = 14
+    PARAM = 15
+    ZERO_N = 16
+    LENGTH = 17
+
+
+def reason_of(bypass_reason):
+    """The :class:`Reason` for a :class:`~squeezenic_hw.frames.BypassReason` (or ``None``)."""
+    return Reason.NONE if bypass_reason is None else Reason[bypass_reason.name]
+
+
+class PackMeta(data.Struct):
+    """Side-band of one beat of codes on its way to the packer.
+
+    The beat's codes ``0 … count-1`` are valid (a prefix); each is ``width``
+    bits in the low bits of its 32-bit field, zero above.
+
+    * ``close_mid``: the open wire frame closes after code ``split - 1``
+      (``1 ≤ split < count``); codes ``split … count-1`` open the next one.
+    * ``close_end``: the open wire frame closes after code ``count - 1`` (with
+      ``count = 0`` this is a close with no new codes). Never together with
+      ``close_mid``.
+    """
+    width: unsigned(6)      # bits per code, 1…32
+    count: unsigned(5)      # valid codes, 0…16
+    split: unsigned(5)      # with close_mid: codes in the closing frame, 1…count-1
+    close_mid: unsigned(1)
+    close_end: unsigned(1)
+
+
+def header_bytes(value, start, length):
+    """Bytes ``start … start+length-1`` of a beat's data, byte ``start`` lowest."""
+    return value[8 * start:8 * (start + length)]
+
+
+def field_le(value, start, length):
+    """A little-endian header field (the SqueezeNIC fields)."""
+    return header_bytes(value, start, length)
+
+
+def field_be(value, start, length):
+    """A big-endian header field (Ethernet/IP/UDP): byte ``start`` is the most significant."""
+    return Cat(*[value[8 * b:8 * b + 8] for b in reversed(range(start, start + length))])
+
+
+class HDR:
+    """Byte offsets (start, length) of the header fields (wire format section 2)."""
+    DST_MAC = (0, 6)
+    SRC_MAC = (6, 6)
+    ETHERTYPE = (12, 2)      # BE
+    IP_VIHL = (14, 1)
+    IP_TOS = (15, 1)
+    IP_TOTAL_LENGTH = (16, 2)  # BE
+    IP_ID = (18, 2)
+    IP_FRAG = (20, 2)        # BE: flags + fragment offset
+    IP_TTL = (22, 1)
+    IP_PROTO = (23, 1)
+    IP_CHECKSUM = (24, 2)    # BE
+    SRC_IP = (26, 4)
+    DST_IP = (30, 4)
+    UDP_SRC = (34, 2)        # BE
+    UDP_DST = (36, 2)        # BE
+    UDP_LENGTH = (38, 2)     # BE
+    UDP_CHECKSUM = (40, 2)   # BE
+    VERSION = (42, 1)
+    CODEC = (43, 1)
+    PARAM = (44, 1)
+    FLAGS = (45, 1)
+    N = (46, 2)              # LE
+    SCALE = (48, 4)          # LE
+    AUX = (52, 4)            # LE
+    SEED = (56, 4)           # LE
+    OFFSET = (60, 4)         # LE
+
+
+class RingWrite(data.Struct):
+    """Up to two payload beats of a wire frame, from the packer into the frame ring.
+
+    ``beats[0 … count-1]`` are the next payload beats, in order. ``commit``: the
+    wire frame being written closes after them (all of its beats are in).
+    """
+    beats: data.ArrayLayout(unsigned(512), 2)
+    count: unsigned(2)      # 0…2
+    commit: unsigned(1)
+
+
+class FrameToken(data.Struct):
+    """One output frame of a lane, in output order, for the frame merger.
+
+    ``built = 1``: the merger sends ``header`` as the first beat, then
+    ``⌈(size − 64)/64⌉`` beats from its payload stream (``tkeep`` of the last
+    one from ``size``). ``built = 0``: the merger forwards the next whole frame
+    (up to ``tlast``) of its bypass stream unchanged, and ``header``/``size``
+    /``src``/``dst`` are ignored.
+    """
+    built: unsigned(1)
+    header: unsigned(512)
+    size: unsigned(16)
+    src: unsigned(16)
+    dst: unsigned(16)
+
+
+__all__ += ["RingWrite", "FrameToken"]

@@ -1,0 +1,420 @@
+"""The TX lane's frame controller: bypass or encode, coalesce, and decide where wire frames close.
+
+It sits after the :class:`~squeezenic_hw.gateware.frame_classifier.FrameClassifier`
+and turns host frames into three streams, all in the order the reference
+(:func:`squeezenic_hw.lane_reference.tx`) emits frames:
+
+* ``jobs`` — payload beats for the :class:`~.codec_bank.EncoderBank`, each
+  tagged with a :class:`~.lane_layouts.PackMeta` that tells the packer how
+  many codes it carries, their width and where the open wire frame closes;
+* ``desc`` — one descriptor per output frame for the
+  :class:`~.header_builder.HeaderBuilder`: a wire frame (``built = 1``) when it
+  closes, or a bypassed frame (``built = 0``) when its header arrives;
+* ``bypass`` — the beats of bypassed frames, unchanged.
+
+Wire frames close (section 6, ``docs/frames.md``) when full, on a mismatch
+(the next SqueezeNIC host frame has another coalescing key or is not
+contiguous), after a host frame with ``flush``, after ``idle_timeout`` cycles
+without a host frame, or when ``close`` is raised while no frame is arriving
+(the reference's ``end``).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..frames import DEFAULT_MTU, HEADER_LEN, MAX_PKT_LEN, TX_REASONS
+from ..lane_reference import resolve_codecs, tx_counter_names
+from .codec_bank import bank_meta_layout, codec_widths
+from .codec_unit import ELEMENTS_PER_BEAT, CodecParams, encoder_input_layout
+from .frame_classifier import ClassifiedBeat
+from .lane_layouts import HDR, PackMeta, Reason, axis_signature, field_le
+
+__all__ = ["TxController", "token_tag_layout", "desc_layout", "tx_counters_layout",
+           "TX_COUNTERS", "code_width_of"]
+
+#: Counter names of the TX lane: the reference's keys, then ``size_errors``.
+TX_COUNTERS = tuple(tx_counter_names()) + ("size_errors",)
+
+_MAX_N = 2**16 - 1
+
+
+def token_tag_layout():
+    """What rides through the header builder with each descriptor, to become a FrameToken."""
+    return data.StructLayout({"built": unsigned(1), "size": unsigned(16),
+                              "src": unsigned(16), "dst": unsigned(16)})
+
+
+def desc_layout(tag_shape):
+    """The header builder's input: template header and the fields to rewrite."""
+    return data.StructLayout({"template": unsigned(512), "size": unsigned(16),
+                              "n": unsigned(16), "offset": unsigned(32), "flags": unsigned(8),
+                              "tag": tag_shape})
+
+
+def tx_counters_layout():
+    return data.StructLayout({name: unsigned(32) for name in TX_COUNTERS})
+
+
+def code_width_of(codec, param):
+    """Bits per code of a frame, from its header's codec id and parameter (a Value)."""
+    return Mux(codec == 0, 32,
+               Mux((codec == 1) | (codec == 2), 16,
+                   Mux((codec == 3) | (codec == 4), param[:6],
+                       Mux(codec == 5, 1, 9))))
+
+
+def _keep_key(hdr):
+    """The coalescing key of a header (section 6): addresses, ports, codec, param,
+    ``stochastic``, scale, aux and seed."""
+    b = lambda start, length: hdr[8 * start:8 * (start + length)]  # noqa: E731
+    return Cat(b(0, 12), b(26, 12), b(43, 2), hdr[8 * 45 + 1], b(48, 12))
+
+
+class TxController(wiring.Component):
+    """Frame controller of the TX lane (see the module docstring).
+
+    Parameters
+    ----------
+    codecs : iterable of str or int, optional
+        Codecs built into the lane (default 0–6); sets the code widths.
+    mtu : int
+        Largest wire frame in bytes (68…9600): a wire frame holds at most
+        ``min(65535, ⌊(mtu − 64)·8 / b⌋)`` codes of ``b`` bits.
+    idle_timeout : int or None
+        Close the open wire frame after this many cycles without a host frame
+        (counted from the cycle after the last beat of the last host frame put
+        in it, as the reference counts); ``None``: never.
+
+    Latency: a header or payload beat is turned into its outputs in the cycle
+    it is accepted (combinational; the blocks around it register).
+    Throughput: one input beat per cycle. A beat costs a second cycle only when
+    it closes two wire frames (a straddling host frame whose last beat also
+    ends in ``flush``, or wire frames of fewer than 16 codes); a header beat
+    that closes a frame on mismatch costs nothing extra. Idle/``close``
+    closes take a cycle with no input.
+    Backpressure: a beat is accepted only when every output it needs is ready;
+    nothing is dropped. Frames whose beats end before ``tuser_size`` says are
+    padded with zero elements, extra beats are discarded; both count in
+    ``size_errors`` (OpenNIC's ``tuser_size`` is always right, so this guards
+    against broken producers, not a normal case).
+    """
+
+    def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None):
+        if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
+            raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "
+                             f"got {mtu!r}")
+        if idle_timeout is not None and not 1 <= idle_timeout < 2**32:
+            raise ValueError(f"idle_timeout must be None or 1…2**32-1 cycles, "
+                             f"got {idle_timeout!r}")
+        self._codecs = sorted(resolve_codecs(codecs))
+        self._widths = sorted(codec_widths(self._codecs))
+        self._mtu = mtu
+        self._idle_timeout = idle_timeout
+        job = encoder_input_layout(bank_meta_layout(PackMeta))
+        super().__init__({
+            "i": In(stream.Signature(ClassifiedBeat)),
+            "jobs": Out(stream.Signature(job)),
+            "desc": Out(stream.Signature(desc_layout(token_tag_layout()))),
+            "bypass": Out(axis_signature()),
+            "close": In(1),
+            "counters": Out(tx_counters_layout()),
+        })
+
+    def capacity(self, width):
+        """Codes per wire frame for a code width (an int)."""
+        return min(_MAX_N, (self._mtu - HEADER_LEN) * 8 // width)
+
+    def elaborate(self, platform):
+        m = Module()
+        beat = self.i.payload.beat
+        reason = self.i.payload.reason
+        hdr = beat.data
+
+        # ---- the current host frame ---------------------------------------------
+        cur_hdr = Signal(512)
+        cur_src = Signal(16)
+        cur_dst = Signal(16)
+        cur_offset = Signal(32)    # tensor index of its next element
+        cur_left = Signal(16)      # its elements not yet sent as jobs
+        cur_flush = Signal()
+        cur_codec = Signal(3)
+        cur_params = Signal(CodecParams)
+        cur_width = Signal(6)
+        cur_cap = Signal(16)
+        shift = Signal(range(ELEMENTS_PER_BEAT))  # elements of this beat already sent
+        pad = Signal()             # truncated frame: send zeros, consume nothing
+
+        # ---- the open wire frame ------------------------------------------------
+        is_open = Signal()
+        o_hdr = Signal(512)
+        o_src = Signal(16)
+        o_dst = Signal(16)
+        o_offset = Signal(32)
+        o_n = Signal(16)
+
+        counters = self.counters
+        jobs, desc, byp = self.jobs, self.desc, self.bypass
+
+        # Header fields of the incoming beat.
+        h_codec = field_le(hdr, *HDR.CODEC)
+        h_param = field_le(hdr, *HDR.PARAM)
+        h_flags = field_le(hdr, *HDR.FLAGS)
+        h_n = field_le(hdr, *HDR.N)
+        h_offset = field_le(hdr, *HDR.OFFSET)
+        h_width = Signal(6)
+        m.d.comb += h_width.eq(code_width_of(h_codec, h_param))
+        h_cap = Signal(16)
+        with m.Switch(h_width):
+            for w in self._widths:
+                with m.Case(w):
+                    m.d.comb += h_cap.eq(self.capacity(w))
+        matches = (_keep_key(hdr) == _keep_key(o_hdr)) & (h_offset == cur_offset)
+
+        # ---- idle timer -----------------------------------------------------------
+        idle_due = Signal()
+        since = Signal(32)
+        frame_ended = Signal()     # the last job of a host frame fires this cycle
+        if self._idle_timeout is not None:
+            with m.If(frame_ended):
+                m.d.sync += since.eq(0)
+            with m.Elif(since != 2**32 - 1):
+                m.d.sync += since.eq(since + 1)
+            # Close one cycle early when no header is waiting, so that the close
+            # never delays a header that arrives exactly ``idle_timeout`` cycles late
+            # (the delay would shift that frame's own idle count by one).
+            m.d.comb += idle_due.eq((since >= self._idle_timeout)
+                                    | ((since >= self._idle_timeout - 1) & ~self.i.valid))
+
+        # ---- wire descriptors for a closing frame ----------------------------------
+        def close_desc(template, offset, n, flush, src, dst):
+            size = Signal(16, name="close_size")
+            bits = n * cur_width
+            m.d.comb += size.eq(HEADER_LEN + ((bits + 7) >> 3))
+            flags = Cat(Const(1, 1), field_le(template, *HDR.FLAGS)[1], flush, Const(0, 5))
+            return [
+                desc.valid.eq(1),
+                desc.payload.template.eq(template),
+                desc.payload.size.eq(size),
+                desc.payload.n.eq(n),
+                desc.payload.offset.eq(offset),
+                desc.payload.flags.eq(flags),
+                desc.payload.tag.built.eq(1),
+                desc.payload.tag.size.eq(size),
+                desc.payload.tag.src.eq(src),
+                desc.payload.tag.dst.eq(dst),
+            ]
+
+        def bump(name, amount=1):
+            field = counters[name]
+            m.d.sync += field.eq(field + amount)
+
+        def close_only_job():
+            # No codes, just "close the open frame" (its width for the size).
+            return [
+                jobs.valid.eq(1),
+                jobs.payload.valid.eq(0),
+                jobs.payload.meta.codec.eq(cur_codec),
+                jobs.payload.meta.user.width.eq(cur_width),
+                jobs.payload.meta.user.count.eq(0),
+                jobs.payload.meta.user.split.eq(0),
+                jobs.payload.meta.user.close_mid.eq(0),
+                jobs.payload.meta.user.close_end.eq(1),
+            ]
+
+        # ---- the job of a payload beat (PAYLOAD state) -----------------------------
+        elements = Signal(512)
+        m.d.comb += elements.eq(Mux(pad, 0, hdr) >> Cat(Const(0, 5), shift))
+        avail = Signal(range(ELEMENTS_PER_BEAT + 1))
+        m.d.comb += avail.eq(ELEMENTS_PER_BEAT - shift)
+        v = Signal(range(ELEMENTS_PER_BEAT + 1))
+        m.d.comb += v.eq(Mux(cur_left < avail, cur_left, avail))
+        eff_n = Mux(is_open, o_n, 0)
+        eff_hdr = Mux(is_open, o_hdr, cur_hdr)
+        eff_offset = Mux(is_open, o_offset, cur_offset)
+        eff_src = Mux(is_open, o_src, cur_src)
+        eff_dst = Mux(is_open, o_dst, cur_dst)
+        room = Signal(17)
+        m.d.comb += room.eq(cur_cap - eff_n)
+        ends_frame = v == cur_left
+        flush_end = ends_frame & cur_flush
+        take = Signal(range(ELEMENTS_PER_BEAT + 1))   # codes into the frame open now
+        count = Signal(range(ELEMENTS_PER_BEAT + 1))  # codes in this job
+        close_mid = Signal()
+        close_end = Signal()
+        beat_done = Signal()       # the job finishes the current input beat
+        with m.If(v < room):
+            m.d.comb += [take.eq(v), count.eq(v), close_end.eq(flush_end), beat_done.eq(1)]
+        with m.Elif(v == room):
+            m.d.comb += [take.eq(v), count.eq(v), close_end.eq(1), beat_done.eq(1)]
+        with m.Elif(((v - room) < cur_cap) & ~flush_end):
+            m.d.comb += [take.eq(room), count.eq(v), close_mid.eq(1), beat_done.eq(1)]
+        with m.Else():
+            # The rest of the beat closes another frame: send it next cycle.
+            m.d.comb += [take.eq(room), count.eq(room), close_end.eq(1)]
+        closes = close_mid | close_end
+
+        m.d.comb += [
+            jobs.payload.elements.as_value().eq(elements),
+            jobs.payload.valid.eq((Const(1, ELEMENTS_PER_BEAT + 1) << count) - 1),
+            jobs.payload.offset.eq(cur_offset),
+            jobs.payload.params.eq(cur_params),
+            jobs.payload.meta.codec.eq(cur_codec),
+            jobs.payload.meta.user.width.eq(cur_width),
+            jobs.payload.meta.user.count.eq(count),
+            jobs.payload.meta.user.split.eq(take),
+            jobs.payload.meta.user.close_mid.eq(close_mid),
+            jobs.payload.meta.user.close_end.eq(close_end),
+        ]
+
+        # tuser_size says where the frame ends; the beats may disagree.
+        early_end = beat.last & ~pad & beat_done & ~ends_frame
+        late_end = ~beat.last & ~pad & beat_done & ends_frame
+
+        with m.FSM(name="tx_ctrl"):
+            with m.State("IDLE"):
+                with m.If(is_open & (idle_due | (self.close & ~self.i.valid))):
+                    m.d.comb += close_only_job()
+                    m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
+                    m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
+                    with m.If(jobs.ready & desc.ready):
+                        m.d.sync += is_open.eq(0)
+                        bump("wire_frames")
+                        with m.If(idle_due):
+                            bump("close_idle")
+                        with m.Else():
+                            bump("close_end")
+                with m.Elif(self.i.valid & (reason != Reason.NONE)):
+                    # Bypass: a token now (order), the frame's beats to the bypass FIFO.
+                    m.d.comb += [
+                        desc.valid.eq(byp.ready),
+                        desc.payload.tag.built.eq(0),
+                        desc.payload.tag.size.eq(beat.size),
+                        byp.valid.eq(desc.ready),
+                        byp.payload.eq(beat),
+                        self.i.ready.eq(desc.ready & byp.ready),
+                    ]
+                    with m.If(desc.ready & byp.ready):
+                        bump("bypass_frames")
+                        with m.Switch(reason):
+                            for r in TX_REASONS:
+                                with m.Case(Reason[r.name]):
+                                    bump(f"bypass_{r.value}")
+                        with m.If(~beat.last):
+                            m.next = "BYPASS"
+                with m.Elif(self.i.valid):
+                    mismatch = is_open & ~matches
+                    with m.If(mismatch):
+                        m.d.comb += close_only_job()
+                        m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
+                        m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
+                    ok = ~mismatch | (jobs.ready & desc.ready)
+                    m.d.comb += self.i.ready.eq(ok)
+                    with m.If(ok):
+                        with m.If(mismatch):
+                            m.d.sync += is_open.eq(0)
+                            bump("wire_frames")
+                            bump("close_mismatch")
+                        bump("host_frames")
+                        bump("elements", h_n)
+                        m.d.sync += [
+                            cur_hdr.eq(hdr),
+                            cur_src.eq(beat.src),
+                            cur_dst.eq(beat.dst),
+                            cur_offset.eq(h_offset),
+                            cur_left.eq(h_n),
+                            cur_flush.eq(h_flags[2]),
+                            cur_codec.eq(h_codec),
+                            cur_params.param.eq(h_param),
+                            cur_params.stochastic.eq(h_flags[1]),
+                            cur_params.scale.eq(field_le(hdr, *HDR.SCALE)),
+                            cur_params.aux.eq(field_le(hdr, *HDR.AUX)),
+                            cur_params.seed.eq(field_le(hdr, *HDR.SEED)),
+                            cur_width.eq(h_width),
+                            cur_cap.eq(h_cap),
+                            shift.eq(0),
+                            pad.eq(beat.last),
+                        ]
+                        with m.If(beat.last):
+                            bump("size_errors")
+                        m.next = "PAYLOAD"
+
+            with m.State("PAYLOAD"):
+                have = self.i.valid | pad
+                m.d.comb += [
+                    jobs.valid.eq(have & (~closes | desc.ready)),
+                ]
+                with m.If(closes):
+                    n_closed = Signal(16)
+                    m.d.comb += n_closed.eq(eff_n + take)
+                    # flush only on the frame that carries the host frame's last element
+                    m.d.comb += close_desc(eff_hdr, eff_offset, n_closed,
+                                           close_end & cur_flush & (count == cur_left),
+                                           eff_src, eff_dst)
+                    m.d.comb += desc.valid.eq(have & jobs.ready)
+                fire = have & jobs.ready & (~closes | desc.ready)
+                m.d.comb += self.i.ready.eq(fire & beat_done & ~pad)
+                with m.If(fire):
+                    m.d.sync += [
+                        cur_offset.eq(cur_offset + count),
+                        cur_left.eq(cur_left - count),
+                    ]
+                    with m.If(close_mid):
+                        # The rest of the beat opens the next wire frame.
+                        m.d.sync += [
+                            is_open.eq(1),
+                            o_hdr.eq(cur_hdr),
+                            o_src.eq(cur_src),
+                            o_dst.eq(cur_dst),
+                            o_offset.eq(cur_offset + take),
+                            o_n.eq(count - take),
+                        ]
+                    with m.Elif(close_end):
+                        m.d.sync += is_open.eq(0)
+                    with m.Else():
+                        m.d.sync += [
+                            is_open.eq(1),
+                            o_hdr.eq(eff_hdr),
+                            o_src.eq(eff_src),
+                            o_dst.eq(eff_dst),
+                            o_offset.eq(eff_offset),
+                            o_n.eq(eff_n + count),
+                        ]
+                    with m.If(closes):
+                        bump("wire_frames")
+                        with m.If(v >= room):
+                            bump("close_full")
+                        with m.Else():
+                            bump("close_flush")
+                    with m.If(beat_done):
+                        m.d.sync += shift.eq(0)
+                    with m.Else():
+                        m.d.sync += shift.eq(shift + count)
+                    with m.If(early_end):
+                        bump("size_errors")
+                        m.d.sync += pad.eq(1)
+                    with m.If(beat_done & ends_frame):
+                        m.d.comb += frame_ended.eq(1)
+                        m.d.sync += pad.eq(0)
+                        with m.If(late_end):
+                            bump("size_errors")
+                            m.next = "DRAIN"
+                        with m.Else():
+                            m.next = "IDLE"
+
+            with m.State("BYPASS"):
+                m.d.comb += [
+                    byp.valid.eq(self.i.valid),
+                    byp.payload.eq(beat),
+                    self.i.ready.eq(byp.ready),
+                ]
+                with m.If(self.i.valid & byp.ready & beat.last):
+                    m.next = "IDLE"
+
+            with m.State("DRAIN"):
+                # Beats past tuser_size: counted once in size_errors, not forwarded.
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid & beat.last):
+                    m.next = "IDLE"
+        return m
+

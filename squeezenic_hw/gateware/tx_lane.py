@@ -1,0 +1,160 @@
+"""The TX lane: host frames in, wire frames out (wire format section 6).
+
+::
+
+    i ─► FrameClassifier ─► TxController ─┬─ jobs ─► EncoderBank ─► WirePacker ─► WireRing ─┐
+                                          ├─ desc ─► HeaderBuilder ─► token FIFO ──────────┤
+                                          └─ bypass ─► bypass FIFO ────────────────────────┤
+                                                                      FrameMerger ─► o ◄───┘
+
+The controller decides, in input order, which frames bypass and where wire
+frames close, and hands the merger one token per output frame in that
+order, so the lane emits exactly the frames of
+:func:`squeezenic_hw.lane_reference.tx`, in the same order. Wire frames are
+assembled whole in the ring before their header (with ``tuser_size``) leaves;
+the ring holds two of the largest wire frames, so assembling one never waits
+for the previous one to be sent.
+"""
+
+from amaranth import Module
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..frames import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN
+from .codec_bank import EncoderBank, codec_widths
+from .frame_classifier import FrameClassifier
+from .frame_merger import FrameMerger
+from .header_builder import HeaderBuilder
+from .lane_layouts import DATA_BYTES, FrameToken, PackMeta, axis_signature
+from .tx_controller import TxController, token_tag_layout, tx_counters_layout
+from .wire_packer import WirePacker
+from .wire_ring import WireRing
+
+__all__ = ["TxLane", "fifo_between"]
+
+
+def fifo_between(m, name, source, sink, depth):
+    """A ``SyncFIFOBuffered`` from stream ``source`` to stream ``sink`` (payloads as bits)."""
+    width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
+        source.payload)
+    q = m.submodules[name] = fifo.SyncFIFOBuffered(width=width, depth=depth)
+    m.d.comb += [
+        q.w_data.eq(source.payload),
+        q.w_en.eq(source.valid),
+        source.ready.eq(q.w_rdy),
+        sink.payload.eq(q.r_data),
+        sink.valid.eq(q.r_rdy),
+        q.r_en.eq(sink.ready),
+    ]
+    return q
+
+
+class TxLane(wiring.Component):
+    """One 512-bit TX lane: classify, encode, pack, coalesce, write wire headers.
+
+    Parameters
+    ----------
+    codecs : iterable of str or int, optional
+        Codecs built in (default: every codec, 0–6). Host frames of other
+        codecs bypass (reason ``codec``).
+    mtu : int
+        Largest wire frame in bytes, 68…9600 (default 1518).
+    port : int
+        SqueezeNIC UDP destination port.
+    idle_timeout : int or None
+        Cycles without a host frame after which the open wire frame closes.
+    bypass_depth : int
+        Beats of bypassed frames held while earlier wire frames are assembled.
+    token_depth : int
+        Output frames decided but not yet sent.
+
+    Ports: ``i`` (host AXI-Stream), ``o`` (wire AXI-Stream), ``close`` (close
+    the open wire frame when no frame is arriving: the end of a test or a
+    register write), ``counters`` (:data:`~.tx_controller.TX_COUNTERS`).
+
+    Latency: a wire frame's first beat leaves after its last code is packed
+    (it needs ``tuser_size``); measured figures are in ``docs/figures.md``.
+    Throughput: one host beat per cycle (see ``docs/lanes.md`` for the exact
+    conditions). Backpressure on ``o`` stalls the lane once its FIFOs and
+    ring are full; nothing is dropped.
+    """
+
+    def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
+                 bypass_depth=64, token_depth=16):
+        if bypass_depth < 2:
+            raise ValueError(f"bypass_depth must be at least 2 beats, got {bypass_depth!r}")
+        if token_depth < 2:
+            raise ValueError(f"token_depth must be at least 2 frames, got {token_depth!r}")
+        self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout)
+        self._classifier = FrameClassifier("tx", port=port, codecs=codecs)
+        self._codecs = self._controller._codecs
+        self._mtu = mtu
+        self._bypass_depth = bypass_depth
+        self._token_depth = token_depth
+        super().__init__({
+            "i": In(axis_signature()),
+            "o": Out(axis_signature()),
+            "close": In(1),
+            "counters": Out(tx_counters_layout()),
+        })
+
+    @property
+    def codecs(self):
+        return tuple(self._codecs)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.classifier = classifier = self._classifier
+        m.submodules.controller = ctrl = self._controller
+        m.submodules.encoders = bank = EncoderBank(self._codecs, meta_shape=PackMeta)
+        m.submodules.packer = packer = WirePacker(codec_widths(self._codecs))
+        max_beats = -(-(self._mtu - HEADER_LEN) // DATA_BYTES)
+        m.submodules.ring = ring = WireRing(max_beats)
+        m.submodules.headers = builder = HeaderBuilder(token_tag_layout())
+        m.submodules.merger = merger = FrameMerger()
+
+        wiring.connect(m, wiring.flipped(self.i), classifier.i)
+        wiring.connect(m, classifier.o, ctrl.i)
+        m.d.comb += [ctrl.close.eq(self.close), self.counters.eq(ctrl.counters)]
+
+        # payload: controller → encoders → packer → ring → merger
+        wiring.connect(m, ctrl.jobs, bank.i)
+        m.d.comb += [
+            packer.i.valid.eq(bank.o.valid),
+            bank.o.ready.eq(packer.i.ready),
+            packer.i.payload.codes.eq(bank.o.payload.codes),
+            packer.i.payload.valid.eq(bank.o.payload.valid),
+            packer.i.payload.meta.eq(bank.o.payload.meta.user),
+        ]
+        wiring.connect(m, packer.o, ring.i)
+        wiring.connect(m, ring.o, merger.payload)
+
+        # tokens: controller → header builder → token FIFO → merger
+        d = ctrl.desc.payload
+        m.d.comb += [
+            builder.i.valid.eq(ctrl.desc.valid),
+            ctrl.desc.ready.eq(builder.i.ready),
+            builder.i.payload.template.eq(d.template),
+            builder.i.payload.size.eq(d.size),
+            builder.i.payload.n.eq(d.n),
+            builder.i.payload.offset.eq(d.offset),
+            builder.i.payload.flags.eq(d.flags),
+            builder.i.payload.tag.eq(d.tag),
+        ]
+        token = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
+                                  "ready": In(1)}).create()
+        tag = builder.o.payload.tag
+        m.d.comb += [
+            token.valid.eq(builder.o.valid),
+            builder.o.ready.eq(token.ready),
+            token.payload.built.eq(tag.built),
+            token.payload.header.eq(builder.o.payload.header),
+            token.payload.size.eq(tag.size),
+            token.payload.src.eq(tag.src),
+            token.payload.dst.eq(tag.dst),
+        ]
+        fifo_between(m, "token_fifo", token, merger.tokens, self._token_depth)
+        fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
+
+        wiring.connect(m, merger.o, wiring.flipped(self.o))
+        return m

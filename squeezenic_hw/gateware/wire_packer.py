@@ -1,0 +1,209 @@
+"""The TX lane's bit packer: beats of codes in, 512-bit wire-frame payload beats out.
+
+Wire format section 3: element ``i`` of a wire frame takes bits
+``[i·b, (i+1)·b)`` of the payload bit string, LSB-first. The packer keeps the
+partial beat of the open wire frame and appends each job's codes to it; every
+wire frame's payload starts at bit 0 of a fresh beat and its last beat is
+zero-padded, so a frame of ``n`` codes of ``b`` bits gives exactly
+``⌈n·b/512⌉`` beats.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .codec_unit import ELEMENTS_PER_BEAT, Stager, encoder_output_layout
+from .lane_layouts import PackMeta, RingWrite
+
+__all__ = ["WirePacker", "BEAT_BITS"]
+
+#: Bits per payload beat.
+BEAT_BITS = 512
+
+
+def _check_widths(widths):
+    try:
+        widths = sorted(set(widths), key=lambda w: (type(w).__name__, w))
+    except TypeError:
+        raise ValueError(f"widths must be an iterable of ints 1..32, got {widths!r}") from None
+    if not widths:
+        raise ValueError("widths must name at least one code width (1..32)")
+    for w in widths:
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 32:
+            raise ValueError(f"widths must be ints 1..32, got {w!r}")
+    return tuple(widths)
+
+
+class WirePacker(wiring.Component):
+    """Packs beats of codes into the payload beats of wire frames.
+
+    Each accepted job (one beat of codes with its :class:`PackMeta`) is one
+    step: ``W`` = its ``count`` codes concatenated at ``width`` bits each (code 0
+    lowest); ``take = split`` with ``close_mid``, else ``count``. The first
+    ``take`` codes are appended to the open wire frame at bit ``fill`` of its
+    partial beat.
+
+    * No close: when the partial beat fills up (``fill + take·width ≥ 512``)
+      one full beat is sent (``count = 1``, ``commit = 0``) and the rest stays.
+    * ``close_end`` / ``close_mid``: the frame's unsent bits go out as 0, 1 or 2
+      beats, the last zero-padded, with ``commit = 1`` (``count = 0`` when the
+      frame has no unsent bits, e.g. a close exactly at a beat boundary). With
+      ``close_mid`` the codes ``split … count-1`` become the start of the next
+      frame (at its bit 0).
+    * A job that sends no beat and does not close gives no output item.
+
+    All codes of one wire frame must have the same width; the next frame may
+    change it (only at a ``close_end``, since a ``close_mid`` job carries both
+    frames' codes at one width).
+
+    Parameters
+    ----------
+    widths : iterable of int
+        The code widths (1…32) to support. Compaction logic is built only for
+        these; a job with another ``width`` packs zero-valued codes.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(encoder_output_layout(32, PackMeta)))
+        Jobs: ``codes[e]`` holds code ``e`` in its low ``meta.width`` bits, zero
+        above, and codes ``e ≥ meta.count`` are zero. ``valid`` is ignored.
+    o : Out(stream.Signature(RingWrite))
+        ``beats[0 … count-1]`` are the next payload beats of the wire frame
+        being assembled; ``commit = 1``: the frame closes after them.
+
+    Latency: 3 cycles (``LATENCY``) from an accepted job to its output item:
+    compaction; fill tracking and placement (1024-bit shift); merge into the
+    partial beat and the registered output. The frame state loops (``fill``,
+    the partial beat) are one small adder and one LUT per bit deep.
+    Throughput: one job per cycle in every case (with or without closes), so
+    at most one output item of up to two beats per cycle; a frame's beats
+    come as fast as its codes arrive.
+    Backpressure: when ``o.valid & ~o.ready`` the whole pipeline holds
+    (``i.ready = ~o.valid | o.ready``); nothing is dropped or reordered and
+    bubbles between jobs are squeezed out while the output waits.
+    """
+
+    LATENCY = 3
+
+    def __init__(self, widths):
+        try:
+            self._widths = _check_widths(widths)
+        except ValueError:
+            self._MustUse__silence = True   # no UnusedElaboratable warning for a rejected one
+            raise
+        super().__init__({
+            "i": In(stream.Signature(encoder_output_layout(32, PackMeta))),
+            "o": Out(stream.Signature(RingWrite)),
+        })
+
+    @property
+    def widths(self):
+        """The supported code widths, ascending."""
+        return self._widths
+
+    @property
+    def latency(self):
+        return self.LATENCY
+
+    def _compact(self, m, lanes, width, name):
+        """``lanes`` (16 x 32-bit) concatenated at ``width`` bits each, as 512 bits."""
+        out = Signal(BEAT_BITS, name=name)
+        with m.Switch(width):
+            for w in self._widths:
+                with m.Case(w):
+                    # Static wiring per width; only the selected one reaches `out`.
+                    m.d.comb += out.eq(Cat(lane[:w] for lane in lanes))
+        return out
+
+    def elaborate(self, platform):
+        m = Module()
+        enable = Signal()
+        m.d.comb += [
+            enable.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(enable),
+        ]
+        stager = Stager(m, enable)
+
+        # --- Stage 1: per job, nothing that depends on the open frame. ---
+        meta = self.i.payload.meta
+        codes = [self.i.payload.codes[e] for e in range(ELEMENTS_PER_BEAT)]
+        take = Signal(5)            # codes for the open frame
+        rest = Signal(5)            # codes for the next frame (close_mid only)
+        m.d.comb += [
+            take.eq(Mux(meta.close_mid, meta.split, meta.count)),
+            rest.eq(Mux(meta.close_mid, meta.count - meta.split, 0)),
+        ]
+        # A: codes 0 … take-1, packed. Masking lanes before compaction is cheaper
+        # than a 512-bit variable mask after it.
+        a = self._compact(m, [Mux(e < take, codes[e], 0) for e in range(ELEMENTS_PER_BEAT)],
+                          meta.width, "a_bits")
+        # Codes split … count-1 rotated to lane 0 (a 16:1 lane mux is cheaper than a
+        # 512-bit shift right by split·width); zero without close_mid.
+        r_lanes = []
+        for e in range(ELEMENTS_PER_BEAT):
+            lane = Signal(32, name=f"r_lane{e}")
+            with m.Switch(meta.split):
+                for s in range(ELEMENTS_PER_BEAT - e):
+                    with m.Case(s):
+                        m.d.comb += lane.eq(codes[e + s])
+            r_lanes.append(Mux(e < rest, lane, 0))
+        s1_valid = stager.reg(self.i.valid, name="s1_valid")
+        s1_a = stager.reg(a, name="s1_a")
+        s1_r = [stager.reg(lane, name=f"s1_r{e}") for e, lane in enumerate(r_lanes)]
+        s1_width = stager.reg(meta.width, name="s1_width")
+        # take·width and rest·width by shift-and-add: small, and no DSP slice.
+        s1_take_bits = stager.reg(_times(take, meta.width, 10), name="s1_take_bits")
+        s1_rest_bits = stager.reg(_times(rest, meta.width, 9), name="s1_rest_bits")
+        s1_close = stager.reg(meta.close_mid | meta.close_end, name="s1_close")
+
+        # --- Stage 2: place A at the open frame's fill; decide what goes out. ---
+        # `fill` depends only on widths and counts, so it is tracked here, a stage
+        # ahead of the data: the feedback loops stay short (fill: one add; acc:
+        # one LUT per bit in stage 3) and the 1024-bit shift is feed-forward.
+        fill = Signal(9)            # bits of the open frame in its partial beat
+        total = Signal(11)          # fill + take_bits, 0…1023
+        m.d.comb += total.eq(fill + s1_take_bits)
+        full = total[9]             # total ≥ 512
+        with m.If(enable & s1_valid):
+            # total mod 512 is also right when no beat is sent (total < 512).
+            m.d.sync += fill.eq(Mux(s1_close, s1_rest_bits, total[:9]))
+        n_beats = Signal(2)
+        with m.If(s1_close):
+            m.d.comb += n_beats.eq(Mux(total == 0, 0, Mux(total > BEAT_BITS, 2, 1)))
+        with m.Else():
+            m.d.comb += n_beats.eq(full)
+        s2_valid = stager.reg(s1_valid, name="s2_valid")
+        s2_shifted = stager.reg((s1_a << fill)[:2 * BEAT_BITS], name="s2_shifted")
+        # The next frame's start (zero without close_mid), packed from bit 0.
+        s2_b = stager.reg(self._compact(m, s1_r, s1_width, "b_bits"), name="s2_b")
+        s2_close = stager.reg(s1_close, name="s2_close")
+        s2_full = stager.reg(full, name="s2_full")
+        s2_n_beats = stager.reg(n_beats, name="s2_n_beats")
+
+        # --- Stage 3: merge into the partial beat; registered output. ---
+        acc = Signal(BEAT_BITS)     # the open frame's unsent bits, zero from `fill` up
+        low = acc | s2_shifted[:BEAT_BITS]
+        high = s2_shifted[BEAT_BITS:]
+        o_valid = Signal()
+        o_payload = Signal(RingWrite)
+        m.d.comb += [
+            self.o.valid.eq(o_valid),
+            self.o.payload.eq(o_payload),
+        ]
+        with m.If(enable):
+            m.d.sync += o_valid.eq(s2_valid & (s2_close | s2_full))
+            with m.If(s2_valid):
+                # Both beats always carry the merged bits; `count` says which are real.
+                m.d.sync += [
+                    o_payload.beats[0].eq(low),
+                    o_payload.beats[1].eq(high),
+                    o_payload.count.eq(s2_n_beats),
+                    o_payload.commit.eq(s2_close),
+                    acc.eq(Mux(s2_close, s2_b, Mux(s2_full, high, low))),
+                ]
+        return m
+
+
+def _times(count, width, bits):
+    """``count · width`` (``count`` 5 bits) as a sum of shifted ``width``s."""
+    return sum(Mux(count[k], width << k, 0) for k in range(len(count)))[:bits]
