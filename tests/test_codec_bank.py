@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Encoder and decoder banks: mixed codecs back to back, bit-exact with the reference."""
 
 import numpy as np

@@ -34,15 +34,23 @@ BEAT_BYTES = BEAT_BITS // 8
 
 # ----------------------------------------------------------------------------- jobs
 
-def job(width, codes=(), *, split=0, close_mid=False, close_end=False, valid=0):
-    """One input job: ``codes`` (at most 16) at ``width`` bits; unused lanes are zero."""
-    codes = list(codes)
-    assert len(codes) <= ELEMENTS_PER_BEAT
+def job(width, codes=(), *, split=0, close_mid=False, close_end=False, valid=0, junk=None):
+    """One input job: ``codes`` (at most 16) at ``width`` bits; unused lanes are zero.
+
+    ``junk`` (a ``random.Random``): random bits above ``width`` and in the unused
+    lanes instead of zeros (the packer ignores them, although the encoders send zeros).
+    """
+    count = len(codes)
+    assert count <= ELEMENTS_PER_BEAT
     assert all(0 <= c < (1 << width) for c in codes)
+    lanes = list(codes) + [0] * (ELEMENTS_PER_BEAT - count)
+    if junk is not None:
+        lanes = [c | (junk.getrandbits(32 - width) << width) if e < count
+                 else junk.getrandbits(32) for e, c in enumerate(lanes)]
     return {
-        "codes": codes + [0] * (ELEMENTS_PER_BEAT - len(codes)),
+        "codes": lanes,
         "valid": valid,   # ignored by the packer: garbage on purpose
-        "meta": {"width": width, "count": len(codes), "split": split,
+        "meta": {"width": width, "count": count, "split": split,
                  "close_mid": int(close_mid), "close_end": int(close_end)},
     }
 
@@ -56,8 +64,9 @@ def _frame_length(rng, max_len):
     return rng.randint(1, max_len)
 
 
-def random_jobs(rng, width_choices, n_frames, *, max_len=600):
+def random_jobs(rng, width_choices, n_frames, *, max_len=600, junk=False):
     """Jobs for ``n_frames`` wire frames, every frame closed at the end."""
+    junk = rng if junk else None
     jobs = []
     width = rng.choice(width_choices)
     carry = []          # codes of the frame already sent by a close_mid job
@@ -75,21 +84,22 @@ def random_jobs(rng, width_choices, n_frames, *, max_len=600):
             mask = rng.getrandbits(ELEMENTS_PER_BEAT)
             if remaining == 0:
                 # The frame's codes all went in with plain jobs: a close-only job.
-                jobs.append(job(width, close_end=True, valid=mask))
+                jobs.append(job(width, close_end=True, valid=mask, junk=junk))
                 break
             if remaining > ELEMENTS_PER_BEAT or rng.random() < 0.15:
                 k = min(remaining, ELEMENTS_PER_BEAT if rng.random() < 0.5
                         else rng.randint(1, ELEMENTS_PER_BEAT))
-                jobs.append(job(width, codes(k), valid=mask))
+                jobs.append(job(width, codes(k), valid=mask, junk=junk))
                 pos += k
                 continue
             if not last and remaining < ELEMENTS_PER_BEAT and rng.random() < 0.5:
                 count = rng.randint(remaining + 1, ELEMENTS_PER_BEAT)
                 carry = codes(count)
-                jobs.append(job(width, carry, split=remaining, close_mid=True, valid=mask))
+                jobs.append(job(width, carry, split=remaining, close_mid=True, valid=mask,
+                                junk=junk))
                 carry = carry[remaining:]
                 break
-            jobs.append(job(width, codes(remaining), close_end=True, valid=mask))
+            jobs.append(job(width, codes(remaining), close_end=True, valid=mask, junk=junk))
             break
         if not carry:
             width = rng.choice(width_choices)
@@ -201,7 +211,7 @@ def check(widths, jobs, *, idle, backpressure, seed):
 def test_width_sweep(width, mode):
     idle, backpressure = MODES[mode]
     seed = 100 * width + mode
-    jobs = random_jobs(random.Random(seed), [width], n_frames=6, max_len=150)
+    jobs = random_jobs(random.Random(seed), [width], n_frames=12, max_len=400)
     check(LANE_WIDTHS, jobs, idle=idle, backpressure=backpressure, seed=seed)
 
 
@@ -209,7 +219,17 @@ def test_width_sweep(width, mode):
 def test_mixed_widths(mode):
     idle, backpressure = MODES[mode]
     seed = 7 + mode
-    jobs = random_jobs(random.Random(seed), sorted(LANE_WIDTHS), n_frames=14, max_len=600)
+    jobs = random_jobs(random.Random(seed), sorted(LANE_WIDTHS), n_frames=100, max_len=600)
+    check(LANE_WIDTHS, jobs, idle=idle, backpressure=backpressure, seed=seed)
+
+
+@pytest.mark.parametrize("mode", range(len(MODES)))
+def test_junk_ignored(mode):
+    """Bits above ``width`` and codes at or past ``count`` do not reach the wire."""
+    idle, backpressure = MODES[mode]
+    seed = 17 + mode
+    jobs = random_jobs(random.Random(seed), sorted(LANE_WIDTHS), n_frames=40, max_len=400,
+                       junk=True)
     check(LANE_WIDTHS, jobs, idle=idle, backpressure=backpressure, seed=seed)
 
 
@@ -277,6 +297,17 @@ def test_full_rate_with_closes_every_job():
     assert run.max_ready_streak == len(run.outputs)
 
 
+def test_unbuilt_width_carries_nothing():
+    """A job whose width was not built counts as a job with no codes."""
+    dut = WirePacker([8])
+    jobs = [job(8, [1, 2, 3]), job(5, [7, 7, 7, 7]), job(8, [4], close_end=True),
+            job(5, [1, 2], close_end=True)]
+    run = run_stream(dut, jobs, n_outputs=2)
+    got, shape = dut_frames(run.outputs)
+    assert got == model_frames([jobs[0], jobs[2], job(8, close_end=True)])
+    assert shape == [(1, 1), (0, 1)]
+
+
 @pytest.mark.parametrize("widths", [[], set(), [0], [33], [1, 40], [-1], ["8"], [1.5], [True],
                                     None, 8])
 def test_bad_widths(widths):
@@ -294,5 +325,5 @@ def test_widths_property():
 @pytest.mark.parametrize("seed", range(6))
 def test_long_mixed(seed):
     idle, backpressure = MODES[seed % len(MODES)]
-    jobs = random_jobs(random.Random(1000 + seed), sorted(LANE_WIDTHS), n_frames=60)
+    jobs = random_jobs(random.Random(1000 + seed), sorted(LANE_WIDTHS), n_frames=300)
     check(LANE_WIDTHS, jobs, idle=idle, backpressure=backpressure, seed=seed)

@@ -162,24 +162,6 @@ def test_tiny_frames_back_to_back(idle, backpressure):
         assert run.max_ready_streak == len(run.outputs)
 
 
-@pytest.mark.parametrize("idle,backpressure", SETTINGS)
-def test_unbuilt_width_framed_with_zero_codes(idle, backpressure):
-    """A width outside ``widths`` still takes its beats and jobs; its codes come out zero."""
-    rng = np.random.default_rng(3)
-    dut = WireUnpacker((8,), max_host_elements=20, tag_shape=unsigned(TAG_BITS))
-    frames = [make_frame(rng, 50, 8), make_frame(rng, 70, 5), make_frame(rng, 33, 8)]
-    zeroed = [frames[0], (np.zeros(70, np.uint32), 5, frames[1][2]), frames[2]]
-    beats, want = [], []
-    for (codes, width, tag), (zcodes, _, _) in zip(frames, zeroed, strict=True):
-        fb, _ = frame_beats(rng, codes, width, tag)
-        beats += fb
-        want += expected_jobs(pack(zcodes, width).tobytes(), len(codes), width, tag, 20)
-    run = run_stream(dut, beats, n_outputs=len(want), idle=idle, backpressure=backpressure,
-                     seed=5)
-    layout = dut.o.payload.shape()
-    assert run.outputs == [layout.const(j).as_value().value for j in want]
-
-
 @pytest.mark.parametrize("width,M", [(32, 368), (32, 363), (16, 363), (9, 363)])
 def test_full_rate(width, M):
     """No idle, no backpressure: one job every cycle, back to back over frame boundaries."""

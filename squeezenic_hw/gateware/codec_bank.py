@@ -31,6 +31,7 @@ from .codecs.natural import NaturalDecoder, NaturalEncoder
 from .codecs.qsgd import QsgdDecoder, QsgdEncoder
 from .codecs.raw import RawDecoder, RawEncoder
 from .codecs.sign import SignDecoder, SignEncoder
+from .lane_layouts import quiet_if_rejected
 
 __all__ = ["ENCODERS", "DECODERS", "bank_meta_layout", "EncoderBank", "DecoderBank",
            "codec_widths"]
@@ -80,6 +81,7 @@ def _unit(cls):
 class _Bank(PipelinedBeatUnit):
     _TABLE = None
 
+    @quiet_if_rejected
     def __init__(self, codecs, in_layout, out_layout):
         self._codecs = _resolve(codecs, self._TABLE)
         self._units = {c: _unit(self._TABLE[c]) for c in self._codecs}

@@ -12,6 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..frames import DEFAULT_HOST_ELEMENTS, FLAG_FLUSH, FLAG_STOCHASTIC, HEADER_LEN, MAX_PKT_LEN
+from .lane_layouts import quiet_if_rejected
 from .rx_controller import wire_desc_layout
 from .tx_controller import desc_layout, token_tag_layout
 
@@ -36,6 +37,7 @@ class HostFrameSplitter(wiring.Component):
     holds.
     """
 
+    @quiet_if_rejected
     def __init__(self, *, max_host_elements=DEFAULT_HOST_ELEMENTS):
         limit = (MAX_PKT_LEN - HEADER_LEN) // 4
         if not isinstance(max_host_elements, int) or not 1 <= max_host_elements <= limit:

@@ -20,7 +20,7 @@ from ..frames import RX_REASONS
 from ..lane_reference import resolve_codecs, rx_counter_names
 from .codec_unit import CodecParams
 from .frame_classifier import ClassifiedBeat
-from .lane_layouts import HDR, Reason, axis_signature, field_le
+from .lane_layouts import HDR, Reason, axis_signature, field_le, quiet_if_rejected
 from .tx_controller import code_width_of
 from .wire_unpacker import unpacker_input_layout
 
@@ -69,6 +69,7 @@ class RxController(wiring.Component):
     ``size_errors``.
     """
 
+    @quiet_if_rejected
     def __init__(self, *, codecs=None):
         self._codecs = sorted(resolve_codecs(codecs))
         super().__init__({

@@ -25,7 +25,7 @@ from .frame_classifier import FrameClassifier
 from .frame_merger import FrameMerger
 from .header_builder import HeaderBuilder
 from .host_frame_splitter import HostFrameSplitter
-from .lane_layouts import FrameToken, axis_signature
+from .lane_layouts import FrameToken, axis_signature, quiet_if_rejected
 from .rx_controller import RX_COUNTERS, RxController, rx_counters_layout, rx_payload_tag_layout
 from .tx_controller import token_tag_layout
 from .tx_lane import fifo_between
@@ -58,6 +58,7 @@ class RxLane(wiring.Component):
     or less). Backpressure on ``o`` stalls the lane; nothing is dropped.
     """
 
+    @quiet_if_rejected
     def __init__(self, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS,
                  port=DEFAULT_PORT, bypass_depth=64, token_depth=16, payload_depth=16):
         if bypass_depth < 2:
@@ -66,7 +67,8 @@ class RxLane(wiring.Component):
             raise ValueError(f"token_depth must be at least 2 frames, got {token_depth!r}")
         self._splitter = HostFrameSplitter(max_host_elements=max_host_elements)
         self._controller = RxController(codecs=codecs)
-        self._classifier = FrameClassifier("rx", port=port, codecs=codecs)
+        self._classifier = FrameClassifier("rx", port=port,
+                                           codecs=self._controller._codecs)
         self._codecs = self._controller._codecs
         self._max_host = max_host_elements
         self._bypass_depth = bypass_depth

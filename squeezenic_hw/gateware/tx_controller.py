@@ -28,7 +28,7 @@ from ..lane_reference import resolve_codecs, tx_counter_names
 from .codec_bank import bank_meta_layout, codec_widths
 from .codec_unit import ELEMENTS_PER_BEAT, CodecParams, encoder_input_layout
 from .frame_classifier import ClassifiedBeat
-from .lane_layouts import HDR, PackMeta, Reason, axis_signature, field_le
+from .lane_layouts import HDR, PackMeta, Reason, axis_signature, field_le, quiet_if_rejected
 
 __all__ = ["TxController", "token_tag_layout", "desc_layout", "tx_counters_layout",
            "TX_COUNTERS", "code_width_of"]
@@ -100,6 +100,7 @@ class TxController(wiring.Component):
     against broken producers, not a normal case).
     """
 
+    @quiet_if_rejected
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None):
         if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
             raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "

@@ -9,7 +9,7 @@ into host frames of at most ``max_host_elements`` codes, and each host frame
 into jobs of 16 codes, its last job holding the remainder.
 """
 
-from amaranth import Module, Mux, Shape, Signal, unsigned
+from amaranth import Array, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -88,9 +88,8 @@ class WireUnpacker(wiring.Component):
     Parameters
     ----------
     widths : iterable of int
-        Code widths (bits) to build extraction logic for, each 1…32. A frame
-        whose ``width`` is not listed (but is 1…32) is still framed correctly
-        (right beat and job counts, flags, tag) and gives all-zero codes.
+        Code widths (bits) to build logic for, each 1…32; frames of other
+        widths must not arrive.
     max_host_elements : int
         ``M``, the most codes per host frame, 1…2384.
     tag_shape : shape-castable
@@ -101,8 +100,8 @@ class WireUnpacker(wiring.Component):
     i : In(stream.Signature(unpacker_input_layout(tag_shape)))
         Payload beats; the unpacker counts ``⌈n·width/512⌉`` beats per frame
         and drops the padding bits after the ``n`` codes. ``n ≥ 1`` and
-        ``width`` 1…32 are required (the RX controller has checked the header);
-        anything else is undefined.
+        ``width`` one of ``widths`` are required (the RX controller has checked
+        the header); anything else is undefined.
     o : Out(stream.Signature(unpacker_output_layout(tag_shape)))
         Jobs: for each wire frame, host frame ``j`` has ``m_j = min(M, n − jM)``
         codes in ``⌈m_j/16⌉`` jobs.
@@ -140,6 +139,8 @@ class WireUnpacker(wiring.Component):
     dropped or reordered. ``i.ready`` depends combinationally on ``o.ready``.
     """
 
+    LATENCY = 3
+
     def __init__(self, widths, *, max_host_elements=363, tag_shape=unsigned(1)):
         try:
             widths = _check_params(widths, max_host_elements, tag_shape)
@@ -158,7 +159,7 @@ class WireUnpacker(wiring.Component):
 
     @property
     def latency(self):
-        return 3
+        return self.LATENCY
 
     def elaborate(self, platform):
         m = Module()
@@ -198,25 +199,27 @@ class WireUnpacker(wiring.Component):
         cur_width = Signal(6)
         cur_pad = Signal(_BEAT_SHIFT)
         cur_tag = Signal.like(desc_out.tag)
-        wrem = Signal(16)               # codes left in the wire frame, this job's included
         hrem = Signal(range(M + 1))     # codes left in the host frame, this job's included
+        after = Signal(16)              # codes of the wire frame after this host frame
         hfirst = Signal()
         # Registered functions of the state above, so the buffer's shift amount and
         # the fire condition come straight from flip-flops.
         count = Signal(5)
-        need = Signal(range(CODES_PER_JOB * 63 + BEAT_BITS))   # count·width (+ pad if last)
+        need = Signal(range(CODES_PER_JOB * 32 + BEAT_BITS))   # count·width (+ pad if last)
         hlast = Signal()
         flast = Signal()
 
         o_free = ~self.o.valid | self.o.ready
         fire = Signal()
         m.d.comb += fire.eq(cur_valid & (lvl >= need) & o_free)
-        # Room for a beat once this cycle's job has taken its bits (both cases from
-        # registers, so o.ready only drives a mux on the way to i.ready).
+        # Room for a beat once this cycle's job has taken its bits. Both cases come
+        # from registers, so o.ready only drives a mux on the way to i.ready.
+        lvl_after = Signal.like(lvl)
         room_fire = Signal()
         room_idle = Signal()
         m.d.comb += [
-            room_fire.eq(lvl - need <= BEAT_BITS),
+            lvl_after.eq(lvl - need),
+            room_fire.eq(lvl_after <= BEAT_BITS),
             room_idle.eq(lvl <= BEAT_BITS),
         ]
         take = Signal()
@@ -236,12 +239,13 @@ class WireUnpacker(wiring.Component):
             m.d.sync += r_valid.eq(0)
 
         # --- buffer update ------------------------------------------------------------
-        cons = Signal.like(need)
-        m.d.comb += cons.eq(Mux(fire, need, 0))
-        left = Signal(range(_BUFFER_BITS + 1))
-        m.d.comb += left.eq(lvl - cons)
+        # Both shifts by amounts from registers; `fire` only picks the result.
+        left = Signal.like(lvl)
         shifted = Signal(_BUFFER_BITS)
-        m.d.comb += shifted.eq(buf >> cons)
+        m.d.comb += [
+            left.eq(Mux(fire, lvl_after, lvl)),
+            shifted.eq(Mux(fire, buf >> need, buf)),
+        ]
         with m.If(take):
             # The bits above `lvl` are zero, so the new beat is ORed in.
             m.d.sync += [
@@ -261,7 +265,7 @@ class WireUnpacker(wiring.Component):
                 op.frame_last.eq(flast),
                 op.tag.eq(cur_tag),
             ]
-            # Fixed wiring per built width; other widths leave the codes zero.
+            # Fixed wiring per built width.
             codes = Signal(data.ArrayLayout(unsigned(32), CODES_PER_JOB))
             with m.Switch(cur_width):
                 for w in self.widths:
@@ -277,8 +281,8 @@ class WireUnpacker(wiring.Component):
         nx_valid = Signal()
         nx_width = Signal.like(cur_width)
         nx_pad = Signal.like(cur_pad)
-        nx_wrem = Signal.like(wrem)
         nx_hrem = Signal.like(hrem)
+        nx_after = Signal.like(after)
         nx_hfirst = Signal()
         load = Signal()
         m.d.comb += [
@@ -287,54 +291,61 @@ class WireUnpacker(wiring.Component):
             nx_valid.eq(cur_valid),
             nx_width.eq(cur_width),
             nx_pad.eq(cur_pad),
-            nx_wrem.eq(wrem),
             nx_hrem.eq(hrem),
+            nx_after.eq(after),
             nx_hfirst.eq(hfirst),
         ]
 
-        def at_most_m(value):
-            return Mux(value > M, M, value)
+        def next_host_frame(codes_left):
+            """(size, codes after it) of a host frame starting with `codes_left` to go."""
+            big = codes_left > M
+            return Mux(big, M, codes_left), Mux(big, codes_left - M, 0)
 
         with m.If(load):
+            size, rest = next_host_frame(desc_out.n)
             m.d.comb += [
                 nx_valid.eq(1),
                 nx_width.eq(desc_out.width),
                 nx_pad.eq(desc_out.pad),
-                nx_wrem.eq(desc_out.n),
-                nx_hrem.eq(at_most_m(desc_out.n)),
+                nx_hrem.eq(size),
+                nx_after.eq(rest),
                 nx_hfirst.eq(1),
             ]
             m.d.sync += cur_tag.eq(desc_out.tag)
         with m.Elif(fire):
             with m.If(flast):
                 m.d.comb += nx_valid.eq(0)
+            with m.Elif(hlast):
+                size, rest = next_host_frame(after)
+                m.d.comb += [nx_hrem.eq(size), nx_after.eq(rest), nx_hfirst.eq(1)]
             with m.Else():
-                m.d.comb += [
-                    nx_wrem.eq(wrem - count),
-                    nx_hfirst.eq(hlast),
-                ]
-                with m.If(hlast):
-                    m.d.comb += nx_hrem.eq(at_most_m(wrem - count))
-                with m.Else():
-                    m.d.comb += nx_hrem.eq(hrem - count)
+                m.d.comb += [nx_hrem.eq(hrem - CODES_PER_JOB), nx_hfirst.eq(0)]
 
         nx_count = Signal.like(count)
         nx_hlast = Signal()
         nx_flast = Signal()
+        nx_bits = Signal(range(CODES_PER_JOB * 32 + 1))    # nx_count·nx_width
         m.d.comb += [
             nx_count.eq(Mux(nx_hrem >= CODES_PER_JOB, CODES_PER_JOB, nx_hrem)),
             nx_hlast.eq(nx_hrem <= CODES_PER_JOB),
-            nx_flast.eq(nx_hlast & (nx_hrem == nx_wrem)),
+            nx_flast.eq(nx_hlast & (nx_after == 0)),
         ]
+        # A table per built width instead of a multiplier.
+        with m.Switch(nx_width):
+            for w in self.widths:
+                with m.Case(w):
+                    table = Array(Const(c * w, nx_bits.shape())
+                                  for c in range(CODES_PER_JOB + 1))
+                    m.d.comb += nx_bits.eq(table[nx_count])
         m.d.sync += [
             cur_valid.eq(nx_valid),
             cur_width.eq(nx_width),
             cur_pad.eq(nx_pad),
-            wrem.eq(nx_wrem),
             hrem.eq(nx_hrem),
+            after.eq(nx_after),
             hfirst.eq(nx_hfirst),
             count.eq(nx_count),
-            need.eq(nx_count * nx_width + Mux(nx_flast, nx_pad, 0)),
+            need.eq(nx_bits),
             hlast.eq(nx_hlast),
             flast.eq(nx_flast),
         ]

@@ -1,0 +1,71 @@
+"""``squeezenic-hw simulate``: the hardware lanes on pcaps, equal to ``reference``."""
+
+import json
+
+import numpy as np
+import pytest
+
+from squeezenic_hw.cli import main
+from squeezenic_hw.pcap import read_frames, write_frames
+
+JSON_KEYS = {"lane", "frames_in", "frames_out", "bytes_in", "bytes_out", "cycles", "beats_in",
+             "beats_out", "beats_per_cycle_in", "beats_per_cycle_out", "first_beat_latency",
+             "sim_cycles_per_second", "matches_reference", "counters"}
+
+
+@pytest.mark.parametrize("codec", ["sign", "fp16"])
+def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec):
+    p = lambda name: str(tmp_path / name)  # noqa: E731
+    g = np.random.default_rng(2).standard_normal(1500).astype(np.float32)
+    np.save(p("g.npy"), g)
+    assert main(["frames", p("g.npy"), "--codec", codec, "-o", p("host.pcap")]) == 0
+    capsys.readouterr()
+    for lane, src, dst in [("tx", "host", "wire"), ("rx", "wire", "back")]:
+        assert main(["simulate", lane, p(f"{src}.pcap"), "-o", p(f"{dst}.pcap"), "--codecs",
+                     codec, "--idle", "0.2", "--backpressure", "0.3", "--format",
+                     "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert set(out) == JSON_KEYS and out["lane"] == lane and out["matches_reference"]
+        assert main(["reference", lane, p(f"{src}.pcap"), "-o", p(f"{dst}_ref.pcap"),
+                     "--codecs", codec]) == 0
+        capsys.readouterr()
+        assert read_frames(p(f"{dst}.pcap"))[0] == read_frames(p(f"{dst}_ref.pcap"))[0]
+    assert main(["tensor", p("back.pcap"), "-o", p("out.npy")]) == 0
+    assert np.load(p("out.npy")).shape == g.shape
+
+
+def test_simulate_table_and_csv(tmp_path, capsys):
+    p = lambda name: str(tmp_path / name)  # noqa: E731
+    np.save(p("g.npy"), np.ones(40, np.float32))
+    main(["frames", p("g.npy"), "--codec", "raw", "-o", p("host.pcap")])
+    capsys.readouterr()
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw"]) == 0
+    table = capsys.readouterr().out
+    assert "first_beat_latency" in table and "close_end" in table
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
+                 "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "name,value"
+
+
+@pytest.mark.parametrize("args,status,message", [
+    (["--codecs", "nope"], 2, "--codecs"),
+    (["--mtu", "10"], 2, "mtu must be"),
+    (["--idle", "1.5"], 2, "--idle"),
+    (["--backpressure", "-0.1"], 2, "--backpressure"),
+    (["--port", "0"], 2, "--port"),
+])
+def test_simulate_bad_options(tmp_path, capsys, args, status, message):
+    write_frames(tmp_path / "in.pcap", [bytes(70)])
+    code = main(["simulate", "tx", str(tmp_path / "in.pcap"), "-o", str(tmp_path / "o.pcap"),
+                 *args])
+    err = capsys.readouterr().err
+    assert code == status and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_simulate_bad_file(tmp_path, capsys):
+    (tmp_path / "bad.pcap").write_bytes(b"not a pcap at all")
+    code = main(["simulate", "rx", str(tmp_path / "bad.pcap"), "-o", str(tmp_path / "o.pcap")])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    code = main(["simulate", "rx", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "o")])
+    assert code == 1 and "missing.pcap" in capsys.readouterr().err
