@@ -124,6 +124,7 @@ class FrameSink:
         self.beats = 0
         self.cycles = 0
         self.max_streak = 0   # longest run of back-to-back beats
+        self.gaps = 0         # cycles inside a frame with ready high and no beat
 
     def _done(self, t, last_beat):
         if self.n_frames is not None:
@@ -146,6 +147,8 @@ class FrameSink:
                 raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
             if not (valid and ready):
                 streak = 0
+                if ready and head is not None:
+                    self.gaps += 1
                 continue
             streak += 1
             self.max_streak = max(self.max_streak, streak)

@@ -29,6 +29,7 @@ class LaneRun:
     beats_out: int = 0
     first_beat_latency: int | None = None   # first input beat -> first output beat
     max_out_streak: int = 0            # longest run of back-to-back output beats
+    gaps_in_frames: int = 0            # output cycles inside a frame, ready high, no beat
     input_cycles: int = 0              # cycles the source took to deliver all beats
     wall_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
@@ -131,7 +132,8 @@ def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=
     out = sink.frames
     last_out = out[-1].last_cycle if out else None
     run = LaneRun(frames=out, counters=counters, beats_in=beats_in, beats_out=sink.beats,
-                  max_out_streak=sink.max_streak, wall_seconds=wall,
+                  max_out_streak=sink.max_streak, gaps_in_frames=sink.gaps,
+                  wall_seconds=wall,
                   extra={"sim_cycles": sink.cycles})
     if first_in is not None and out:
         run.first_beat_latency = out[0].first_cycle - first_in

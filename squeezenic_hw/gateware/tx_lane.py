@@ -16,7 +16,7 @@ the ring holds two of the largest wire frames, so assembling one never waits
 for the previous one to be sent.
 """
 
-from amaranth import Module
+from amaranth import Cat, Module, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -155,7 +155,24 @@ class TxLane(wiring.Component):
             token.payload.src.eq(tag.src),
             token.payload.dst.eq(tag.dst),
         ]
-        fifo_between(m, "token_fifo", token, merger.tokens, self._token_depth)
+        # A wire frame leaves only once all of it is in the ring, so that it goes out
+        # without a gap (the MAC cannot pause inside a frame). Count the frames whose
+        # first beat has reached the ring's output and hold built tokens until one is.
+        tokens = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
+                                   "ready": In(1)}).create()
+        fifo_between(m, "token_fifo", token, tokens, self._token_depth)
+        committed = Signal(16)
+        in_flight = Signal(ring.latency)
+        commit = packer.o.valid & ring.i.ready & packer.o.payload.commit
+        m.d.sync += in_flight.eq(Cat(commit, in_flight[:-1]))
+        gate = ~tokens.payload.built | (committed != 0)
+        start = merger.tokens.valid & merger.tokens.ready & tokens.payload.built
+        m.d.sync += committed.eq(committed + in_flight[-1] - start)
+        m.d.comb += [
+            merger.tokens.payload.eq(tokens.payload),
+            merger.tokens.valid.eq(tokens.valid & gate),
+            tokens.ready.eq(merger.tokens.ready & gate),
+        ]
         fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
