@@ -14,12 +14,13 @@ with f = 250 MHz and |g| the uncompressed bytes of the partition: the encoder
 reads |g| fp32 bytes on the host side, the decoder writes |g| fp32 bytes back
 to the host side, and both move one host-side beat per lane per cycle.
 
-The pipeline latencies below (``HW_PIPELINE_LATENCY``) are the current design
-figures of the TX encoder path (~12 cycles) and the RX decoder path (~10
-cycles), both at one beat per cycle per lane; they stand for the latencies
-measured on the hardware this project generates, and MUST be updated here when
-the lanes land or their depth changes. Nothing else in the model hard-codes a
-hardware figure. At 250 MHz they are 48 ns and 40 ns: negligible next to the
+The pipeline latencies below (``HW_PIPELINE_LATENCY``) are the first-beat
+latencies measured on the generated lanes (``python bench/lanes.py``,
+``docs/figures.md``): TX from a one-element host frame's first beat to its
+wire frame's first beat (16–26 cycles by codec), RX from a wire frame's first
+beat to its first host frame's (13 cycles). Update them here when the lanes
+change; nothing else in the model hard-codes a hardware figure. At 250 MHz
+they are 52–104 ns: negligible next to the
 milliseconds a 25 MB partition spends on a 100 Gb/s wire, as the paper says
 ("a few to tens of clock cycles ... negligible").
 """
@@ -27,7 +28,7 @@ milliseconds a 25 MB partition spends on a 100 Gb/s wire, as the paper says
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..codecs import CODECS, validate_param
+from ..codecs import validate_param
 from .compression import lookup_codec
 from .units import GBIT
 
@@ -48,10 +49,12 @@ LANE_GBPS = 100
 HOST_BW_RANGE = (100, 6400)
 """Allowed ``host_bw`` (Gb/s), in steps of ``LANE_GBPS`` (the paper's Table 6 range)."""
 
-#: Pipeline latency in clock cycles of each codec's (TX encoder path, RX decoder path).
-#: Current design figures: TX ~ 12 cycles, RX ~ 10 cycles for every codec, both at
-#: one beat per cycle per lane. Update from the hardware's measured latencies.
-HW_PIPELINE_LATENCY = MappingProxyType({name: (12, 10) for name in CODECS})
+#: First-beat latency in clock cycles of each codec's (TX lane, RX lane), measured by
+#: ``python bench/lanes.py`` (columns ``tx_encode_1`` and ``rx_decode``).
+HW_PIPELINE_LATENCY = MappingProxyType({
+    "raw": (16, 13), "fp16": (17, 13), "bf16": (16, 13), "fixed": (26, 13),
+    "qsgd": (26, 13), "sign": (16, 13), "natural": (24, 13),
+})
 
 
 @dataclass(frozen=True)
