@@ -185,6 +185,30 @@ def test_full_rate(width, M):
         assert 0.45 < run.n_beats / span < 0.55
 
 
+@pytest.mark.parametrize("M", [363, 16, 1])
+def test_full_rate_mixed_widths(M):
+    """Back-to-back frames of changing widths and sizes (1-code frames included): still
+    one job every cycle with no idle and no backpressure."""
+    rng = np.random.default_rng(M)
+    widths = (1, 3, 9, 16, 32)
+    dut = WireUnpacker(widths, max_host_elements=M, tag_shape=unsigned(TAG_BITS))
+    sizes = [1, 1, 300, 1, 17, 1, 700, 5, 1, 16] if M > 1 else [1, 1, 40, 1, 17, 3, 1, 16]
+    frames = [make_frame(rng, n, int(rng.choice(widths))) for n in sizes]
+    frames += [make_frame(rng, 1, 32) for _ in range(6)]
+    run = run_frames(dut, frames, seed=2)
+    assert run.max_ready_streak == len(run.outputs)
+    assert run.cycles == len(run.outputs) + dut.latency
+
+
+def test_largest_frame_and_host_frames():
+    """n = 65535 (the largest) and M = 2384 (the largest), full rate."""
+    rng = np.random.default_rng(9)
+    dut = WireUnpacker((1, 32), max_host_elements=2384, tag_shape=unsigned(TAG_BITS))
+    frames = [make_frame(rng, 65535, 1), make_frame(rng, 2384 + 17, 32)]
+    run = run_frames(dut, frames, seed=3)
+    assert run.max_ready_streak == len(run.outputs)
+
+
 def test_latency_single_job():
     rng = np.random.default_rng(0)
     dut = WireUnpacker((3,), max_host_elements=363)

@@ -9,7 +9,7 @@ into host frames of at most ``max_host_elements`` codes, and each host frame
 into jobs of 16 codes, its last job holding the remainder.
 """
 
-from amaranth import Array, Const, Module, Mux, Shape, Signal, unsigned
+from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -110,33 +110,38 @@ class WireUnpacker(wiring.Component):
 
     Notes
     -----
-    Structure: an input register (with the frame's beat count), a 1024-bit
-    bit buffer with a fill level, and an output register. Whole beats enter
-    the buffer, appended above the bits it holds whenever at most 512 remain
-    after this cycle's job. A job of ``count`` codes reads the bottom
-    ``count·width`` bits (fixed wiring per built width, muxed by width) and
-    the buffer shifts right by that many bits, plus, on a frame's last job,
-    the frame's padding ``(−n·width) mod 512``: so the padding goes without a
-    mask and ``n·width`` is off the data path. A 4-entry queue carries each
-    frame's ``n``/``width``/padding/``tag`` from the input register to the job
-    counter, whose derived values (count, bits to take, flags) are registered.
+    Structure: an input register (counting each frame's beats), a 1024-bit
+    ring of two beat-sized halves with a read pointer and a fill level, and an
+    output register. Whole beats go into the free half when at most 512 bits
+    are left unread after this cycle's job, so the way in has no shifter and
+    does not depend on ``n·width``. A job of ``count`` codes reads the next
+    ``count·width`` bits (a rotation of the ring by the read pointer, then
+    fixed wiring per built width, muxed by width) and advances the pointer by
+    that many bits, plus, on a frame's last job, the frame's padding
+    ``(−n·width) mod 512``. A 4-entry queue carries each frame's
+    ``n``/``width``/padding/``tag`` from the input register to the job
+    counter; the counter's next job (count, bits to take, flags) is computed
+    ahead from registers, and products ``count·width`` come from small
+    tables, one per built width.
 
     Latency: 3 cycles from an accepted first input beat to its job on ``o``
-    (input register, buffer, output register).
+    (input register; ring and job counter; output register).
 
-    Throughput: one job per cycle whenever the frame's bits are in: the buffer
-    stays at ≥ 512 bits while input beats are offered, so a job never waits
-    for bits unless the input is the bottleneck (at most one beat per cycle;
-    a frame has at least as many jobs as beats).
+    Throughput: one job per cycle whenever the frame's bits are in. While
+    beats are offered the ring keeps ≥ 512 unread bits, so a job waits for
+    bits only when the input is the bottleneck (one beat per cycle at most; a
+    frame has at least as many jobs as beats), and the input register puts a
+    frame's descriptor in the queue a cycle before its bits reach the ring.
     Width 32 with ``M`` a multiple of 16: one beat in and one job out per
     cycle; width 16: one beat every second cycle, one job every cycle.
-    Short jobs (``M`` not a multiple of 16, e.g. 363) and frame boundaries
-    cost no cycles; a job may start mid-beat.
+    Short jobs (``M`` not a multiple of 16, e.g. 363), jobs starting
+    mid-beat and frame boundaries cost no cycles.
 
-    Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the buffer
-    and the input stop (``i.ready`` low once the buffer and input register
-    are full, or the frame queue is full on a frame's first beat). Nothing is
-    dropped or reordered. ``i.ready`` depends combinationally on ``o.ready``.
+    Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the ring
+    then fills, and ``i.ready`` drops once the input register cannot move on
+    (the queue never blocks: at most 3 descriptors wait in it). Nothing is
+    dropped or reordered. ``i.ready`` depends combinationally on ``o.ready``
+    (one mux between them).
     """
 
     LATENCY = 3
@@ -177,7 +182,7 @@ class WireUnpacker(wiring.Component):
 
         # --- input side: beat counting --------------------------------------------------
         in_beats = Signal(13)           # beats still to come in the current frame; 0: new frame
-        r_valid = Signal()
+        r_valid = Signal()              # input register
         r_data = Signal(BEAT_BITS)
         first = Signal()
         total = Signal(22)              # n·width of a frame starting on this beat
@@ -190,11 +195,15 @@ class WireUnpacker(wiring.Component):
             desc_in.tag.eq(ip.tag),
         ]
 
-        # --- buffer and job counter state ---------------------------------------------
-        # Whole beats enter the buffer (padding included, so nothing on the way in
-        # depends on n·width); the frame's last job takes its padding with its codes.
+        # --- ring and job counter state -------------------------------------------------
+        # A ring of two beat-sized halves. Whole beats (padding included) are written
+        # into the free half, so nothing on the way in is shifted or depends on
+        # n·width; the unread bits are the `lvl` bits from `rptr` on, and the frame's
+        # last job takes the frame's padding with its codes.
         buf = Signal(_BUFFER_BITS)
-        lvl = Signal(range(_BUFFER_BITS + 1))
+        wsel = Signal()                 # half that the next beat goes to
+        rptr = Signal(_BEAT_SHIFT + 1)  # first unread bit
+        lvl = Signal(range(_BUFFER_BITS + 1))   # unread bits
         cur_valid = Signal()
         cur_width = Signal(6)
         cur_pad = Signal(_BEAT_SHIFT)
@@ -202,8 +211,8 @@ class WireUnpacker(wiring.Component):
         hrem = Signal(range(M + 1))     # codes left in the host frame, this job's included
         after = Signal(16)              # codes of the wire frame after this host frame
         hfirst = Signal()
-        # Registered functions of the state above, so the buffer's shift amount and
-        # the fire condition come straight from flip-flops.
+        # Registered functions of the state above, so the fire condition and the
+        # pointer update come straight from flip-flops.
         count = Signal(5)
         need = Signal(range(CODES_PER_JOB * 32 + BEAT_BITS))   # count·width (+ pad if last)
         hlast = Signal()
@@ -212,22 +221,25 @@ class WireUnpacker(wiring.Component):
         o_free = ~self.o.valid | self.o.ready
         fire = Signal()
         m.d.comb += fire.eq(cur_valid & (lvl >= need) & o_free)
-        # Room for a beat once this cycle's job has taken its bits. Both cases come
-        # from registers, so o.ready only drives a mux on the way to i.ready.
-        lvl_after = Signal.like(lvl)
+        # A beat fits once at most 512 bits are left unread after this cycle's job:
+        # they all lie in the half below the write half. Both cases come from
+        # registers, so o.ready only drives a mux on the way to i.ready.
         room_fire = Signal()
         room_idle = Signal()
         m.d.comb += [
-            lvl_after.eq(lvl - need),
-            room_fire.eq(lvl_after <= BEAT_BITS),
+            room_fire.eq(lvl - need <= BEAT_BITS),
             room_idle.eq(lvl <= BEAT_BITS),
         ]
-        take = Signal()
+        take = Signal()                 # the input register's beat goes into the ring
         m.d.comb += take.eq(r_valid & Mux(fire, room_fire, room_idle))
-
+        # The input register keeps each frame's descriptor a cycle ahead of its bits,
+        # so the job counter moves on to the next frame without a bubble.
         m.d.comb += self.i.ready.eq((~r_valid | take) & (desc_q.w_rdy | ~first))
-        accept = self.i.valid & self.i.ready
-        m.d.comb += desc_q.w_en.eq(accept & first)
+        accept = Signal()
+        m.d.comb += [
+            accept.eq(self.i.valid & self.i.ready),
+            desc_q.w_en.eq(accept & first),
+        ]
         with m.If(accept):
             m.d.sync += [r_data.eq(ip.data), r_valid.eq(1)]
             with m.If(first):
@@ -237,23 +249,22 @@ class WireUnpacker(wiring.Component):
                 m.d.sync += in_beats.eq(in_beats - 1)
         with m.Elif(take):
             m.d.sync += r_valid.eq(0)
-
-        # --- buffer update ------------------------------------------------------------
-        # Both shifts by amounts from registers; `fire` only picks the result.
-        left = Signal.like(lvl)
-        shifted = Signal(_BUFFER_BITS)
-        m.d.comb += [
-            left.eq(Mux(fire, lvl_after, lvl)),
-            shifted.eq(Mux(fire, buf >> need, buf)),
-        ]
         with m.If(take):
-            # The bits above `lvl` are zero, so the new beat is ORed in.
-            m.d.sync += [
-                buf.eq(shifted | (r_data << left)[:_BUFFER_BITS]),
-                lvl.eq(left + BEAT_BITS),
-            ]
-        with m.Else():
-            m.d.sync += [buf.eq(shifted), lvl.eq(left)]
+            with m.If(wsel):
+                m.d.sync += buf[BEAT_BITS:].eq(r_data)
+            with m.Else():
+                m.d.sync += buf[:BEAT_BITS].eq(r_data)
+            m.d.sync += wsel.eq(~wsel)
+
+        cons = Signal.like(need)
+        m.d.comb += cons.eq(Mux(fire, need, 0))
+        m.d.sync += [
+            rptr.eq(rptr + cons),       # wraps around the ring
+            lvl.eq(lvl - cons + Mux(take, BEAT_BITS, 0)),
+        ]
+        # The next 512 unread bits (a rotation by a register).
+        window = Signal(BEAT_BITS)
+        m.d.comb += window.eq(Cat(buf, buf[:BEAT_BITS]) >> rptr)
 
         # --- job extraction -----------------------------------------------------------
         with m.If(fire):
@@ -271,82 +282,83 @@ class WireUnpacker(wiring.Component):
                 for w in self.widths:
                     with m.Case(w):
                         for e in range(CODES_PER_JOB):
-                            m.d.comb += codes[e].eq(buf[e * w:(e + 1) * w])
+                            m.d.comb += codes[e].eq(window[e * w:(e + 1) * w])
             for e in range(CODES_PER_JOB):
                 m.d.sync += op.codes[e].eq(Mux(count > e, codes[e], 0))
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
 
-        # --- job counter: next state, then its registered functions ------------------
-        nx_valid = Signal()
-        nx_width = Signal.like(cur_width)
-        nx_pad = Signal.like(cur_pad)
-        nx_hrem = Signal.like(hrem)
-        nx_after = Signal.like(after)
-        nx_hfirst = Signal()
-        load = Signal()
-        m.d.comb += [
-            load.eq(desc_q.r_rdy & (~cur_valid | (fire & flast))),
-            desc_q.r_en.eq(load),
-            nx_valid.eq(cur_valid),
-            nx_width.eq(cur_width),
-            nx_pad.eq(cur_pad),
-            nx_hrem.eq(hrem),
-            nx_after.eq(after),
-            nx_hfirst.eq(hfirst),
-        ]
-
-        def next_host_frame(codes_left):
+        # --- job counter ----------------------------------------------------------------
+        # Two candidate next jobs, each computed from registers only: the next job of
+        # this wire frame (`adv_*`) and the first job of the frame at the head of the
+        # queue (`new_*`). `fire` and `load` only pick one, so the loop through the
+        # fire condition stays short.
+        def host_frame(codes_left):
             """(size, codes after it) of a host frame starting with `codes_left` to go."""
             big = codes_left > M
             return Mux(big, M, codes_left), Mux(big, codes_left - M, 0)
 
-        with m.If(load):
-            size, rest = next_host_frame(desc_out.n)
+        def derive(prefix, hrem_v, after_v, width_v, pad_v):
+            """count, need, host_last, frame_last of a job with `hrem_v` codes left in
+            its host frame and `after_v` after that."""
+            j_count = Signal.like(count, name=f"{prefix}_count")
+            j_bits = Signal(range(CODES_PER_JOB * 32 + 1), name=f"{prefix}_bits")
+            j_need = Signal.like(need, name=f"{prefix}_need")
+            j_hlast = Signal(name=f"{prefix}_hlast")
+            j_flast = Signal(name=f"{prefix}_flast")
             m.d.comb += [
-                nx_valid.eq(1),
-                nx_width.eq(desc_out.width),
-                nx_pad.eq(desc_out.pad),
-                nx_hrem.eq(size),
-                nx_after.eq(rest),
-                nx_hfirst.eq(1),
+                j_count.eq(Mux(hrem_v >= CODES_PER_JOB, CODES_PER_JOB, hrem_v)),
+                j_hlast.eq(hrem_v <= CODES_PER_JOB),
+                j_flast.eq(j_hlast & (after_v == 0)),
             ]
-            m.d.sync += cur_tag.eq(desc_out.tag)
+            # A product table per built width instead of a multiplier.
+            with m.Switch(width_v):
+                for w in self.widths:
+                    with m.Case(w):
+                        table = Array(Const(c * w, j_bits.shape())
+                                      for c in range(CODES_PER_JOB + 1))
+                        m.d.comb += j_bits.eq(table[j_count])
+            m.d.comb += j_need.eq(j_bits + Mux(j_flast, pad_v, 0))
+            return j_count, j_need, j_hlast, j_flast
+
+        adv_hrem = Signal.like(hrem)
+        adv_after = Signal.like(after)
+        next_size, next_rest = host_frame(after)
+        m.d.comb += [
+            adv_hrem.eq(Mux(hlast, next_size, hrem - CODES_PER_JOB)),
+            adv_after.eq(Mux(hlast, next_rest, after)),
+        ]
+        adv = derive("adv", adv_hrem, adv_after, cur_width, cur_pad)
+        new_hrem = Signal.like(hrem)
+        new_after = Signal.like(after)
+        new_size, new_rest = host_frame(desc_out.n)
+        m.d.comb += [new_hrem.eq(new_size), new_after.eq(new_rest)]
+        new = derive("new", new_hrem, new_after, desc_out.width, desc_out.pad)
+
+        load = Signal()
+        m.d.comb += [
+            load.eq(desc_q.r_rdy & (~cur_valid | (fire & flast))),
+            desc_q.r_en.eq(load),
+        ]
+        with m.If(load):
+            m.d.sync += [
+                cur_valid.eq(1),
+                cur_width.eq(desc_out.width),
+                cur_pad.eq(desc_out.pad),
+                cur_tag.eq(desc_out.tag),
+                hrem.eq(new_hrem),
+                after.eq(new_after),
+                hfirst.eq(1),
+                Cat(count, need, hlast, flast).eq(Cat(*new)),
+            ]
         with m.Elif(fire):
             with m.If(flast):
-                m.d.comb += nx_valid.eq(0)
-            with m.Elif(hlast):
-                size, rest = next_host_frame(after)
-                m.d.comb += [nx_hrem.eq(size), nx_after.eq(rest), nx_hfirst.eq(1)]
+                m.d.sync += cur_valid.eq(0)
             with m.Else():
-                m.d.comb += [nx_hrem.eq(hrem - CODES_PER_JOB), nx_hfirst.eq(0)]
-
-        nx_count = Signal.like(count)
-        nx_hlast = Signal()
-        nx_flast = Signal()
-        nx_bits = Signal(range(CODES_PER_JOB * 32 + 1))    # nx_count·nx_width
-        m.d.comb += [
-            nx_count.eq(Mux(nx_hrem >= CODES_PER_JOB, CODES_PER_JOB, nx_hrem)),
-            nx_hlast.eq(nx_hrem <= CODES_PER_JOB),
-            nx_flast.eq(nx_hlast & (nx_after == 0)),
-        ]
-        # A table per built width instead of a multiplier.
-        with m.Switch(nx_width):
-            for w in self.widths:
-                with m.Case(w):
-                    table = Array(Const(c * w, nx_bits.shape())
-                                  for c in range(CODES_PER_JOB + 1))
-                    m.d.comb += nx_bits.eq(table[nx_count])
-        m.d.sync += [
-            cur_valid.eq(nx_valid),
-            cur_width.eq(nx_width),
-            cur_pad.eq(nx_pad),
-            hrem.eq(nx_hrem),
-            after.eq(nx_after),
-            hfirst.eq(nx_hfirst),
-            count.eq(nx_count),
-            need.eq(nx_bits),
-            hlast.eq(nx_hlast),
-            flast.eq(nx_flast),
-        ]
+                m.d.sync += [
+                    hrem.eq(adv_hrem),
+                    after.eq(adv_after),
+                    hfirst.eq(hlast),
+                    Cat(count, need, hlast, flast).eq(Cat(*adv)),
+                ]
         return m
