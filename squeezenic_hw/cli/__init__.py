@@ -18,6 +18,7 @@ COMMANDS = [
     "reference_cmd",
     "simulate_cmd",
     "tensor_cmd",
+    "throughput_cmd",
 ]
 
 
