@@ -125,7 +125,7 @@ def by_frame_length(codec_spec, frame_bytes, *, frames=12):
         ctx.set(gen.start, 1)
         ctx.set(dut.o.ready, 1)
         first_host = last_host = None
-        t, wire_bytes, quiet = 0, 0, 0
+        t, wire_bytes, quiet, closing = 0, 0, 0, False
         while True:
             _, _, hv, hr, wv, keep = await ctx.tick().sample(
                 gen.o.valid, gen.o.ready, dut.o.valid, dut.o.payload.keep)
@@ -138,9 +138,11 @@ def by_frame_length(codec_spec, frame_bytes, *, frames=12):
                 quiet = 0
             else:
                 quiet += 1
-            if ctx.get(gen.frames_sent) == frames and not ctx.get(gen.busy):
+            if not closing and ctx.get(gen.frames_sent) == frames and not ctx.get(gen.busy):
+                # the open wire frame closes: wait for it (and anything else) to leave
                 ctx.set(dut.close, 1)
-            if last_host is not None and quiet > 100 and ctx.get(dut.close):
+                closing, quiet = True, 0
+            if closing and quiet > 100:
                 break
         res.update(first_host=first_host, last_host=last_host, wire_bytes=wire_bytes)
 
