@@ -110,7 +110,13 @@ class FrameArbiter(wiring.Component):
             m.d.comb += beat.eq(self.i[0].payload)
         else:
             m.d.comb += beat.eq(Array(s.payload for s in self.i)[self.grant])
-        m.d.comb += beat_valid.eq((valids & onehot).any())
+        # valid and last of the granted input also through the one-hot: they decide
+        # the next grant, and this path is shorter than the beat multiplexer's
+        beat_last = Signal()
+        m.d.comb += [
+            beat_valid.eq((valids & onehot).any()),
+            beat_last.eq((Cat(s.payload.last for s in self.i) & onehot).any()),
+        ]
         for k, s in enumerate(self.i):
             m.d.comb += s.ready.eq(enable & onehot[k])
 
@@ -119,7 +125,7 @@ class FrameArbiter(wiring.Component):
         with m.If(enable):
             m.d.sync += [self.o.valid.eq(beat_valid), self.o.payload.eq(beat)]
         with m.If(take):
-            m.d.sync += busy.eq(~beat.last)
+            m.d.sync += busy.eq(~beat_last)
 
         if n > 1:
             # Round robin after the grant: the first other input above it with a beat
@@ -134,12 +140,12 @@ class FrameArbiter(wiring.Component):
             m.d.comb += nxt.eq(Mux(p_upper[n - 1], ~(p_upper << 1)[:n], ~(p_others << 1)[:n]))
             # Decide at the last beat (no bubble), or while idle at a frame boundary
             # with nothing on the granted input; stay if no other input is ready.
-            nxt_onehot = nxt & ~(nxt >> 1)
-            with m.If(((take & beat.last) | (~busy & ~beat_valid)) & p_others[n - 1]):
+            with m.If(((take & beat_last) | (~busy & ~beat_valid)) & p_others[n - 1]):
                 m.d.sync += [
                     upto.eq(nxt),
-                    self.grant.eq(Cat(Cat(nxt_onehot[k] for k in range(n) if k >> b & 1).any()
-                                      for b in range(len(self.grant)))),
+                    # the new grant = the number of zeros below the chosen bit
+                    self.grant.eq(Mux(p_upper[n - 1], _ones_of_prefix(~p_upper),
+                                      _ones_of_prefix(~p_others))),
                 ]
         return m
 
@@ -151,3 +157,21 @@ def _prefix_or(value, width):
         value = (value | (value << step))[:width]
         step *= 2
     return value
+
+
+def _ones_of_prefix(prefix):
+    """Number of ones of a prefix mask (bits 0 … k-1 set), thermometer to binary.
+
+    Bit b of k is set when the prefix ends in an odd block of 2^b bits:
+    OR over m of ``prefix[(2m+1)·2^b − 1] & ~prefix[(2m+2)·2^b − 1]`` (two levels).
+    """
+    width = len(prefix)
+    bits = []
+    for b in range(max(1, width.bit_length())):
+        block = 1 << b
+        terms = []
+        for top in range(2 * block - 1, width + block, 2 * block):
+            low = prefix[top - block]
+            terms.append(low & ~prefix[top] if top < width else low)
+        bits.append(Cat(*terms).any())
+    return Cat(*bits)
