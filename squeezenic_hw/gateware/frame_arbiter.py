@@ -94,13 +94,15 @@ class FrameArbiter(wiring.Component):
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
         busy = Signal()                  # a frame of the granted input is in progress
 
-        # The grant is kept twice: as a thermometer, ``upto`` (bits 0 … grant set),
-        # from which the round robin needs only prefix ORs (log-depth, no priority
-        # chain across the inputs) and whose one-hot form gates valid/ready; and in
-        # binary, ``grant``, which selects the beat (a mux tree of LUTs and MUXF7/8).
+        # The grant is kept as a thermometer, ``upto`` (bits 0 … grant set), from which
+        # the round robin needs only prefix ORs (log-depth, no priority chain across
+        # the inputs); its one-hot form gates valid/ready, and its binary form (two
+        # LUT levels) selects the beat (a mux tree of LUTs and MUXF7/8).
         upto = Signal(n, init=1)
         onehot = Signal(n)
         m.d.comb += onehot.eq(upto & ~(upto >> 1))
+        if n > 1:
+            m.d.comb += self.grant.eq(_ones_of_prefix(upto[1:]))
 
         valids = Signal(n)
         m.d.comb += valids.eq(Cat(s.valid for s in self.i))
@@ -141,12 +143,7 @@ class FrameArbiter(wiring.Component):
             # Decide at the last beat (no bubble), or while idle at a frame boundary
             # with nothing on the granted input; stay if no other input is ready.
             with m.If(((take & beat_last) | (~busy & ~beat_valid)) & p_others[n - 1]):
-                m.d.sync += [
-                    upto.eq(nxt),
-                    # the new grant = the number of zeros below the chosen bit
-                    self.grant.eq(Mux(p_upper[n - 1], _ones_of_prefix(~p_upper),
-                                      _ones_of_prefix(~p_others))),
-                ]
+                m.d.sync += upto.eq(nxt)
         return m
 
 

@@ -20,6 +20,7 @@ from ..frames import RX_REASONS
 from ..lane_reference import resolve_codecs, rx_counter_names
 from .codec_unit import CodecParams
 from .frame_classifier import ClassifiedBeat
+from .lane_common import bypass_and_drain_states, bypass_first_beat
 from .lane_layouts import HDR, Reason, axis_signature, field_le, quiet_if_rejected
 from .tx_controller import code_width_of
 from .wire_unpacker import unpacker_input_layout
@@ -118,22 +119,8 @@ class RxController(wiring.Component):
         with m.FSM(name="rx_ctrl"):
             with m.State("IDLE"):
                 with m.If(self.i.valid & (reason != Reason.NONE)):
-                    m.d.comb += [
-                        desc.valid.eq(byp.ready),
-                        desc.payload.built.eq(0),
-                        desc.payload.size.eq(beat.size),
-                        byp.valid.eq(desc.ready),
-                        byp.payload.eq(beat),
-                        self.i.ready.eq(desc.ready & byp.ready),
-                    ]
-                    with m.If(desc.ready & byp.ready):
-                        bump("bypass_frames")
-                        with m.Switch(reason):
-                            for r in RX_REASONS:
-                                with m.Case(Reason[r.name]):
-                                    bump(f"bypass_{r.value}")
-                        with m.If(~beat.last):
-                            m.next = "BYPASS"
+                    bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
+                                      size=desc.payload.size, reasons=RX_REASONS, bump=bump)
                 with m.Elif(self.i.valid):
                     m.d.comb += [
                         desc.valid.eq(1),
@@ -186,17 +173,5 @@ class RxController(wiring.Component):
                         with m.Else():
                             m.next = "IDLE"
 
-            with m.State("BYPASS"):
-                m.d.comb += [
-                    byp.valid.eq(self.i.valid),
-                    byp.payload.eq(beat),
-                    self.i.ready.eq(byp.ready),
-                ]
-                with m.If(self.i.valid & byp.ready & beat.last):
-                    m.next = "IDLE"
-
-            with m.State("DRAIN"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(self.i.valid & beat.last):
-                    m.next = "IDLE"
+            bypass_and_drain_states(m, self.i, byp)
         return m

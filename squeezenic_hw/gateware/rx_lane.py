@@ -25,7 +25,8 @@ from .frame_classifier import FrameClassifier
 from .frame_merger import FrameMerger
 from .header_builder import HeaderBuilder
 from .host_frame_splitter import HostFrameSplitter
-from .lane_layouts import FrameToken, axis_signature, quiet_if_rejected
+from .lane_common import token_stream
+from .lane_layouts import axis_signature, quiet_if_rejected
 from .rx_controller import RX_COUNTERS, RxController, rx_counters_layout, rx_payload_tag_layout
 from .tx_controller import token_tag_layout
 from .tx_lane import fifo_between
@@ -128,18 +129,7 @@ class RxLane(wiring.Component):
         # tokens: controller → FIFO → splitter → header builder → token FIFO → merger
         fifo_between(m, "desc_fifo", ctrl.desc, splitter.i, 4)
         wiring.connect(m, splitter.o, builder.i)
-        token = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
-                                  "ready": In(1)}).create()
-        tag = builder.o.payload.tag
-        m.d.comb += [
-            token.valid.eq(builder.o.valid),
-            builder.o.ready.eq(token.ready),
-            token.payload.built.eq(tag.built),
-            token.payload.header.eq(builder.o.payload.header),
-            token.payload.size.eq(tag.size),
-            token.payload.src.eq(tag.src),
-            token.payload.dst.eq(tag.dst),
-        ]
+        token = token_stream(m, builder)
         fifo_between(m, "token_fifo", token, merger.tokens, self._token_depth)
         fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
 

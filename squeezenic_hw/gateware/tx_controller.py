@@ -28,6 +28,7 @@ from ..lane_reference import resolve_codecs, tx_counter_names
 from .codec_bank import bank_meta_layout, codec_widths
 from .codec_unit import ELEMENTS_PER_BEAT, CodecParams, encoder_input_layout
 from .frame_classifier import ClassifiedBeat
+from .lane_common import bypass_and_drain_states, bypass_first_beat
 from .lane_layouts import HDR, PackMeta, Reason, axis_signature, field_le, quiet_if_rejected
 
 __all__ = ["TxController", "token_tag_layout", "desc_layout", "tx_counters_layout",
@@ -287,22 +288,9 @@ class TxController(wiring.Component):
                             bump("close_end")
                 with m.Elif(self.i.valid & (reason != Reason.NONE)):
                     # Bypass: a token now (order), the frame's beats to the bypass FIFO.
-                    m.d.comb += [
-                        desc.valid.eq(byp.ready),
-                        desc.payload.tag.built.eq(0),
-                        desc.payload.tag.size.eq(beat.size),
-                        byp.valid.eq(desc.ready),
-                        byp.payload.eq(beat),
-                        self.i.ready.eq(desc.ready & byp.ready),
-                    ]
-                    with m.If(desc.ready & byp.ready):
-                        bump("bypass_frames")
-                        with m.Switch(reason):
-                            for r in TX_REASONS:
-                                with m.Case(Reason[r.name]):
-                                    bump(f"bypass_{r.value}")
-                        with m.If(~beat.last):
-                            m.next = "BYPASS"
+                    bypass_first_beat(m, self.i, desc, byp, built=desc.payload.tag.built,
+                                      size=desc.payload.tag.size, reasons=TX_REASONS,
+                                      bump=bump)
                 with m.Elif(self.i.valid):
                     mismatch = is_open & ~matches
                     with m.If(mismatch):
@@ -403,19 +391,6 @@ class TxController(wiring.Component):
                         with m.Else():
                             m.next = "IDLE"
 
-            with m.State("BYPASS"):
-                m.d.comb += [
-                    byp.valid.eq(self.i.valid),
-                    byp.payload.eq(beat),
-                    self.i.ready.eq(byp.ready),
-                ]
-                with m.If(self.i.valid & byp.ready & beat.last):
-                    m.next = "IDLE"
-
-            with m.State("DRAIN"):
-                # Beats past tuser_size: counted once in size_errors, not forwarded.
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(self.i.valid & beat.last):
-                    m.next = "IDLE"
+            bypass_and_drain_states(m, self.i, byp)
         return m
 

@@ -25,6 +25,7 @@ from .codec_bank import EncoderBank, codec_widths
 from .frame_classifier import FrameClassifier
 from .frame_merger import FrameMerger
 from .header_builder import HeaderBuilder
+from .lane_common import token_stream
 from .lane_layouts import DATA_BYTES, FrameToken, PackMeta, axis_signature, quiet_if_rejected
 from .tx_controller import TxController, token_tag_layout, tx_counters_layout
 from .wire_packer import WirePacker
@@ -143,18 +144,7 @@ class TxLane(wiring.Component):
             builder.i.payload.flags.eq(d.flags),
             builder.i.payload.tag.eq(d.tag),
         ]
-        token = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
-                                  "ready": In(1)}).create()
-        tag = builder.o.payload.tag
-        m.d.comb += [
-            token.valid.eq(builder.o.valid),
-            builder.o.ready.eq(token.ready),
-            token.payload.built.eq(tag.built),
-            token.payload.header.eq(builder.o.payload.header),
-            token.payload.size.eq(tag.size),
-            token.payload.src.eq(tag.src),
-            token.payload.dst.eq(tag.dst),
-        ]
+        token = token_stream(m, builder)
         # A wire frame leaves only once all of it is in the ring, so that it goes out
         # without a gap (the MAC cannot pause inside a frame). Count the frames whose
         # first beat has reached the ring's output and hold built tokens until one is.

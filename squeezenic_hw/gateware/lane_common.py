@@ -1,0 +1,68 @@
+"""Pieces the TX and RX lanes share: the bypass path of their controllers and the token
+stream into the frame merger."""
+
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .lane_layouts import FrameToken, Reason
+
+__all__ = ["bypass_first_beat", "bypass_and_drain_states", "token_stream"]
+
+
+def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state="BYPASS"):
+    """In the controller's IDLE state: a frame to bypass. Its token (``built`` = 0, its
+    ``size``) goes to ``desc`` now, for the merger's order, and its first beat to ``byp``;
+    ``bump`` counts ``bypass_frames`` and ``bypass_<reason>`` (for ``reasons``)."""
+    beat, reason = i.payload.beat, i.payload.reason
+    m.d.comb += [
+        desc.valid.eq(byp.ready),
+        built.eq(0),
+        size.eq(beat.size),
+        byp.valid.eq(desc.ready),
+        byp.payload.eq(beat),
+        i.ready.eq(desc.ready & byp.ready),
+    ]
+    with m.If(desc.ready & byp.ready):
+        bump("bypass_frames")
+        with m.Switch(reason):
+            for r in reasons:
+                with m.Case(Reason[r.name]):
+                    bump(f"bypass_{r.value}")
+        with m.If(~beat.last):
+            m.next = next_state
+
+
+def bypass_and_drain_states(m, i, byp):
+    """The BYPASS state (forward beats to ``byp`` up to ``tlast``) and the DRAIN state
+    (discard beats past ``tuser_size`` up to ``tlast``); both return to IDLE."""
+    beat = i.payload.beat
+    with m.State("BYPASS"):
+        m.d.comb += [
+            byp.valid.eq(i.valid),
+            byp.payload.eq(beat),
+            i.ready.eq(byp.ready),
+        ]
+        with m.If(i.valid & byp.ready & beat.last):
+            m.next = "IDLE"
+    with m.State("DRAIN"):
+        m.d.comb += i.ready.eq(1)
+        with m.If(i.valid & beat.last):
+            m.next = "IDLE"
+
+
+def token_stream(m, builder):
+    """A :class:`FrameToken` stream from a header builder whose tag is
+    :func:`~.tx_controller.token_tag_layout`."""
+    token = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
+                              "ready": In(1)}).create()
+    tag = builder.o.payload.tag
+    m.d.comb += [
+        token.valid.eq(builder.o.valid),
+        builder.o.ready.eq(token.ready),
+        token.payload.built.eq(tag.built),
+        token.payload.header.eq(builder.o.payload.header),
+        token.payload.size.eq(tag.size),
+        token.payload.src.eq(tag.src),
+        token.payload.dst.eq(tag.dst),
+    ]
+    return token
