@@ -10,10 +10,8 @@ NAME = "reference"
 HELP = "run the numpy reference TX or RX lane on a pcap of frames"
 
 
-def add_arguments(parser):
-    parser.add_argument("lane", choices=("tx", "rx"))
-    parser.add_argument("input", metavar="IN.pcap")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT.pcap")
+def add_lane_options(parser):
+    """The lane build options ``reference`` and ``simulate`` share."""
     parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
                         help=f"tx: largest wire frame in bytes (default {DEFAULT_MTU})")
     parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
@@ -24,6 +22,13 @@ def add_arguments(parser):
                              "(times from the pcap timestamps at 250 MHz; default never)")
     parser.add_argument("--codecs", help="comma-separated codec names or ids built in "
                                          "(default: all of 0-6)")
+
+
+def add_arguments(parser):
+    parser.add_argument("lane", choices=("tx", "rx"))
+    parser.add_argument("input", metavar="IN.pcap")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.pcap")
+    add_lane_options(parser)
     add_format_option(parser)
 
 

@@ -3,11 +3,10 @@
 import sys
 
 from .. import lane_reference
-from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 from ..pcap import read_frames, write_frames
 from . import CliError
 from .output import add_format_option, render
-from .reference_cmd import parse_codecs
+from .reference_cmd import add_lane_options, parse_codecs
 
 NAME = "simulate"
 HELP = "simulate the TX or RX lane hardware (Amaranth) on a pcap of frames"
@@ -18,16 +17,7 @@ def add_arguments(parser):
     parser.add_argument("input", metavar="IN.pcap")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.pcap",
                         help="output frames; timestamps = cycle of each frame's first beat")
-    parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
-                        help=f"tx: largest wire frame in bytes (default {DEFAULT_MTU})")
-    parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
-                        help=f"rx: most elements per host frame (default {DEFAULT_HOST_ELEMENTS})")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="SqueezeNIC UDP port")
-    parser.add_argument("--idle-timeout", type=int, metavar="CYCLES",
-                        help="tx: close an open wire frame after this many idle cycles "
-                             "(input frames arrive at their pcap timestamps, 250 MHz)")
-    parser.add_argument("--codecs", help="comma-separated codec names or ids to build in "
-                                         "(default: all of 0-6; fewer simulate faster)")
+    add_lane_options(parser)
     parser.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                         help="probability that the output is not ready in a cycle")
     parser.add_argument("--idle", type=float, default=0.0, metavar="P",
