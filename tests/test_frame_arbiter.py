@@ -147,12 +147,21 @@ def test_grant_moves_when_idle():
     src1 = FrameSource(dut.i[1], frames[1], times=[5])
     src0 = FrameSource(dut.i[0], frames[0], times=[20])
     sink = FrameSink(dut.o, n_frames=2)
+    grants = []
+
+    async def watch(ctx):
+        async for _, _, grant in ctx.tick().sample(dut.grant):
+            grants.append(grant)
+
     sim = Simulator(dut)
     sim.add_clock(4e-9)
     sim.add_testbench(src0.run, background=True)
     sim.add_testbench(src1.run, background=True)
+    sim.add_testbench(watch, background=True)
     sim.add_testbench(sink.run)
     sim.run()
+    # grant (sampled at edges 1, 2, ...): 0 from reset, 1 from edge 7, 0 again from 22
+    assert grants[:6] == [0] * 6 and grants[6:21] == [1] * 15 and grants[21] == 0
     # input 1 offered from cycle 5: the grant moves (edge 6), first beat taken at edge 7
     assert src1.accepted_cycles == [7]
     assert sink.frames[0].first_cycle == 8

@@ -19,12 +19,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from amaranth import Module, Signal
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from squeezenic_hw import frames as F
 from squeezenic_hw.checker_reference import CHECKER_KEYS, check_frames, is_host_frame
 from squeezenic_hw.gateware import frame_checker as fc
+from squeezenic_hw.gateware.frame_arbiter import thermometer_count
 from squeezenic_hw.gateware.frame_checker import FrameChecker
 from squeezenic_hw.gateware.lane_layouts import DATA_BYTES
 from squeezenic_hw.sim.axis import AxisFrame, frame_beats
@@ -204,6 +206,23 @@ def test_reference_counters():
 # --------------------------------------------------------------------------
 # Hardware
 # --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 63, 64])
+def test_thermometer_count(width):
+    prefix = Signal(width)
+    count = Signal(8)
+    m = Module()
+    m.d.comb += count.eq(thermometer_count(prefix))
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for k in range(width + 1):
+            ctx.set(prefix, (1 << k) - 1)
+            assert ctx.get(count) == k
+
+    sim.add_testbench(bench)
+    sim.run()
 
 
 @pytest.mark.parametrize("bad", [-1, 65536, 1.0, True, "21329"])

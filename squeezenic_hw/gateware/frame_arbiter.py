@@ -5,13 +5,16 @@ this arbiter: frames are never interleaved, every lane gets its turn, and the
 wire sees no idle cycle between frames while any lane has a frame ready.
 """
 
-from amaranth import Array, Cat, Module, Mux, Signal
+import functools
+import operator
+
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .lane_layouts import AxisBeat, axis_signature, quiet_if_rejected
 
-__all__ = ["FrameArbiter", "MAX_INPUTS"]
+__all__ = ["FrameArbiter", "MAX_INPUTS", "thermometer_count"]
 
 #: Largest number of inputs (64 lanes of 100 Gb/s = 6400 Gb/s of host bandwidth).
 MAX_INPUTS = 64
@@ -62,11 +65,12 @@ class FrameArbiter(wiring.Component):
     and no input beat is taken. ``i[k].ready = (grant == k) & (o.ready | ~o.valid)``,
     so it depends combinationally on ``o.ready``.
 
-    Resources: the output register (625 bits + valid), an n-to-1 multiplexer of
-    ``AxisBeat`` (625 bits) selected by the binary ``grant`` register, and the
-    round robin: the grant also as an n-bit thermometer register, two n-bit prefix
-    ORs (log2 n levels of 2-input ORs, no chain across the inputs) and a one-hot
-    to binary encoder.
+    Resources: the output register (625 bits + valid), an n-to-1 AND-OR
+    multiplexer of ``AxisBeat`` (625 bits) driven by the one-hot grant, and the
+    round robin: the grant as an n-bit thermometer register and two n-bit prefix
+    ORs (log2 n levels of 2-input ORs, no chain across the inputs). Yosys
+    ``synth_xilinx`` (UltraScale+): n = 8: 2.7k LUT, 0.6k FF, depth 4;
+    n = 64: 23k LUT, 0.7k FF, depth 7.
     """
 
     @quiet_if_rejected
@@ -96,28 +100,22 @@ class FrameArbiter(wiring.Component):
 
         # The grant is kept as a thermometer, ``upto`` (bits 0 … grant set), from which
         # the round robin needs only prefix ORs (log-depth, no priority chain across
-        # the inputs); its one-hot form gates valid/ready, and its binary form (two
-        # LUT levels) selects the beat (a mux tree of LUTs and MUXF7/8).
+        # the inputs). Its one-hot form drives valid/ready and an AND-OR multiplexer
+        # of the beats (shallower than a binary mux tree at 64 inputs).
         upto = Signal(n, init=1)
         onehot = Signal(n)
         m.d.comb += onehot.eq(upto & ~(upto >> 1))
         if n > 1:
-            m.d.comb += self.grant.eq(_ones_of_prefix(upto[1:]))
+            m.d.comb += self.grant.eq(thermometer_count(upto[1:]))
 
         valids = Signal(n)
         m.d.comb += valids.eq(Cat(s.valid for s in self.i))
         beat = Signal(AxisBeat)
         beat_valid = Signal()
-        if n == 1:
-            m.d.comb += beat.eq(self.i[0].payload)
-        else:
-            m.d.comb += beat.eq(Array(s.payload for s in self.i)[self.grant])
-        # valid and last of the granted input also through the one-hot: they decide
-        # the next grant, and this path is shorter than the beat multiplexer's
-        beat_last = Signal()
         m.d.comb += [
+            beat.eq(functools.reduce(operator.or_, (
+                Mux(onehot[k], s.payload.as_value(), 0) for k, s in enumerate(self.i)))),
             beat_valid.eq((valids & onehot).any()),
-            beat_last.eq((Cat(s.payload.last for s in self.i) & onehot).any()),
         ]
         for k, s in enumerate(self.i):
             m.d.comb += s.ready.eq(enable & onehot[k])
@@ -127,7 +125,7 @@ class FrameArbiter(wiring.Component):
         with m.If(enable):
             m.d.sync += [self.o.valid.eq(beat_valid), self.o.payload.eq(beat)]
         with m.If(take):
-            m.d.sync += busy.eq(~beat_last)
+            m.d.sync += busy.eq(~beat.last)
 
         if n > 1:
             # Round robin after the grant: the first other input above it with a beat
@@ -142,7 +140,7 @@ class FrameArbiter(wiring.Component):
             m.d.comb += nxt.eq(Mux(p_upper[n - 1], ~(p_upper << 1)[:n], ~(p_others << 1)[:n]))
             # Decide at the last beat (no bubble), or while idle at a frame boundary
             # with nothing on the granted input; stay if no other input is ready.
-            with m.If(((take & beat_last) | (~busy & ~beat_valid)) & p_others[n - 1]):
+            with m.If(((take & beat.last) | (~busy & ~beat_valid)) & p_others[n - 1]):
                 m.d.sync += upto.eq(nxt)
         return m
 
@@ -156,11 +154,12 @@ def _prefix_or(value, width):
     return value
 
 
-def _ones_of_prefix(prefix):
-    """Number of ones of a prefix mask (bits 0 … k-1 set), thermometer to binary.
+def thermometer_count(prefix):
+    """Number of ones of a prefix mask (bits 0 … k-1 set, the rest clear), in binary.
 
-    Bit b of k is set when the prefix ends in an odd block of 2^b bits:
-    OR over m of ``prefix[(2m+1)·2^b − 1] & ~prefix[(2m+2)·2^b − 1]`` (two levels).
+    Bit ``b`` of ``k`` is set when ``k`` lies in an odd block of ``2^b``:
+    OR over m of ``prefix[(2m+1)·2^b − 1] & ~prefix[(2m+2)·2^b − 1]`` — two LUT
+    levels a bit, where a popcount adder tree would take several.
     """
     width = len(prefix)
     bits = []

@@ -27,6 +27,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..frames import DEFAULT_PORT, FLAG_ENCODED
+from .frame_arbiter import thermometer_count
 from .lane_layouts import (
     DATA_BYTES,
     HDR,
@@ -105,25 +106,6 @@ def _product(rows, value):
     return Cat(*[(value & Const(row, width)).xor() for row in rows])
 
 
-def _prefix_count(keep):
-    """Number of ones of a prefix mask (``keep[j] = 1`` for ``j < k``): thermometer to binary.
-
-    Bit ``b`` of ``k`` is set when the last one of the prefix falls in an odd block
-    of ``2^b``: ``OR over m of keep[(2m+1)·2^b − 1] & ~keep[(2m+2)·2^b − 1]``
-    (two LUT levels a bit, against seven of a popcount adder tree).
-    """
-    width = len(keep)
-    bits = []
-    for b in range(width.bit_length()):
-        block = 1 << b
-        terms = []
-        for top in range(2 * block - 1, width + block, 2 * block):
-            lo = keep[top - block]
-            terms.append(lo & ~keep[top] if top < width else lo)
-        bits.append(Cat(*terms).any() if terms else Const(0, 1))
-    return Cat(*bits)
-
-
 class FrameChecker(wiring.Component):
     """Counts the host frames of one RX lane and keeps a running CRC-32 of their payloads.
 
@@ -179,6 +161,10 @@ class FrameChecker(wiring.Component):
     of the data matrix (cut in four 128-bit slices), 8 + 15 constant 32 × 32
     matrices around the CRC register (``A₋ₗ`` on the data term, ``A₆₄₋ₗ`` and
     ``A₋₈ₕ`` on the loop), five 64-bit counters, the byte count of ``tkeep``.
+    Yosys ``synth_xilinx`` (UltraScale+): 4.3k LUT, 2.1k FF, 94 CARRY4; logic
+    depth 17, which is the carry chain of the 64-bit counters (16 CARRY4, i.e. 8
+    CARRY8 in Vivado); with narrow counters the deepest path, in the CRC datapath,
+    is 7 levels.
     """
 
     @quiet_if_rejected
@@ -253,7 +239,7 @@ class FrameChecker(wiring.Component):
 
         # ---- stage 3: bytes of the beat and of the frame, data XOR tree (slices) --
         k = Signal(range(DATA_BYTES + 1))
-        m.d.comb += k.eq(_prefix_count(s2_keep))
+        m.d.comb += k.eq(thermometer_count(s2_keep))   # tkeep is a prefix
         frame_bytes_acc = Signal(16)
         frame_bytes = Signal(16)
         m.d.comb += frame_bytes.eq(Mux(s2_first, 0, frame_bytes_acc) + k)

@@ -93,6 +93,8 @@ class FrameDistributor(wiring.Component):
 
     Resources: two 625-bit beat registers, two 256 x 6-bit residue tables (none
     when n is a power of two), a 7-bit adder and compare, an n-bit one-hot target.
+    Yosys ``synth_xilinx`` (UltraScale+): n = 8: 48 LUT, 1.3k FF, depth 4;
+    n = 5: 71 LUT, depth 7; n = 64: 236 LUT, 1.3k FF, depth 5.
     """
 
     @quiet_if_rejected
