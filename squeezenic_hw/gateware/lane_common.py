@@ -4,9 +4,10 @@ stream into the frame merger."""
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .lane_layouts import FrameToken, Reason
+from .lane_layouts import HDR, FrameToken, Reason, field_le
 
-__all__ = ["bypass_first_beat", "bypass_and_drain_states", "token_stream"]
+__all__ = ["bypass_first_beat", "bypass_and_drain_states", "token_stream", "codec_params_of",
+           "check_fifo_depth"]
 
 
 def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state="BYPASS"):
@@ -66,3 +67,20 @@ def token_stream(m, builder):
         token.payload.dst.eq(tag.dst),
     ]
     return token
+
+
+def codec_params_of(params, hdr):
+    """Statements loading a :class:`~.codec_unit.CodecParams` ``params`` from header ``hdr``."""
+    return [
+        params.param.eq(field_le(hdr, *HDR.PARAM)),
+        params.stochastic.eq(field_le(hdr, *HDR.FLAGS)[1]),
+        params.scale.eq(field_le(hdr, *HDR.SCALE)),
+        params.aux.eq(field_le(hdr, *HDR.AUX)),
+        params.seed.eq(field_le(hdr, *HDR.SEED)),
+    ]
+
+
+def check_fifo_depth(name, value, unit):
+    """``ValueError`` naming ``name`` unless a lane FIFO depth is at least 2."""
+    if value < 2:
+        raise ValueError(f"{name} must be at least 2 {unit}, got {value!r}")

@@ -20,7 +20,7 @@ from ..frames import RX_REASONS
 from ..lane_reference import resolve_codecs, rx_counter_names
 from .codec_unit import CodecParams
 from .frame_classifier import ClassifiedBeat
-from .lane_common import bypass_and_drain_states, bypass_first_beat
+from .lane_common import bypass_and_drain_states, bypass_first_beat, codec_params_of
 from .lane_layouts import HDR, Reason, axis_signature, field_le, quiet_if_rejected
 from .tx_controller import code_width_of
 from .wire_unpacker import unpacker_input_layout
@@ -141,11 +141,7 @@ class RxController(wiring.Component):
                             f_n.eq(h_n),
                             f_width.eq(h_width),
                             f_tag.codec.eq(h_codec),
-                            f_tag.params.param.eq(h_param),
-                            f_tag.params.stochastic.eq(h_flags[1]),
-                            f_tag.params.scale.eq(field_le(hdr, *HDR.SCALE)),
-                            f_tag.params.aux.eq(field_le(hdr, *HDR.AUX)),
-                            f_tag.params.seed.eq(field_le(hdr, *HDR.SEED)),
+                            *codec_params_of(f_tag.params, hdr),
                             left.eq(h_beats),
                             pad.eq(beat.last),
                         ]

@@ -25,7 +25,7 @@ from .frame_classifier import FrameClassifier
 from .frame_merger import FrameMerger
 from .header_builder import HeaderBuilder
 from .host_frame_splitter import HostFrameSplitter
-from .lane_common import token_stream
+from .lane_common import check_fifo_depth, token_stream
 from .lane_layouts import axis_signature, quiet_if_rejected
 from .rx_controller import RX_COUNTERS, RxController, rx_counters_layout, rx_payload_tag_layout
 from .tx_controller import token_tag_layout
@@ -62,10 +62,8 @@ class RxLane(wiring.Component):
     @quiet_if_rejected
     def __init__(self, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS,
                  port=DEFAULT_PORT, bypass_depth=64, token_depth=16, payload_depth=16):
-        if bypass_depth < 2:
-            raise ValueError(f"bypass_depth must be at least 2 beats, got {bypass_depth!r}")
-        if token_depth < 2:
-            raise ValueError(f"token_depth must be at least 2 frames, got {token_depth!r}")
+        check_fifo_depth("bypass_depth", bypass_depth, "beats")
+        check_fifo_depth("token_depth", token_depth, "frames")
         self._splitter = HostFrameSplitter(max_host_elements=max_host_elements)
         self._controller = RxController(codecs=codecs)
         self._classifier = FrameClassifier("rx", port=port,
@@ -74,8 +72,7 @@ class RxLane(wiring.Component):
         self._max_host = max_host_elements
         self._bypass_depth = bypass_depth
         self._token_depth = token_depth
-        if payload_depth < 2:
-            raise ValueError(f"payload_depth must be at least 2 beats, got {payload_depth!r}")
+        check_fifo_depth("payload_depth", payload_depth, "beats")
         self._payload_depth = payload_depth
         super().__init__({
             "i": In(axis_signature()),

@@ -28,7 +28,7 @@ from ..lane_reference import resolve_codecs, tx_counter_names
 from .codec_bank import bank_meta_layout, codec_widths
 from .codec_unit import ELEMENTS_PER_BEAT, CodecParams, encoder_input_layout
 from .frame_classifier import ClassifiedBeat
-from .lane_common import bypass_and_drain_states, bypass_first_beat
+from .lane_common import bypass_and_drain_states, bypass_first_beat, codec_params_of
 from .lane_layouts import HDR, PackMeta, Reason, axis_signature, field_le, quiet_if_rejected
 
 __all__ = ["TxController", "token_tag_layout", "desc_layout", "tx_counters_layout",
@@ -314,11 +314,7 @@ class TxController(wiring.Component):
                             cur_left.eq(h_n),
                             cur_flush.eq(h_flags[2]),
                             cur_codec.eq(h_codec),
-                            cur_params.param.eq(h_param),
-                            cur_params.stochastic.eq(h_flags[1]),
-                            cur_params.scale.eq(field_le(hdr, *HDR.SCALE)),
-                            cur_params.aux.eq(field_le(hdr, *HDR.AUX)),
-                            cur_params.seed.eq(field_le(hdr, *HDR.SEED)),
+                            *codec_params_of(cur_params, hdr),
                             cur_width.eq(h_width),
                             cur_cap.eq(h_cap),
                             shift.eq(0),

@@ -25,7 +25,7 @@ from .codec_bank import EncoderBank, codec_widths
 from .frame_classifier import FrameClassifier
 from .frame_merger import FrameMerger
 from .header_builder import HeaderBuilder
-from .lane_common import token_stream
+from .lane_common import check_fifo_depth, token_stream
 from .lane_layouts import DATA_BYTES, FrameToken, PackMeta, axis_signature, quiet_if_rejected
 from .tx_controller import TxController, token_tag_layout, tx_counters_layout
 from .wire_packer import WirePacker
@@ -83,10 +83,8 @@ class TxLane(wiring.Component):
     @quiet_if_rejected
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
                  bypass_depth=64, token_depth=16):
-        if bypass_depth < 2:
-            raise ValueError(f"bypass_depth must be at least 2 beats, got {bypass_depth!r}")
-        if token_depth < 2:
-            raise ValueError(f"token_depth must be at least 2 frames, got {token_depth!r}")
+        check_fifo_depth("bypass_depth", bypass_depth, "beats")
+        check_fifo_depth("token_depth", token_depth, "frames")
         self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout)
         self._classifier = FrameClassifier("tx", port=port,
                                            codecs=self._controller._codecs)
