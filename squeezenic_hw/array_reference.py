@@ -19,10 +19,11 @@ from .generator import GeneratorConfig, generate_frames
 __all__ = ["lane_config", "array_reference"]
 
 
-def lane_config(config, k, src_port_base):
-    """Generator configuration of lane ``k`` in an array."""
+def lane_config(config, k, src_port_base, port=DEFAULT_PORT):
+    """Generator configuration of lane ``k`` in an array whose lanes use ``port``."""
     return replace(config, value_seed=(config.value_seed + k) % 2**32,
-                   udp_src_port=src_port_base + k, tuser_src=k)
+                   udp_src_port=src_port_base + k, tuser_src=k,
+                   template=replace(config.template, dst_port=port))
 
 
 def array_reference(n_lanes, config, n_frames, *, codecs=None, mtu=DEFAULT_MTU,
@@ -39,7 +40,7 @@ def array_reference(n_lanes, config, n_frames, *, codecs=None, mtu=DEFAULT_MTU,
     out = []
     for k in range(n_lanes):
         cfg = lane_config(config if config is not None else GeneratorConfig(), k,
-                          src_port_base)
+                          src_port_base, port)
         host = generate_frames(cfg, n_frames)
         wire, txc = lane_reference.tx(host, port=port, mtu=mtu, codecs=codecs)
         back, rxc = lane_reference.rx(wire, port=port, max_host_elements=max_host_elements,

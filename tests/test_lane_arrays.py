@@ -84,6 +84,24 @@ def test_loopback_two_lanes_matches_reference(codec, param):
         assert got[k]["gaps"] == 0 and got[k]["elements"] == 500
 
 
+@pytest.mark.parametrize("host_bw,codecs,codec", [
+    (400, ["sign"], 5),
+    (800, ["fp16", "sign"], 1),
+])
+def test_loopback_four_and_eight_lanes_match_reference(host_bw, codecs, codec):
+    """Every lane's counts and CRC equal the reference at 4 and 8 lanes."""
+    cfg = GeneratorConfig(codec=codec, elements=64, flush_every=2, value_seed=11, seed=3,
+                          rate_bytes_per_cycle=64.0)
+    got, expected = _run_loopback(host_bw, cfg, 3, codecs)
+    assert len(expected) == lanes_for(host_bw)
+    for k, want in enumerate(expected):
+        assert got[k]["tx"]["host_frames"] == 3
+        assert got[k]["tx"]["wire_frames"] == want["tx"]["wire_frames"]
+        for name in CHECKER_KEYS:
+            assert got[k][name] == want["checker"][name], (k, name)
+        assert got[k]["gaps"] == 0 and got[k]["elements"] == 3 * 64
+
+
 def test_host_bw_validated():
     for bad in (0, 50, 150, 6500, 100.0, True):
         with pytest.raises(ValueError, match="host_bw"):

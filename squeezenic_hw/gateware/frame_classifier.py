@@ -94,6 +94,11 @@ class FrameClassifier(wiring.Component):
     ----------
     i : In(stream.Signature(AxisBeat))
     o : Out(stream.Signature(ClassifiedBeat))
+    cfg_port : In(16), init ``port``
+        The SqueezeNIC port compared at run time (a register of the OpenNIC
+        plugin); left undriven it is the constant ``port``.
+    cfg_enable : In(1), init 1
+        0 matches no port: every frame passes through as ``other_port``.
 
     Notes
     -----
@@ -120,6 +125,8 @@ class FrameClassifier(wiring.Component):
         super().__init__({
             "i": In(axis_signature()),
             "o": Out(stream.Signature(ClassifiedBeat)),
+            "cfg_port": In(16, init=self.port),
+            "cfg_enable": In(1, init=1),
         })
 
     @property
@@ -181,7 +188,7 @@ class FrameClassifier(wiring.Component):
             Reason.IP_OPTIONS: _byte(d, HDR.IP_VIHL[0]) != _VIHL,
             Reason.FRAGMENTED: field_be(d, *HDR.IP_FRAG)[:14] != 0,  # DF (bit 14) is fine
             Reason.NOT_UDP: _byte(d, HDR.IP_PROTO[0]) != _PROTO_UDP,
-            Reason.OTHER_PORT: field_be(d, *HDR.UDP_DST) != self.port,
+            Reason.OTHER_PORT: (field_be(d, *HDR.UDP_DST) != self.cfg_port) | ~self.cfg_enable,
             Reason.IP_LENGTH: field_be(d, *HDR.IP_TOTAL_LENGTH) != (size - 14)[:16],
             Reason.UDP_LENGTH: field_be(d, *HDR.UDP_LENGTH) != (size - 34)[:16],
             Reason.VERSION: _byte(d, HDR.VERSION[0]) != VERSION,

@@ -23,11 +23,11 @@ the distributor maps TX lane ``k`` to RX lane ``k``), its ``value_seed + k``
 and its ``tuser_src = k``.
 """
 
-from amaranth import Module, unsigned
+from amaranth import Module, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, Header
 from .frame_arbiter import FrameArbiter
 from .frame_checker import FrameChecker
 from .frame_distributor import FrameDistributor
@@ -104,7 +104,8 @@ class TxArray(wiring.Component):
         UDP source port of lane 0 (lane k: + k), a multiple of 64.
 
     Ports: ``ctrl`` (:class:`GeneratorControl`, shared), ``close`` (every
-    lane), ``o`` (the wire stream), ``frames_sent`` (per lane),
+    lane; a one-cycle pulse is held per lane until that lane acts on it),
+    ``o`` (the wire stream), ``frames_sent`` (per lane),
     ``tx_counters`` (per lane, :data:`~.tx_controller.TX_COUNTERS`).
 
     Latency: a lane's; the arbiter adds a cycle. Throughput: one wire beat per
@@ -120,7 +121,10 @@ class TxArray(wiring.Component):
         self._n = lanes_for(host_bw)
         _check_src_port_base(src_port_base)
         self._base = src_port_base
-        self._gens = [GradientGenerator(max_elements) for _ in range(self._n)]
+        # the generators send to the lanes' port (the template's other fields are defaults)
+        template = Header(dst_port=port)
+        self._gens = [GradientGenerator(max_elements, template=template)
+                      for _ in range(self._n)]
         self._lanes = [TxLane(codecs=codecs, mtu=mtu, port=port, idle_timeout=idle_timeout)
                        for _ in range(self._n)]
         self._arbiter = FrameArbiter(self._n)
@@ -140,6 +144,13 @@ class TxArray(wiring.Component):
         m = Module()
         m.submodules.arbiter = arbiter = self._arbiter
         c = self.ctrl
+        # A one-cycle ``close`` reaches every lane: each acts at its own first idle cycle.
+        close_pending = Signal(self._n)
+        for k, lane in enumerate(self._lanes):
+            with m.If(lane.close_done):
+                m.d.sync += close_pending[k].eq(0)
+            with m.Elif(self.close):
+                m.d.sync += close_pending[k].eq(1)
         for k, (gen, lane) in enumerate(zip(self._gens, self._lanes, strict=True)):
             m.submodules[f"gen{k}"] = gen
             m.submodules[f"tx{k}"] = lane
@@ -151,7 +162,7 @@ class TxArray(wiring.Component):
                 gen.value_seed.eq(c.value_seed + k),
                 gen.udp_src_port.eq(self._base + k),
                 gen.tuser_src.eq(k),
-                lane.close.eq(self.close),
+                lane.close.eq(self.close | close_pending[k]),
                 self.frames_sent[k].eq(gen.frames_sent),
                 self.tx_counters[k].eq(lane.counters),
             ]

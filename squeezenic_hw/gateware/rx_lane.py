@@ -51,7 +51,9 @@ class RxLane(wiring.Component):
         sent; wire payload beats waiting for the unpacker.
 
     Ports: ``i`` (wire AXI-Stream), ``o`` (host AXI-Stream), ``counters``
-    (:data:`~.rx_controller.RX_COUNTERS`).
+    (:data:`~.rx_controller.RX_COUNTERS`), ``cfg_port`` / ``cfg_enable``
+    (run-time port and enable, init ``port`` and 1; ``cfg_enable`` = 0 passes
+    every frame through as ``other_port``).
 
     Latency: measured in ``docs/figures.md``. Throughput: one host beat per
     cycle while decoded data is available (a wire beat of b-bit codes carries
@@ -78,6 +80,9 @@ class RxLane(wiring.Component):
             "i": In(axis_signature()),
             "o": Out(axis_signature()),
             "counters": Out(rx_counters_layout()),
+            # run-time settings (plugin registers); undriven, they are the parameters
+            "cfg_port": In(16, init=port),
+            "cfg_enable": In(1, init=1),
         })
 
     @property
@@ -98,6 +103,8 @@ class RxLane(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.i), classifier.i)
         wiring.connect(m, classifier.o, ctrl.i)
+        m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
+                     classifier.cfg_enable.eq(self.cfg_enable)]
         for name in RX_COUNTERS:
             source = splitter.host_frames if name == "host_frames" else ctrl.counters[name]
             m.d.comb += self.counters[name].eq(source)

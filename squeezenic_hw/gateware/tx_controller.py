@@ -85,7 +85,8 @@ class TxController(wiring.Component):
     idle_timeout : int or None
         Close the open wire frame after this many cycles without a host frame
         (counted from the cycle after the last beat of the last host frame put
-        in it, as the reference counts); ``None``: never.
+        in it, as the reference counts); ``None``: never. The port
+        ``cfg_idle_timeout`` (init this value, 0 = never) sets it at run time.
 
     Latency: a header or payload beat is turned into its outputs in the cycle
     it is accepted (combinational; the blocks around it register).
@@ -120,7 +121,11 @@ class TxController(wiring.Component):
             "desc": Out(stream.Signature(desc_layout(token_tag_layout()))),
             "bypass": Out(axis_signature()),
             "close": In(1),
+            # ``close`` was acted on this cycle (the open frame closed, or none was open)
+            "close_done": Out(1),
             "counters": Out(tx_counters_layout()),
+            # run-time idle timeout (a plugin register); undriven it is the constant
+            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
         })
 
     def capacity(self, width):
@@ -177,16 +182,17 @@ class TxController(wiring.Component):
         idle_due = Signal()
         since = Signal(32)
         frame_ended = Signal()     # the last job of a host frame fires this cycle
-        if self._idle_timeout is not None:
-            with m.If(frame_ended):
-                m.d.sync += since.eq(0)
-            with m.Elif(since != 2**32 - 1):
-                m.d.sync += since.eq(since + 1)
-            # Close one cycle early when no header is waiting, so that the close
-            # never delays a header that arrives exactly ``idle_timeout`` cycles late
-            # (the delay would shift that frame's own idle count by one).
-            m.d.comb += idle_due.eq((since >= self._idle_timeout)
-                                    | ((since >= self._idle_timeout - 1) & ~self.i.valid))
+        timeout = self.cfg_idle_timeout    # 0: never
+        with m.If(frame_ended):
+            m.d.sync += since.eq(0)
+        with m.Elif(since != 2**32 - 1):
+            m.d.sync += since.eq(since + 1)
+        # Close one cycle early when no header is waiting, so that the close
+        # never delays a header that arrives exactly ``idle_timeout`` cycles late
+        # (the delay would shift that frame's own idle count by one).
+        m.d.comb += idle_due.eq((timeout != 0)
+                                & ((since >= timeout)
+                                   | ((since + 1 >= timeout) & ~self.i.valid)))
 
         # ---- wire descriptors for a closing frame ----------------------------------
         def close_desc(template, offset, n, flush, src, dst):
@@ -275,12 +281,14 @@ class TxController(wiring.Component):
 
         with m.FSM(name="tx_ctrl"):
             with m.State("IDLE"):
+                m.d.comb += self.close_done.eq(self.close & ~self.i.valid & ~is_open)
                 with m.If(is_open & (idle_due | (self.close & ~self.i.valid))):
                     m.d.comb += close_only_job()
                     m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
                     m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
                     with m.If(jobs.ready & desc.ready):
                         m.d.sync += is_open.eq(0)
+                        m.d.comb += self.close_done.eq(self.close & ~self.i.valid)
                         bump("wire_frames")
                         with m.If(idle_due):
                             bump("close_idle")

@@ -71,7 +71,11 @@ class TxLane(wiring.Component):
 
     Ports: ``i`` (host AXI-Stream), ``o`` (wire AXI-Stream), ``close`` (close
     the open wire frame when no frame is arriving: the end of a test or a
-    register write), ``counters`` (:data:`~.tx_controller.TX_COUNTERS`).
+    register write; ``close_done`` is high in the cycle it was acted on: the open
+    frame closed, or none was open), ``counters`` (:data:`~.tx_controller.TX_COUNTERS`),
+    ``cfg_port`` / ``cfg_enable`` / ``cfg_idle_timeout`` (run-time settings,
+    init ``port``, 1 and ``idle_timeout`` or 0 = never; ``cfg_enable`` = 0
+    passes every frame through as ``other_port``).
 
     Latency: a wire frame's first beat leaves after its last code is packed
     (it needs ``tuser_size``); measured figures are in ``docs/figures.md``.
@@ -96,7 +100,12 @@ class TxLane(wiring.Component):
             "i": In(axis_signature()),
             "o": Out(axis_signature()),
             "close": In(1),
+            "close_done": Out(1),
             "counters": Out(tx_counters_layout()),
+            # run-time settings (plugin registers); undriven, they are the parameters
+            "cfg_port": In(16, init=port),
+            "cfg_enable": In(1, init=1),
+            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
         })
 
     @property
@@ -116,7 +125,11 @@ class TxLane(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.i), classifier.i)
         wiring.connect(m, classifier.o, ctrl.i)
-        m.d.comb += [ctrl.close.eq(self.close), self.counters.eq(ctrl.counters)]
+        m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
+                     classifier.cfg_enable.eq(self.cfg_enable)]
+        m.d.comb += ctrl.cfg_idle_timeout.eq(self.cfg_idle_timeout)
+        m.d.comb += [ctrl.close.eq(self.close), self.close_done.eq(ctrl.close_done),
+                     self.counters.eq(ctrl.counters)]
 
         # payload: controller → encoders → packer → ring → merger
         wiring.connect(m, ctrl.jobs, bank.i)
