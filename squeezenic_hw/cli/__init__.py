@@ -19,6 +19,7 @@ COMMANDS = [
     "simulate_cmd",
     "tensor_cmd",
     "throughput_cmd",
+    "generate_cmd",
 ]
 
 

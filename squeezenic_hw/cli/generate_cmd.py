@@ -1,0 +1,153 @@
+"""``squeezenic-hw generate``: write the OpenNIC user plugin (default) or a standalone
+U280 Vivado build plan, and say what was written."""
+
+import sys
+import time
+from pathlib import Path
+
+from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+from . import CliError
+from .output import add_format_option, render
+from .reference_cmd import parse_codecs
+
+NAME = "generate"
+HELP = "write the OpenNIC user plugin (or a standalone U280 build plan) into build/"
+
+TARGETS = ("opennic", "u280")
+_DEFAULT_OUT = {"opennic": "build/opennic", "u280": "build/u280"}
+_DEFAULT_HOST_BW = {"opennic": 100, "u280": 400}
+
+
+def add_arguments(parser):
+    parser.add_argument("--target", default="opennic", metavar="{opennic,u280}",
+                        help="opennic: a user-plugin directory for OpenNIC's "
+                             "build.tcl -user_plugin (default); u280: a standalone Vivado "
+                             "plan of the loopback design generators → TX → RX → checkers")
+    parser.add_argument("-o", "--output", metavar="DIR",
+                        help="output directory (default build/opennic or build/u280)")
+    parser.add_argument("--host-bw", metavar="GBPS",
+                        help="host bandwidth in Gb/s, a multiple of 100 up to 6400; above "
+                             "100 adds host_bw/100 on-chip generator and checker lanes "
+                             "(default 100 for opennic, 400 for u280)")
+    parser.add_argument("--num-intf", metavar="N", default="1",
+                        help="opennic: NUM_PHYS_FUNC = NUM_CMAC_PORT, 1 or 2 (default 1)")
+    parser.add_argument("--codecs", help="comma-separated codec names or ids built in "
+                                         "(default: every codec, 0-6)")
+    parser.add_argument("--mtu", default=str(DEFAULT_MTU), metavar="BYTES",
+                        help=f"largest wire frame, 68-9600 (default {DEFAULT_MTU})")
+    parser.add_argument("--port", default=str(DEFAULT_PORT),
+                        help=f"SqueezeNIC UDP port (default {DEFAULT_PORT}; a register "
+                             "can change it at run time)")
+    parser.add_argument("--max-host-elements", default=str(DEFAULT_HOST_ELEMENTS),
+                        metavar="N", help="largest RX host frame in fp32 elements "
+                                          f"(default {DEFAULT_HOST_ELEMENTS})")
+    parser.add_argument("--idle-timeout", default="0", metavar="CYCLES",
+                        help="close an open wire frame after this many idle cycles, 0 = "
+                             "never (reset value of the idle_timeout register; default 0)")
+    parser.add_argument("--registers", action="store_true",
+                        help="opennic: print the build's register map and write nothing")
+    add_format_option(parser, extra=("markdown",))
+
+
+def _int(args, name):
+    text = getattr(args, name.replace("-", "_"))
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise CliError(f"--{name}: expected an integer, got {text!r}") from None
+
+
+def run(args):
+    if args.target not in TARGETS:
+        raise CliError(f"--target must be one of {', '.join(TARGETS)}, got {args.target!r}")
+    host_bw = _DEFAULT_HOST_BW[args.target] if args.host_bw is None else _int(args, "host-bw")
+    codecs = parse_codecs(args.codecs)
+    values = {name: _int(args, name) for name in ("num-intf", "mtu", "port",
+                                                  "max-host-elements", "idle-timeout")}
+    out = Path(args.output or _DEFAULT_OUT[args.target])
+    start = time.perf_counter()
+
+    def progress(msg):
+        print(f"[{time.perf_counter() - start:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    if args.target == "opennic":
+        from ..opennic_build import PLUGIN_FILES, write_opennic_plugin
+        from ..plugin_regmap import PluginParams
+        try:
+            params = PluginParams(num_intf=values["num-intf"], host_bw=host_bw,
+                                  codecs=codecs, mtu=values["mtu"], port=values["port"],
+                                  max_host_elements=values["max-host-elements"],
+                                  idle_timeout=values["idle-timeout"])
+        except ValueError as exc:
+            raise CliError(_option_name(str(exc))) from None
+        if args.registers:
+            return _print_registers(params, args.format)
+        manifest = write_opennic_plugin(out, params, progress=progress)
+        rows = [{"file": str(out / rel), "bytes": info["bytes"], "what": info["what"]}
+                for rel, info in manifest["files"].items()]
+        rows.append({"file": str(out / "manifest.json"),
+                     "bytes": (out / "manifest.json").stat().st_size,
+                     "what": PLUGIN_FILES["manifest.json"]})
+        summary = (f"OpenNIC user plugin for the Alveo U280 in {out}/ "
+                   f"({params.num_intf} interface(s), host_bw {params.host_bw} Gb/s, "
+                   f"{manifest['registers']['count']} registers). Build it with:\n"
+                   f"  {manifest['opennic']['build']}")
+        obj = {"target": "opennic", "dir": str(out), "files": rows,
+               "manifest": manifest}
+    else:
+        if values["num-intf"] != 1:
+            raise CliError("--num-intf applies to --target opennic only")
+        from ..u280_loopback import write_u280_plan
+        progress(f"elaborating the U280 loopback design (host_bw {host_bw} Gb/s)")
+        try:
+            paths = write_u280_plan(out, host_bw=host_bw, codecs=codecs, mtu=values["mtu"],
+                                    port=values["port"],
+                                    max_host_elements=values["max-host-elements"])
+        except ValueError as exc:
+            raise CliError(_option_name(str(exc))) from None
+        rows = [{"file": str(p), "bytes": Path(p).stat().st_size,
+                 "what": _u280_what(Path(p))} for p in paths]
+        summary = (f"Vivado build plan of the U280 loopback design in {out}/ (no Vivado "
+                   "was run). Build it with Vivado on the path: see the .sh/.tcl listed.")
+        obj = {"target": "u280", "dir": str(out), "files": rows}
+    progress("done")
+    if args.format == "markdown":
+        raise CliError("--format markdown applies to --registers only")
+    if args.format == "table":
+        print(render(rows, ["file", "bytes", "what"], "table", title=summary), end="")
+    else:
+        print(render(rows, ["file", "bytes", "what"], args.format, json_obj=obj), end="")
+    return 0
+
+
+def _print_registers(params, fmt):
+    from ..plugin_regmap import plugin_register_map
+
+    rm = plugin_register_map(params)
+    if fmt == "markdown":
+        print(rm.to_markdown(), end="")
+        return 0
+    if fmt == "json":
+        print(rm.to_json())
+        return 0
+    rows = [{"offset": f"0x{r.offset:04x}", "name": r.name, "access": r.access,
+             "width": r.width, "reset": r.reset, "group": r.group, "doc": r.doc}
+            for r in rm]
+    print(render(rows, list(rows[0]), fmt,
+                 title=f"{len(rm)} registers, {rm.size:#x} bytes of address space"), end="")
+    return 0
+
+
+def _option_name(message):
+    """Turn a parameter name at the start of a ValueError into its option."""
+    for param in ("num_intf", "host_bw", "codecs", "mtu", "port", "max_host_elements",
+                  "idle_timeout"):
+        if message.startswith(param):
+            return "--" + param.replace("_", "-") + message[len(param):]
+    return message
+
+
+def _u280_what(path):
+    return {".tcl": "Vivado build script", ".xdc": "constraints", ".v": "generated Verilog",
+            ".sh": "runs Vivado in batch mode", ".il": "RTLIL (yosys)"}.get(
+        path.suffix, "build file")

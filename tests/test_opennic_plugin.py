@@ -1,0 +1,253 @@
+# amaranth: UnusedElaboratable=no
+"""The OpenNIC plugin simulated through its OpenNIC ports, against the numpy reference."""
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from amaranth import Cat, Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+from lane_scenarios import host_stream, mixed_traffic
+
+from squeezenic_hw import lane_reference as lr
+from squeezenic_hw.array_reference import array_reference
+from squeezenic_hw.checker_reference import CHECKER_KEYS
+from squeezenic_hw.frames import Header, build_host_frame
+from squeezenic_hw.gateware.gradient_generator import config_values
+from squeezenic_hw.gateware.lane_layouts import AxisBeat
+from squeezenic_hw.gateware.opennic_plugin import OpenNicPlugin
+from squeezenic_hw.gateware.rx_controller import RX_COUNTERS
+from squeezenic_hw.gateware.squeezenic_core import SqueezeNicCore
+from squeezenic_hw.gateware.tx_controller import TX_COUNTERS
+from squeezenic_hw.generator import GeneratorConfig
+from squeezenic_hw.plugin_regmap import PLUGIN_ID, PluginParams, version_word
+from squeezenic_hw.sim.axil import OKAY, SLVERR, axil_read, axil_write
+from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
+
+CODECS = ["fp16", "sign"]
+AXIL = ("awvalid", "awaddr", "awready", "wvalid", "wdata", "wready", "bvalid", "bresp",
+        "bready", "arvalid", "araddr", "arready", "rvalid", "rdata", "rresp", "rready")
+
+
+def flat_stream(top, prefix, i):
+    """``valid``/``ready``/``payload`` of interface ``i`` of a flat OpenNIC stream."""
+    def part(name, width):
+        return getattr(top, f"{prefix}_{name}")[i * width:(i + 1) * width]
+    payload = AxisBeat(Cat(part("tdata", 512), part("tkeep", 64), part("tlast", 1),
+                           part("tuser_size", 16), part("tuser_src", 16),
+                           part("tuser_dst", 16)))
+    return SimpleNamespace(valid=part("tvalid", 1), ready=part("tready", 1), payload=payload)
+
+
+def axil_bus(top):
+    return SimpleNamespace(**{name: getattr(top, f"s_axil_{name}") for name in AXIL})
+
+
+def add_clocks(sim, top):
+    """axis_aclk 250 MHz and axil_aclk 125 MHz, phase aligned, as the shell makes them."""
+    async def clocks(ctx):
+        t = 0
+        while True:
+            ctx.set(top.axis_aclk, t % 2 == 0)
+            ctx.set(top.axil_aclk, t % 4 < 2)
+            await ctx.delay(2e-9)
+            t += 1
+    sim.add_process(clocks)
+
+
+async def reset(ctx, top):
+    ctx.set(top.mod_rstn, 0)
+    for _ in range(8):
+        await ctx.tick("axil")
+    assert ctx.get(top.mod_rst_done) == 0xFFFE
+    ctx.set(top.mod_rstn, 0xFFFF)
+    for _ in range(40):
+        await ctx.tick("axil")
+        if ctx.get(top.mod_rst_done) & 1:
+            break
+    assert ctx.get(top.mod_rst_done) == 0xFFFF
+
+
+def _reg(rm, name):
+    return rm[name].offset
+
+
+def test_plugin_registers_and_streams_through_opennic_ports():
+    """Registers over AXI-Lite (125 MHz) and H2C → TX, RX → C2H against the reference."""
+    params = PluginParams(codecs=CODECS)
+    top = OpenNicPlugin(params)
+    rm = top.regmap
+    rng = np.random.default_rng(5)
+    h2c = mixed_traffic(rng, CODECS, n_streams=3, elements=(300, 1200), max_k=120)
+    wire_in = [AxisFrame(f, src=3, dst=7) for f in lr.tx([f.data for f in h2c],
+                                                          codecs=CODECS)[0]]
+    wire_in += [AxisFrame(build_host_frame(Header(codec=1), np.ones(5, np.float32)))]
+    bus = axil_bus(top)
+    srcs = {"h2c": FrameSource(flat_stream(top, "s_axis_qdma_h2c", 0), h2c, idle=0.3, seed=1),
+            "rx": FrameSource(flat_stream(top, "s_axis_adap_rx_250mhz", 0), wire_in,
+                              idle=0.3, seed=2)}
+    expected_tx, tx_cnt = lr.tx([f.data for f in h2c], codecs=CODECS)
+    expected_c2h, rx_cnt = lr.rx([f.data for f in wire_in], codecs=CODECS)
+    sinks = {"tx": FrameSink(flat_stream(top, "m_axis_adap_tx_250mhz", 0), backpressure=0.3,
+                             seed=3, n_frames=len(expected_tx), timeout=100_000),
+             "c2h": FrameSink(flat_stream(top, "m_axis_qdma_c2h", 0), backpressure=0.3,
+                              seed=4, n_frames=len(expected_c2h), timeout=100_000)}
+    got = {}
+    arng = random.Random(7)
+
+    async def bench(ctx):
+        await reset(ctx, top)
+
+        async def read(name_or_addr):
+            addr = name_or_addr if isinstance(name_or_addr, int) else _reg(rm, name_or_addr)
+            return await axil_read(ctx, bus, addr, rng=arng, max_delay=3, domain="axil")
+
+        assert await read("id") == (PLUGIN_ID, OKAY)
+        assert await read("version") == (version_word(), OKAY)
+        assert await read("build_codecs") == ((1 << 1) | (1 << 5), OKAY)
+        assert await read("build_mtu") == (1518, OKAY)
+        assert await read("udp_port") == (params.port, OKAY)
+        assert await axil_write(ctx, bus, _reg(rm, "scratch"), 0xDEADBEEF, rng=arng,
+                                max_delay=3, domain="axil") == OKAY
+        assert await read("scratch") == (0xDEADBEEF, OKAY)
+        # unmapped: a gap in the map, past its end, and far above it
+        for addr in (0x0F00, rm.size, 0x8000_0000):
+            assert (await read(addr))[1] == SLVERR
+            assert await axil_write(ctx, bus, addr, 1, domain="axil") == SLVERR
+        # the streams ran meanwhile; wait for both sources, then close the open frame
+        while srcs["h2c"].done_cycle is None or srcs["rx"].done_cycle is None:
+            await ctx.tick("axil")
+        for _ in range(60):
+            await ctx.tick("axil")
+        assert await axil_write(ctx, bus, _reg(rm, "tx_close"), 1, domain="axil") == OKAY
+        for _ in range(5000):
+            if len(sinks["tx"].frames) == len(expected_tx) and \
+                    len(sinks["c2h"].frames) == len(expected_c2h):
+                break
+            await ctx.tick("axil")
+        for _ in range(20):
+            await ctx.tick("axil")
+        got["tx_counters"] = {name: (await read(f"host0_tx_{name}"))[0]
+                              for name in TX_COUNTERS}
+        got["rx_counters"] = {name: (await read(f"host0_rx_{name}"))[0]
+                              for name in RX_COUNTERS}
+
+    sim = Simulator(top)
+    add_clocks(sim, top)
+    for s in srcs.values():
+        sim.add_testbench(s.run, background=True)
+    for s in sinks.values():
+        sim.add_testbench(s.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+
+    assert [f.data for f in sinks["tx"].frames] == expected_tx
+    assert all(f.dst == 1 << 6 for f in sinks["tx"].frames)     # the adapter's port bit
+    assert [f.data for f in sinks["c2h"].frames] == expected_c2h
+    assert all(f.dst == 1 for f in sinks["c2h"].frames)         # PCIe function 0
+    assert got["tx_counters"] == tx_cnt | {"size_errors": 0}
+    assert got["rx_counters"] == rx_cnt | {"size_errors": 0}
+    assert tx_cnt["wire_frames"] > 3 and tx_cnt["bypass_frames"] > 0 and tx_cnt["close_end"]
+
+
+class _LoopedCore(wiring.Component):
+    """The core with its wire port looped back (TX → RX), as a cable would."""
+
+    def __init__(self, params):
+        self.core = SqueezeNicCore(params)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        wiring.connect(m, core.tx[0], core.rx[0])
+        return m
+
+
+def test_generators_over_axil_with_host_traffic_looped_back():
+    """host_bw 200: start the generators over AXI-Lite, read every checker; host frames
+    sent meanwhile go out merged, come back and reach C2H decoded."""
+    params = PluginParams(codecs=["sign"], host_bw=200)
+    dut = _LoopedCore(params)
+    core, rm = dut.core, dut.core.regmap
+    cfg = GeneratorConfig(codec=5, elements=64, flush_every=2, value_seed=11, seed=3,
+                          rate_bytes_per_cycle=32.0)
+    n_frames = 3
+    expected = array_reference(2, cfg, n_frames, codecs=["sign"], port=params.port,
+                               src_port_base=params.src_port_base)
+    host = host_stream(np.random.default_rng(2), "sign", n_total=300, max_k=90,
+                       flush_rate=0.0)
+    back = lr.rx(lr.tx(host, codecs=["sign"])[0], codecs=["sign"])[0]
+    src = FrameSource(core.h2c[0], host, idle=0.2, seed=5)
+    sink = FrameSink(core.c2h[0], backpressure=0.2, seed=6, n_frames=len(back),
+                     timeout=60_000)
+    got = {}
+
+    async def bench(ctx):
+        bus = core.axil
+
+        async def write(name, value):
+            assert await axil_write(ctx, bus, rm[name].offset, value) == OKAY
+
+        async def read(name):
+            data, resp = await axil_read(ctx, bus, rm[name].offset)
+            assert resp == OKAY
+            return data
+
+        values = config_values(cfg)
+        for name in ("elements", "codec", "param", "stochastic", "scale", "aux", "seed",
+                     "value_seed", "offset", "flush_every", "rate_bytes_per_cycle"):
+            await write(f"gen_{name}", values[name])
+        await write("gen_n_frames", n_frames)
+        await write("gen_start", 1)
+        for _ in range(400):
+            for _ in range(50):
+                await ctx.tick()
+            sent = [await read(f"lane{k}_frames_sent") for k in range(2)]
+            if src.done_cycle is not None and sent == [n_frames] * 2:
+                break
+        await write("gen_close", 1)
+        await write("tx_close", 1)
+        for _ in range(400):
+            for _ in range(50):
+                await ctx.tick()
+            checked = [await read(f"lane{k}_chk_frames_lo") for k in range(2)]
+            if len(sink.frames) >= len(back) and checked == [
+                    expected[k]["checker"]["frames"] for k in range(2)]:
+                break
+        for _ in range(50):
+            await ctx.tick()
+        for k in range(2):
+            got[k] = {}
+            for name in CHECKER_KEYS:
+                if f"lane{k}_chk_{name}_lo" in rm:
+                    lo = await read(f"lane{k}_chk_{name}_lo")
+                    got[k][name] = lo | (await read(f"lane{k}_chk_{name}_hi")) << 32
+                else:
+                    got[k][name] = await read(f"lane{k}_chk_{name}")
+            got[k]["tx_wire_frames"] = await read(f"lane{k}_tx_wire_frames")
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(src.run, background=True)
+    sim.add_testbench(sink.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    for k in range(2):
+        assert got[k]["tx_wire_frames"] == expected[k]["tx"]["wire_frames"]
+        for name in CHECKER_KEYS:
+            assert got[k][name] == expected[k]["checker"][name], (k, name)
+        assert got[k]["elements"] == n_frames * 64
+    assert [f.data for f in sink.frames] == back
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(num_intf=3), "num_intf"), (dict(host_bw=150), "host_bw"),
+    (dict(codecs=["nope"]), "codec"), (dict(mtu=60), "mtu"), (dict(port=0), "port"),
+    (dict(max_host_elements=0), "max_host_elements"), (dict(idle_timeout=-1), "idle_timeout"),
+])
+def test_bad_parameters_name_themselves(bad, match):
+    with pytest.raises(ValueError, match=match):
+        PluginParams(**bad)
