@@ -251,3 +251,59 @@ def test_generators_over_axil_with_host_traffic_looped_back():
 def test_bad_parameters_name_themselves(bad, match):
     with pytest.raises(ValueError, match=match):
         PluginParams(**bad)
+
+
+def test_second_interface_and_runtime_registers():
+    """num_intf 2: interface 1's lanes sit in the upper bits; enable, udp_port and
+    idle_timeout act at once."""
+    params = PluginParams(num_intf=2, codecs=["sign"])
+    top = OpenNicPlugin(params)
+    rm = top.regmap
+    rng = np.random.default_rng(9)
+    other_port = 4000
+    a = host_stream(rng, "sign", n_total=120, max_k=40, flush_rate=0.0)       # default port
+    b = host_stream(rng, "sign", n_total=80, max_k=40, flush_rate=0.0,
+                    header=Header(dst_port=other_port))
+    c = host_stream(rng, "sign", n_total=60, max_k=30, flush_rate=0.0)
+    h2c = flat_stream(top, "s_axis_qdma_h2c", 1)
+    tx = flat_stream(top, "m_axis_adap_tx_250mhz", 1)
+    bus = axil_bus(top)
+    want = (lr.tx(a, codecs=["sign"])[0]                      # closed by the idle timeout
+            + lr.tx(b, codecs=["sign"], port=other_port)[0]   # after udp_port = 4000
+            + c)                                              # enable = 0: unchanged
+    sink = FrameSink(tx, n_frames=len(want), backpressure=0.2, seed=1, timeout=200_000)
+    got = {}
+
+    async def bench(ctx):
+        await reset(ctx, top)
+
+        async def write(name, value):
+            assert await axil_write(ctx, bus, rm[name].offset, value, domain="axil") == OKAY
+
+        await write("idle_timeout", 40)
+        for frames in (a, b, c):
+            if frames is b:
+                await write("udp_port", other_port)
+            if frames is c:
+                await write("enable", 0)
+            src = FrameSource(h2c, frames, idle=0.2, seed=len(frames))
+            await src.run(ctx)
+            for _ in range(120):          # past the idle timeout
+                await ctx.tick()
+        for _ in range(200):
+            await ctx.tick()
+        got["other_port"] = (await axil_read(ctx, bus, rm["host1_tx_bypass_other_port"].offset,
+                                             domain="axil"))[0]
+        got["close_idle"] = (await axil_read(ctx, bus, rm["host1_tx_close_idle"].offset,
+                                             domain="axil"))[0]
+        got["if0"] = (await axil_read(ctx, bus, rm["host0_tx_host_frames"].offset,
+                                      domain="axil"))[0]
+
+    sim = Simulator(top)
+    add_clocks(sim, top)
+    sim.add_testbench(sink.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [f.data for f in sink.frames] == want
+    assert all(f.dst == 1 << 7 for f in sink.frames)    # interface 1: adapter bit 6 + 1
+    assert got == {"other_port": len(c), "close_idle": 2, "if0": 0}
