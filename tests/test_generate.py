@@ -204,3 +204,26 @@ def test_registers_option_prints_the_map(capsys):
     regs = json.loads(capsys.readouterr().out)
     names = [r["name"] for r in regs["registers"]]
     assert "gen_start" in names and "lane1_chk_crc" in names and "lane2_chk_crc" not in names
+
+
+def test_generate_u280_target_lists_the_plan(capsys, tmp_path, monkeypatch):
+    """The CLI wiring of --target u280 (the plan itself: tests/test_u280.py)."""
+    import squeezenic_hw.u280_loopback as u280
+
+    calls = {}
+
+    def fake_plan(out_dir, **kw):
+        calls.update(kw)
+        out_dir.mkdir(parents=True)
+        paths = [out_dir / "top.v", out_dir / "build_top.sh"]
+        for p in paths:
+            p.write_text("x")
+        return paths
+
+    monkeypatch.setattr(u280, "write_u280_plan", fake_plan)
+    assert main(["generate", "--target", "u280", "-o", str(tmp_path / "u"), "--codecs",
+                 "sign", "--host-bw", "800"]) == 0
+    out = capsys.readouterr().out
+    assert "sh build_top.sh" in out and "top.v" in out
+    assert calls["host_bw"] == 800 and calls["codecs"] == ["sign"]
+    assert main(["generate", "--target", "u280", "--num-intf", "2"]) == 2

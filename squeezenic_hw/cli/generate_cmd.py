@@ -107,8 +107,10 @@ def run(args):
             raise CliError(_option_name(str(exc))) from None
         rows = [{"file": str(p), "bytes": Path(p).stat().st_size,
                  "what": _u280_what(Path(p))} for p in paths]
-        summary = (f"Vivado build plan of the U280 loopback design in {out}/ (no Vivado "
-                   "was run). Build it with Vivado on the path: see the .sh/.tcl listed.")
+        script = next((Path(p).name for p in paths if str(p).endswith(".sh")), "the .tcl")
+        summary = (f"Vivado build plan of the U280 loopback design (generators → TX → RX → "
+                   f"checkers, host_bw {host_bw} Gb/s) in {out}/; no Vivado was run. Build "
+                   f"it with Vivado on the PATH:\n  cd {out} && sh {script}")
         obj = {"target": "u280", "dir": str(out), "files": rows}
     progress("done")
     if args.format == "markdown":
