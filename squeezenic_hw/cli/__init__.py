@@ -20,6 +20,7 @@ COMMANDS = [
     "tensor_cmd",
     "throughput_cmd",
     "generate_cmd",
+    "report_cmd",
 ]
 
 

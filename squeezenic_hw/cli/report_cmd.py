@@ -1,0 +1,172 @@
+"""``squeezenic-hw report``: what the plugin costs on an Alveo U280 and how it grows with the
+host bandwidth (a sum of per-block Yosys syntheses, cached; ``docs/report.md``)."""
+
+import sys
+
+from . import CliError
+from .output import add_format_option, render
+
+NAME = "report"
+HELP = ("U280 resources of the plugin by host bandwidth: per-block Yosys synthesis "
+        "(cached), beside the paper's Table 6")
+
+_RESOURCE_TABLE = ["host_bw", "lanes", "codec", "ratio", "wire_gbps_at_full_rate", "fits_wire",
+                   "codecs", "LUT", "LUT_mem", "FF", "CARRY", "DSP", "BRAM", "URAM", "CLB_est",
+                   "depth", "blocks", "synth_s", "peak_mib", "cached"]
+_PCT_TABLE = ["host_bw", "codec", "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "BRAM_pct",
+              "URAM_pct", "CLB_pct", "paper_LUT_pct", "paper_FF_pct", "paper_CLB_pct"]
+
+
+def add_arguments(parser):
+    from ..report import DEFAULT_CACHE_DIR, DEFAULT_HOST_BWS
+
+    parser.add_argument("--host-bw", default=",".join(map(str, DEFAULT_HOST_BWS)),
+                        metavar="GBPS,...",
+                        help="host bandwidths in Gb/s, multiples of 100 up to 6400 (default "
+                             "%(default)s, the paper's Table 6); each build's lanes get the "
+                             "codec whose ratio keeps the wire at 100 Gb/s")
+    parser.add_argument("--codecs", default="", metavar="C,...",
+                        help="extra codecs built into every lane besides the default one "
+                             "(names or ids; a ':param' is accepted and ignored, the parameter "
+                             "being a run-time register)")
+    parser.add_argument("--num-intf", type=int, default=1, choices=(1, 2),
+                        help="host/wire interfaces of the plugin (default 1)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="syntheses in parallel (processes; each Yosys takes one core and "
+                             "0.3-2.5 GiB; default 1)")
+    parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, metavar="DIR",
+                        help="where results and Yosys logs are kept (default %(default)s)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="neither read nor write the cache (logs go to a temporary "
+                             "directory)")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds before a Yosys run is killed (default: none)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also print one row per block and host bandwidth (with csv: "
+                             "only those rows)")
+    parser.add_argument("--whole", action="store_true",
+                        help="also synthesise the whole core of each host bandwidth to check "
+                             "the sum (slow: use small host bandwidths)")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="draw LUT/FF/CLB %% against host bandwidth beside the paper's")
+    add_format_option(parser, extra=("markdown",))
+
+
+def _host_bws(text):
+    from ..gateware.lane_arrays import lanes_for
+
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CliError(f"--host-bw: expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise CliError("--host-bw: give at least one host bandwidth")
+    for v in values:
+        try:
+            lanes_for(v)
+        except ValueError as exc:
+            raise CliError(f"--host-bw: {exc}") from None
+    return values
+
+
+def _codecs(text):
+    from ..report import _codec_name
+
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    for item in items:
+        try:
+            _codec_name(item)
+        except ValueError as exc:
+            raise CliError(f"--codecs: {exc}") from None
+    return items
+
+
+def run(args):
+    from ..report import BlockSynthesisError, build_report
+
+    host_bws = _host_bws(args.host_bw)
+    codecs = _codecs(args.codecs)
+    if args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError(f"--timeout must be positive, got {args.timeout}")
+
+    def progress(line):
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        report = build_report(host_bws, extra_codecs=codecs, num_intf=args.num_intf,
+                              jobs=args.jobs, cache_dir=args.cache_dir,
+                              use_cache=not args.no_cache, whole=args.whole,
+                              timeout=args.timeout, progress=progress)
+    except BlockSynthesisError as exc:
+        print(f"squeezenic-hw report: error: {exc}", file=sys.stderr)
+        return 1
+    print(format_report(report, args.format, breakdown=args.breakdown), end="")
+    if args.plot:
+        from ..report import plot_utilisation
+        plot_utilisation(report, args.plot)
+        progress(f"wrote {args.plot}")
+    return 0
+
+
+def format_report(report, fmt, *, breakdown=False):
+    """The report as text in ``fmt`` (table, csv, json, markdown)."""
+    from ..report import BLOCK_COLUMNS, GROWTH_COLUMNS, SUMMARY_COLUMNS, WHOLE_COLUMNS, notes
+
+    if fmt == "json":
+        return render([], [], "json", json_obj=report)
+    if fmt == "csv":
+        if breakdown:
+            return render(report["blocks"], BLOCK_COLUMNS, "csv")
+        return render(report["rows"], SUMMARY_COLUMNS, "csv")
+    block_cols = [c for c in BLOCK_COLUMNS if c != "log"]
+    whole_cols = [c for c in WHOLE_COLUMNS if c != "log"]
+    sections = [
+        ("U280 resources of the SqueezeNIC core by host bandwidth (sum of per-block Yosys "
+         "syntheses)", report["rows"], _RESOURCE_TABLE),
+        ("% of the U280; paper_*: the paper's Table 6, whole design with the OpenNIC shell",
+         report["rows"], _PCT_TABLE),
+        ("growth per added 100 Gb/s lane (least squares over the rows with generator lanes; "
+         "paper: Table 6 as counts)", report["growth"], GROWTH_COLUMNS),
+    ]
+    if breakdown:
+        sections.append(("per block (count x one instance)", report["blocks"], block_cols))
+    if report["whole"]:
+        sections.append(("whole core synthesised in one piece, against the sum of its blocks",
+                         report["whole"], whole_cols))
+    out = []
+    for title, rows, cols in sections:
+        if fmt == "markdown":
+            out.append(f"**{title}**\n\n" + markdown_table(rows, cols))
+        else:
+            out.append(render(rows, cols, "table", title=title))
+    lines = notes(report)
+    if fmt == "markdown":
+        out.append("".join(f"- {line}\n" for line in lines))
+    else:
+        out.append("".join(f"Note: {line}\n" for line in lines))
+    return "\n".join(out)
+
+
+def _md_cell(value):
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(rows, columns):
+    """A GitHub-flavoured Markdown table; numeric columns right-aligned."""
+    def numeric(c):
+        vals = [r.get(c) for r in rows if r.get(c) is not None]
+        return bool(vals) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  for v in vals)
+
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---:" if numeric(c) else "---" for c in columns) + "|"]
+    lines += ["| " + " | ".join(_md_cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
