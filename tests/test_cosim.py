@@ -61,11 +61,9 @@ DESIGNS = {
                     ["cosim_streams", "cosim_generators"],
                     ["registers", "streams_heavy_backpressure", "generators_looped_back"]),
 }
-#: Verilator warnings a design needs waived beyond SIMS' (all are style warnings):
-#: a --host-bw > 100 build compares `since >= 1'h0` in the generator lanes' TX
-#: controllers (their idle timeout is the constant 0), which Verilator flags as
-#: UNSIGNED; docs/opennic.md's lint waives only WIDTH and CASEINCOMPLETE.
-VERILATOR_WAIVERS = {"host_bw_200": ["-Wno-UNSIGNED"]}
+#: Verilator warnings a design needs waived beyond SIMS' (none since the TX controller's
+#: idle compare stopped folding to `since >= 0` with a constant timeout).
+VERILATOR_WAIVERS = {}
 CASES = [(design, case) for design, (_, _, cases) in DESIGNS.items() for case in cases]
 
 

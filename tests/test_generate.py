@@ -73,6 +73,9 @@ def plugin_dirs(tmp_path_factory):
     for n in (1, 2):
         d = tmp_path_factory.mktemp(f"opennic{n}")
         out[n] = (d, write_opennic_plugin(d, PluginParams(num_intf=n, codecs=["sign"])))
+    # with generator and checker lanes (their TX controllers keep a constant idle timeout)
+    d = tmp_path_factory.mktemp("opennic_gen")
+    out["gen"] = (d, write_opennic_plugin(d, PluginParams(host_bw=200, codecs=["sign"])))
     return out
 
 
@@ -162,7 +165,7 @@ def test_icarus_compiles_the_plugin_inside_a_box(plugin_dirs, tmp_path, n):
             assert "built for NUM_PHYS_FUNC" in run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("n", [1, 2, "gen"])
 def test_verilator_lints_both_modules(plugin_dirs, n):
     _need("verilator")
     d, _ = plugin_dirs[n]
