@@ -15,6 +15,7 @@ from squeezenic_hw import lane_reference as lr
 from squeezenic_hw.array_reference import array_reference
 from squeezenic_hw.checker_reference import CHECKER_KEYS
 from squeezenic_hw.frames import Header, build_host_frame
+from squeezenic_hw.gateware.axil import AXIL_SLAVE_PORTS
 from squeezenic_hw.gateware.gradient_generator import config_values
 from squeezenic_hw.gateware.lane_layouts import AxisBeat
 from squeezenic_hw.gateware.opennic_plugin import OpenNicPlugin
@@ -27,8 +28,7 @@ from squeezenic_hw.sim.axil import OKAY, SLVERR, axil_read, axil_write
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 
 CODECS = ["fp16", "sign"]
-AXIL = ("awvalid", "awaddr", "awready", "wvalid", "wdata", "wready", "bvalid", "bresp",
-        "bready", "arvalid", "araddr", "arready", "rvalid", "rdata", "rresp", "rready")
+AXIL = [name for name, _, _ in AXIL_SLAVE_PORTS]
 
 
 def flat_stream(top, prefix, i):

@@ -10,7 +10,8 @@ Every handshake follows AXI: a transfer happens in a cycle where ``*valid`` and
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AXIL_ADDR_WIDTH", "AXIL_DATA_WIDTH", "AxiResp", "AxiLiteSignature"]
+__all__ = ["AXIL_ADDR_WIDTH", "AXIL_DATA_WIDTH", "AxiResp", "AxiLiteSignature",
+           "AXIL_SLAVE_PORTS", "connect_flat_slave"]
 
 AXIL_ADDR_WIDTH = 32
 AXIL_DATA_WIDTH = 32
@@ -50,3 +51,22 @@ def AxiLiteSignature():
         "rresp": In(2),
         "rready": Out(1),
     })
+
+
+#: The slave's flat AXI-Lite ports as OpenNIC names them (after ``s_axil_``):
+#: ``(name, direction seen from the slave, width)``.
+AXIL_SLAVE_PORTS = (
+    ("awvalid", "in", 1), ("awaddr", "in", AXIL_ADDR_WIDTH), ("awready", "out", 1),
+    ("wvalid", "in", 1), ("wdata", "in", AXIL_DATA_WIDTH), ("wready", "out", 1),
+    ("bvalid", "out", 1), ("bresp", "out", 2), ("bready", "in", 1),
+    ("arvalid", "in", 1), ("araddr", "in", AXIL_ADDR_WIDTH), ("arready", "out", 1),
+    ("rvalid", "out", 1), ("rdata", "out", AXIL_DATA_WIDTH), ("rresp", "out", 2),
+    ("rready", "in", 1))
+
+
+def connect_flat_slave(m, owner, bus, prefix="s_axil_"):
+    """Join ``owner``'s flat ``<prefix><name>`` ports to ``bus``, the ``axil`` port of a
+    slave (a register file, or the ``s`` side of a clock bridge)."""
+    for name, d, _ in AXIL_SLAVE_PORTS:
+        port, wire = getattr(owner, prefix + name), getattr(bus, name)
+        m.d.comb += wire.eq(port) if d == "in" else port.eq(wire)

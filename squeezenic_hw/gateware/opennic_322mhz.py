@@ -16,17 +16,12 @@ from amaranth.lib.wiring import In, Out
 
 from ..plugin_regmap import PLUGIN_ID, version_word
 from ..regmap import RegisterMap
+from .axil import AXIL_SLAVE_PORTS, connect_flat_slave
 from .axil_register_file import AxiLiteRegisterFile
 
 __all__ = ["OpenNic322PassThrough", "opennic_322_ports", "MODULE_NAME_322"]
 
 MODULE_NAME_322 = "squeezenic_322mhz"
-_AXIL = (("awvalid", "in", 1), ("awaddr", "in", 32), ("awready", "out", 1),
-         ("wvalid", "in", 1), ("wdata", "in", 32), ("wready", "out", 1),
-         ("bvalid", "out", 1), ("bresp", "out", 2), ("bready", "in", 1),
-         ("arvalid", "in", 1), ("araddr", "in", 32), ("arready", "out", 1),
-         ("rvalid", "out", 1), ("rdata", "out", 32), ("rresp", "out", 2),
-         ("rready", "in", 1))
 #: (source prefix, sink prefix, source has tready)
 _PATHS = (("s_axis_adap_tx_322mhz", "m_axis_cmac_tx", True),
           ("s_axis_cmac_rx", "m_axis_adap_rx_322mhz", False))
@@ -36,7 +31,7 @@ _FIELDS = (("tdata", 512), ("tkeep", 64), ("tlast", 1), ("tuser_err", 1))
 def opennic_322_ports(num_intf):
     """``[(name, direction, width)]`` of the 322 MHz plugin module, in port order."""
     n = num_intf
-    ports = [(f"s_axil_{name}", d, w) for name, d, w in _AXIL]
+    ports = [(f"s_axil_{name}", d, w) for name, d, w in AXIL_SLAVE_PORTS]
 
     def stream(prefix, d, with_ready):
         out = [(f"{prefix}_tvalid", d, n)] + [(f"{prefix}_{f}", d, w * n) for f, w in _FIELDS]
@@ -90,10 +85,7 @@ class OpenNic322PassThrough(wiring.Component):
                      self.mod_rst_done.eq(0xFE | rstn)]
         m.submodules.regs = regs = AxiLiteRegisterFile(self.regmap)
         m.d.comb += [regs.ro.id.eq(PLUGIN_ID), regs.ro.version.eq(version_word())]
-        for name, d, _ in _AXIL:
-            port = getattr(self, f"s_axil_{name}")
-            bus = getattr(regs.axil, name)
-            m.d.comb += bus.eq(port) if d == "in" else port.eq(bus)
+        connect_flat_slave(m, self, regs.axil)
 
         for src, dst, has_ready in _PATHS:
             m.d.comb += getattr(self, f"{dst}_tvalid").eq(getattr(self, f"{src}_tvalid"))

@@ -28,6 +28,7 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from ..plugin_regmap import PluginParams
+from .axil import AXIL_SLAVE_PORTS, connect_flat_slave
 from .axil_clock_bridge import AxiLiteClockBridge
 from .squeezenic_core import SqueezeNicCore
 
@@ -46,17 +47,11 @@ STREAMS = (("s_axis_qdma_h2c", "in", "h2c"), ("m_axis_qdma_c2h", "out", "c2h"),
            ("m_axis_adap_tx_250mhz", "out", "tx"), ("s_axis_adap_rx_250mhz", "in", "rx"))
 _AXIS_FIELDS = (("tdata", "data", 512), ("tkeep", "keep", 64), ("tlast", "last", 1),
                 ("tuser_size", "size", 16), ("tuser_src", "src", 16), ("tuser_dst", "dst", 16))
-_AXIL = (("awvalid", "in", 1), ("awaddr", "in", 32), ("awready", "out", 1),
-         ("wvalid", "in", 1), ("wdata", "in", 32), ("wready", "out", 1),
-         ("bvalid", "out", 1), ("bresp", "out", 2), ("bready", "in", 1),
-         ("arvalid", "in", 1), ("araddr", "in", 32), ("arready", "out", 1),
-         ("rvalid", "out", 1), ("rdata", "out", 32), ("rresp", "out", 2),
-         ("rready", "in", 1))
 
 
 def opennic_ports(num_intf):
     """``[(name, direction, width)]`` of the plugin module, in port order."""
-    ports = [(f"s_axil_{name}", d, w) for name, d, w in _AXIL]
+    ports = [(f"s_axil_{name}", d, w) for name, d, w in AXIL_SLAVE_PORTS]
     flip = {"in": "out", "out": "in"}
     for prefix, d, _ in STREAMS:
         ports.append((f"{prefix}_tvalid", d, num_intf))
@@ -126,12 +121,7 @@ class OpenNicPlugin(wiring.Component):
         m.submodules.core = core = self.core
         m.submodules.axil_bridge = bridge = AxiLiteClockBridge(s_domain="axil",
                                                                m_domain="sync")
-        for name, d, _ in _AXIL:
-            port = getattr(self, f"s_axil_{name}")
-            if d == "in":
-                m.d.comb += getattr(bridge.s, name).eq(port)
-            else:
-                m.d.comb += port.eq(getattr(bridge.s, name))
+        connect_flat_slave(m, self, bridge.s)
         wiring.connect(m, bridge.m, core.axil)
 
         # ---- streams: flat, lanes concatenated -----------------------------------------
