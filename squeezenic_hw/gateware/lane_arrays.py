@@ -23,7 +23,7 @@ the distributor maps TX lane ``k`` to RX lane ``k``), its ``value_seed + k``
 and its ``tuser_src = k``.
 """
 
-from amaranth import Module, Signal, unsigned
+from amaranth import Module, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,6 +32,7 @@ from .frame_arbiter import FrameArbiter
 from .frame_checker import FrameChecker
 from .frame_distributor import FrameDistributor
 from .gradient_generator import GradientGenerator
+from .lane_common import close_when_idle
 from .lane_layouts import axis_signature, quiet_if_rejected
 from .rx_controller import rx_counters_layout
 from .rx_lane import RxLane
@@ -144,13 +145,6 @@ class TxArray(wiring.Component):
         m = Module()
         m.submodules.arbiter = arbiter = self._arbiter
         c = self.ctrl
-        # A one-cycle ``close`` reaches every lane: each acts at its own first idle cycle.
-        close_pending = Signal(self._n)
-        for k, lane in enumerate(self._lanes):
-            with m.If(lane.close_done):
-                m.d.sync += close_pending[k].eq(0)
-            with m.Elif(self.close):
-                m.d.sync += close_pending[k].eq(1)
         for k, (gen, lane) in enumerate(zip(self._gens, self._lanes, strict=True)):
             m.submodules[f"gen{k}"] = gen
             m.submodules[f"tx{k}"] = lane
@@ -162,10 +156,11 @@ class TxArray(wiring.Component):
                 gen.value_seed.eq(c.value_seed + k),
                 gen.udp_src_port.eq(self._base + k),
                 gen.tuser_src.eq(k),
-                lane.close.eq(self.close | close_pending[k]),
                 self.frames_sent[k].eq(gen.frames_sent),
                 self.tx_counters[k].eq(lane.counters),
             ]
+            # a one-cycle ``close`` reaches every lane: each acts at its own first idle cycle
+            close_when_idle(m, lane, self.close, name=f"close_pending{k}")
             wiring.connect(m, gen.o, lane.i)
             wiring.connect(m, lane.o, arbiter.i[k])
         wiring.connect(m, arbiter.o, wiring.flipped(self.o))

@@ -1,13 +1,14 @@
 """Pieces the TX and RX lanes share: the bypass path of their controllers and the token
 stream into the frame merger."""
 
+from amaranth import Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .lane_layouts import HDR, FrameToken, Reason, field_le
 
 __all__ = ["bypass_first_beat", "bypass_and_drain_states", "token_stream", "codec_params_of",
-           "check_fifo_depth"]
+           "check_fifo_depth", "close_when_idle"]
 
 
 def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state="BYPASS"):
@@ -84,3 +85,14 @@ def check_fifo_depth(name, value, unit):
     """``ValueError`` naming ``name`` unless a lane FIFO depth is at least 2."""
     if value < 2:
         raise ValueError(f"{name} must be at least 2 {unit}, got {value!r}")
+
+
+def close_when_idle(m, lane, request, name="close_pending"):
+    """Drive ``lane.close`` (a :class:`~.tx_lane.TxLane`) from ``request``, holding a
+    one-cycle request until the lane acts on it (``close_done``) at its first idle cycle."""
+    pending = Signal(name=name)
+    with m.If(lane.close_done):
+        m.d.sync += pending.eq(0)
+    with m.Elif(request):
+        m.d.sync += pending.eq(1)
+    m.d.comb += lane.close.eq(request | pending)

@@ -12,7 +12,7 @@
 two clocks and its reset.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,6 +27,7 @@ from .axil import AxiLiteSignature
 from .axil_register_file import AxiLiteRegisterFile
 from .frame_arbiter import FrameArbiter
 from .lane_arrays import RxArray, TxArray
+from .lane_common import close_when_idle
 from .lane_layouts import axis_signature
 from .rx_controller import RX_COUNTERS
 from .rx_lane import RxLane
@@ -101,12 +102,7 @@ class SqueezeNicCore(wiring.Component):
                 rx.cfg_port.eq(regs.rw.udp_port), rx.cfg_enable.eq(regs.rw.enable),
             ]
             # tx_close is a one-cycle pulse; the lane acts at its first idle cycle
-            pending = Signal(name=f"close_pending{i}")
-            with m.If(tx.close_done):
-                m.d.sync += pending.eq(0)
-            with m.Elif(regs.pulse.tx_close[i]):
-                m.d.sync += pending.eq(1)
-            m.d.comb += tx.close.eq(regs.pulse.tx_close[i] | pending)
+            close_when_idle(m, tx, regs.pulse.tx_close[i], name=f"close_pending{i}")
             for name in TX_COUNTERS:
                 m.d.comb += getattr(regs.ro, f"host{i}_tx_{name}").eq(tx.counters[name])
             for name in RX_COUNTERS:
