@@ -16,7 +16,8 @@ from amaranth.lib.wiring import In, Out
 from ..frames import DEFAULT_PORT
 from .lane_layouts import HDR, AxisBeat, axis_signature, field_be, header_bytes, quiet_if_rejected
 
-__all__ = ["FrameDistributor", "route_frame", "MAX_OUTPUTS", "ROUTE_MIN_BYTES"]
+__all__ = ["FrameDistributor", "route_frame", "looks_squeezenic", "squeezenic_udp_match",
+           "MAX_OUTPUTS", "ROUTE_MIN_BYTES"]
 
 #: Largest number of outputs (64 RX lanes).
 MAX_OUTPUTS = 64
@@ -42,12 +43,28 @@ def route_frame(frame, n_outputs, *, port=DEFAULT_PORT):
     frame goes to output 0.
     """
     frame = bytes(frame)
-    if (len(frame) >= ROUTE_MIN_BYTES
-            and struct.unpack_from("!H", frame, 12)[0] == _ETHERTYPE_IPV4
-            and frame[14] == _IPV4_IHL5 and frame[23] == _PROTO_UDP
-            and struct.unpack_from("!H", frame, 36)[0] == port):
+    if looks_squeezenic(frame, port):
         return struct.unpack_from("!H", frame, 34)[0] % n_outputs
     return 0
+
+
+def looks_squeezenic(frame, port=DEFAULT_PORT):
+    """At least 38 bytes, EtherType 0x0800, IPv4 without options, UDP, destination
+    ``port``: the model of :func:`squeezenic_udp_match`."""
+    return (len(frame) >= ROUTE_MIN_BYTES
+            and struct.unpack_from("!H", frame, 12)[0] == _ETHERTYPE_IPV4
+            and frame[14] == _IPV4_IHL5 and frame[23] == _PROTO_UDP
+            and struct.unpack_from("!H", frame, 36)[0] == port)
+
+
+def squeezenic_udp_match(beat, port):
+    """The first ``beat`` (an ``AxisBeat`` view) of a frame :func:`looks_squeezenic`."""
+    d = beat.data
+    return (beat.keep[ROUTE_MIN_BYTES - 1]
+            & (field_be(d, *HDR.ETHERTYPE) == _ETHERTYPE_IPV4)
+            & (header_bytes(d, *HDR.IP_VIHL) == _IPV4_IHL5)
+            & (header_bytes(d, *HDR.IP_PROTO) == _PROTO_UDP)
+            & (field_be(d, *HDR.UDP_DST) == port))
 
 
 class FrameDistributor(wiring.Component):
@@ -131,12 +148,7 @@ class FrameDistributor(wiring.Component):
 
         d = self.i.payload.data
         match = Signal()
-        m.d.comb += match.eq(
-            self.i.payload.keep[ROUTE_MIN_BYTES - 1]
-            & (field_be(d, *HDR.ETHERTYPE) == _ETHERTYPE_IPV4)
-            & (header_bytes(d, *HDR.IP_VIHL) == _IPV4_IHL5)
-            & (header_bytes(d, *HDR.IP_PROTO) == _PROTO_UDP)
-            & (field_be(d, *HDR.UDP_DST) == self.port))
+        m.d.comb += match.eq(squeezenic_udp_match(self.i.payload, self.port))
         src_hi = header_bytes(d, HDR.UDP_SRC[0], 1)
         src_lo = header_bytes(d, HDR.UDP_SRC[0] + 1, 1)
         partial = Signal(width + 1)  # hi*256 mod n + lo mod n  (< 2n - 1)

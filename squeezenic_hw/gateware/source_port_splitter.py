@@ -13,23 +13,16 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..frames import DEFAULT_PORT
-from .frame_distributor import ROUTE_MIN_BYTES
-from .lane_layouts import HDR, AxisBeat, axis_signature, field_be, header_bytes, quiet_if_rejected
+from .frame_distributor import looks_squeezenic, squeezenic_udp_match
+from .lane_layouts import HDR, AxisBeat, axis_signature, field_be, quiet_if_rejected
 
 __all__ = ["SourcePortSplitter", "is_generator_frame"]
-
-_ETHERTYPE_IPV4 = 0x0800
-_IPV4_IHL5 = 0x45
-_PROTO_UDP = 17
 
 
 def is_generator_frame(frame, base, count, *, port=DEFAULT_PORT):
     """``True`` when :class:`SourcePortSplitter` sends ``frame`` to ``o[1]``: the model."""
     frame = bytes(frame)
-    return (len(frame) >= ROUTE_MIN_BYTES
-            and struct.unpack_from("!H", frame, 12)[0] == _ETHERTYPE_IPV4
-            and frame[14] == _IPV4_IHL5 and frame[23] == _PROTO_UDP
-            and struct.unpack_from("!H", frame, 36)[0] == port
+    return (looks_squeezenic(frame, port)
             and base <= struct.unpack_from("!H", frame, 34)[0] < base + count)
 
 
@@ -79,13 +72,8 @@ class SourcePortSplitter(wiring.Component):
         d = self.i.payload.data
         src = field_be(d, *HDR.UDP_SRC)
         match = Signal()
-        m.d.comb += match.eq(
-            self.i.payload.keep[ROUTE_MIN_BYTES - 1]
-            & (field_be(d, *HDR.ETHERTYPE) == _ETHERTYPE_IPV4)
-            & (header_bytes(d, *HDR.IP_VIHL) == _IPV4_IHL5)
-            & (header_bytes(d, *HDR.IP_PROTO) == _PROTO_UDP)
-            & (field_be(d, *HDR.UDP_DST) == self.port)
-            & (src >= self.base) & (src < self.base + self.count))
+        m.d.comb += match.eq(squeezenic_udp_match(self.i.payload, self.port)
+                             & (src >= self.base) & (src < self.base + self.count))
 
         in_frame = Signal()          # beats of a frame taken, not yet its last
         frame_to = Signal()          # output of the frame in progress
