@@ -134,7 +134,8 @@ def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=
     run = LaneRun(frames=out, counters=counters, beats_in=beats_in, beats_out=sink.beats,
                   max_out_streak=sink.max_streak, gaps_in_frames=sink.gaps,
                   wall_seconds=wall,
-                  extra={"sim_cycles": sink.cycles})
+                  extra={"sim_cycles": sink.cycles,
+                         "input_first_cycles": list(source.accepted_cycles)})
     if first_in is not None and out:
         run.first_beat_latency = out[0].first_cycle - first_in
         run.cycles = last_out - first_in + 1

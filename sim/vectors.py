@@ -53,6 +53,41 @@ def gradient_like(rng, n, *, sparse_large=0.01, zeros=0.01):
     return g.astype(np.float32)
 
 
+def sparse_gradient(rng, n, density, *, scale=1.0, specials=True):
+    """fp32 values for ``threshold`` at a given density of kept elements.
+
+    Most elements are tiny (``|x| ≤ scale/10``, exact zeros and −0 among them); a
+    fraction ``density`` is large (``scale < |x| ≤ 100·scale``), so that
+    ``abs(x) > scale`` keeps about that share. With ``specials`` a few NaN
+    (never kept, payloads and signs varied), ±inf (always kept), values equal
+    to ±scale (not kept: the compare is strict) and the next float above scale
+    (kept) are mixed in, replacing elements of the same kind.
+    """
+    scale = np.float32(scale)
+    g = (rng.standard_normal(n) * 0.03).astype(np.float32) * scale
+    g = np.clip(g, -scale / np.float32(10), scale / np.float32(10)).astype(np.float32)
+    g[rng.random(n) < 0.02] = np.float32(0)
+    g[rng.random(n) < 0.01] = np.float32(-0.0)
+    big = rng.random(n) < density
+    mag = scale * np.float32(1.0001) + rng.random(big.sum()).astype(np.float32) * 99 * scale
+    g[big] = np.where(rng.random(big.sum()) < 0.5, -mag, mag).astype(np.float32)
+    if specials and n >= 8:
+        small = np.flatnonzero(~big)
+        if small.size:
+            pick = rng.choice(small, size=min(small.size, max(1, n // 200)), replace=False)
+            nan_bits = (np.uint32(0x7F800001) + rng.integers(0, 2**22, pick.size).astype(
+                np.uint32)) | (rng.integers(0, 2, pick.size).astype(np.uint32) << 31)
+            g[pick] = nan_bits.view(np.float32)
+            edge = rng.choice(small, size=min(small.size, 2), replace=False)
+            g[edge] = np.array([scale, -scale], dtype=np.float32)[:edge.size]
+        large = np.flatnonzero(big)
+        if large.size:
+            pick = rng.choice(large, size=min(large.size, 3), replace=False)
+            above = np.nextafter(scale, np.float32(np.inf), dtype=np.float32)
+            g[pick] = np.array([np.inf, -np.inf, above], dtype=np.float32)[:pick.size]
+    return g
+
+
 def beats_of(bits, valid_counts=None, per_beat=16):
     """Split a flat uint32 array into beats of ``per_beat`` elements and their valid masks.
 

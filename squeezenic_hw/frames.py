@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .codecs import CODECS, codec_info, validate_param
+from .codecs import ALL_CODECS, CODECS, THRESHOLD_ID, codec_info, validate_param
 from .codecs.reference import f32_bits, payload_bytes
+from .codecs.threshold import values_count
 
 __all__ = [
     "HEADER_LEN", "DEFAULT_PORT", "MAX_PKT_LEN", "DEFAULT_MTU", "DEFAULT_HOST_ELEMENTS",
-    "VERSION", "FLAG_ENCODED", "FLAG_STOCHASTIC", "FLAG_FLUSH", "DEFAULT_CODECS",
+    "VERSION", "FLAG_ENCODED", "FLAG_STOCHASTIC", "FLAG_FLUSH", "DEFAULT_CODECS", "KNOWN_CODECS",
     "Header", "BypassReason", "TX_REASONS", "RX_REASONS",
     "ipv4_checksum", "build_host_frame", "build_wire_frame", "parse",
     "classify_host_frame", "classify_wire_frame", "f32_bits",
@@ -43,8 +44,10 @@ FLAG_ENCODED = 0x01
 FLAG_STOCHASTIC = 0x02
 FLAG_FLUSH = 0x04
 _FLAGS_RESERVED = 0xF8
-#: Codec ids built into the hardware by default (0–6; ``threshold``, 7, is not).
+#: Codec ids built into the hardware by default (0–6; ``threshold``, 7, only on request).
 DEFAULT_CODECS = frozenset(c.id for c in CODECS.values())
+#: Every codec id of wire format v1 (0–7).
+KNOWN_CODECS = frozenset(c.id for c in ALL_CODECS.values())
 
 _ETHERTYPE_IPV4 = 0x0800
 _PROTO_UDP = 17
@@ -283,13 +286,15 @@ def _common_checks(frame, port, tuser_size):
     return h, None
 
 
-def _codec_checks(h, codecs_built_in):
-    if h.codec not in codecs_built_in or h.codec not in DEFAULT_CODECS:
+def _codec_checks(h, codecs_built_in, host):
+    if h.codec not in codecs_built_in or h.codec not in KNOWN_CODECS:
         return BypassReason.CODEC
     try:
         validate_param(h.codec, h.param)
     except ValueError:
         return BypassReason.PARAM
+    if host and h.codec == THRESHOLD_ID and h.param != 0:
+        return BypassReason.PARAM   # the layout is the encoder's choice: host frames say 0
     if h.n == 0:
         return BypassReason.ZERO_N
     return None
@@ -321,7 +326,7 @@ def classify_host_frame(frame, *, port=DEFAULT_PORT, codecs_built_in=DEFAULT_COD
         return h, reason
     if h.encoded:
         return h, BypassReason.ALREADY_ENCODED
-    reason = _codec_checks(h, codecs_built_in)
+    reason = _codec_checks(h, codecs_built_in, host=True)
     if reason is not None:
         return h, reason
     size = len(frame) if tuser_size is None else int(tuser_size)
@@ -346,11 +351,14 @@ def classify_wire_frame(frame, *, port=DEFAULT_PORT, codecs_built_in=DEFAULT_COD
         return h, reason
     if not h.encoded:
         return h, BypassReason.NOT_ENCODED
-    reason = _codec_checks(h, codecs_built_in)
+    reason = _codec_checks(h, codecs_built_in, host=False)
     if reason is not None:
         return h, reason
     size = len(frame) if tuser_size is None else int(tuser_size)
-    if size != HEADER_LEN + payload_bytes(codec_info(h.codec), h.param, h.n) or len(
-            frame) != size:
+    if h.codec == THRESHOLD_ID:
+        right = values_count(h.n, h.param, size - HEADER_LEN) is not None
+    else:
+        right = size == HEADER_LEN + payload_bytes(codec_info(h.codec), h.param, h.n)
+    if not right or len(frame) != size:
         return h, BypassReason.LENGTH
     return h, None

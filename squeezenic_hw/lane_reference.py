@@ -12,6 +12,7 @@ import numpy as np
 
 from .codecs import codec_info
 from .codecs.reference import decode, encode, pack, unpack
+from .codecs.threshold import decode_payload, encode_payload, fits, keep_mask, min_mtu
 from .frames import (
     DEFAULT_CODECS,
     DEFAULT_HOST_ELEMENTS,
@@ -48,7 +49,8 @@ def tx_counter_names():
 def rx_counter_names():
     """The stable counter keys of :func:`rx`, in order."""
     return (["wire_frames", "host_frames", "elements", "bypass_frames"]
-            + [f"bypass_{r.value}" for r in RX_REASONS])
+            + [f"bypass_{r.value}" for r in RX_REASONS]
+            + ["sparse_count_errors", "sparse_layout_errors"])
 
 
 def resolve_codecs(codecs):
@@ -78,13 +80,15 @@ def back_to_back_times(frames):
 
 @dataclass
 class _Open:
-    """The wire frame TX is assembling."""
+    """The wire frame TX is assembling (``bits`` is ``None`` for ``threshold``)."""
     header: object
     key: tuple
-    bits: int
-    capacity: int
+    bits: int | None
+    capacity: int | None
     codes: list = field(default_factory=list)
+    keep: list = field(default_factory=list)   # threshold: keep flags of the elements
     n: int = 0
+    k: int = 0                                 # threshold: kept elements
     next_offset: int = 0
     end_time: int = 0  # cycle after the last beat of the last host frame in it
 
@@ -100,9 +104,9 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
     port : int
         SqueezeNIC UDP destination port.
     mtu : int
-        Largest wire frame in bytes, 68…9600.
+        Largest wire frame in bytes, 68…9600 (69… with ``threshold`` built in).
     codecs : iterable of str or int, optional
-        Codecs built in (default: every codec of the registry, 0–6).
+        Codecs built in (default: 0–6; ``threshold``, 7, only when named).
     idle_timeout : int, optional
         Close the open wire frame when the next frame's first beat arrives at
         least this many cycles after the last beat of the last host frame in it.
@@ -121,6 +125,9 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
     if idle_timeout is not None and idle_timeout < 1:
         raise ValueError(f"idle_timeout must be at least 1 cycle, got {idle_timeout}")
     built = resolve_codecs(codecs)
+    if 7 in built and mtu < min_mtu():
+        raise ValueError(f"mtu must be at least {min_mtu()} bytes with threshold built in "
+                         f"(one kept value), got {mtu}")
     times = back_to_back_times(frames) if times is None else [int(t) for t in times]
     if len(times) != len(frames):
         raise ValueError(f"{len(times)} times for {len(frames)} frames")
@@ -134,7 +141,12 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
         codes = np.concatenate(o.codes)
         flags = FLAG_ENCODED | (o.header.flags & FLAG_STOCHASTIC) | (FLAG_FLUSH if flush else 0)
         h = replace(o.header, flags=flags, n=o.n)
-        out.append(build_wire_frame(h, pack(codes, o.bits)))
+        if o.bits is None:
+            layout, payload = encode_payload(codes, np.concatenate(o.keep))
+            h = replace(h, param=layout)
+        else:
+            payload = pack(codes, o.bits)
+        out.append(build_wire_frame(h, payload))
         counters["wire_frames"] += 1
         counters[f"close_{why}"] += 1
 
@@ -155,25 +167,42 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
             close("mismatch")
         values = np.frombuffer(frame, dtype="<u4", count=h.n, offset=HEADER_LEN).view(
             np.float32)
-        codes = encode(values, h.codec, param=h.param, scale=h.scale, aux=h.aux, seed=h.seed,
-                       offset=h.offset, stochastic=h.stochastic)
         info = codec_info(h.codec)
+        if info.variable:
+            codes, keep = values, keep_mask(values, h.scale)
+        else:
+            codes = encode(values, h.codec, param=h.param, scale=h.scale, aux=h.aux,
+                           seed=h.seed, offset=h.offset, stochastic=h.stochastic)
         pos = 0
         while pos < h.n:
             if state["open"] is None:
                 off = (h.offset + pos) % 2**32
+                sparse = info.variable
                 state["open"] = _Open(header=replace(h, offset=off), key=h.coalesce_key(),
-                                      bits=info.bits_per_element(h.param),
-                                      capacity=wire_capacity(info, h.param, mtu),
+                                      bits=None if sparse else info.bits_per_element(h.param),
+                                      capacity=None if sparse else wire_capacity(
+                                          info, h.param, mtu),
                                       next_offset=off)
             o = state["open"]
-            take = min(o.capacity - o.n, h.n - pos)
+            if o.bits is None:
+                # Data-dependent size: admit elements while the frame still fits the MTU;
+                # the frame closes full when its next element does not fit.
+                rest = keep[pos:]
+                fit = fits(o.n + np.arange(1, rest.size + 1), o.k + np.cumsum(rest), mtu)
+                take = rest.size if fit.all() else int(np.argmin(fit))
+                if take == 0:
+                    close("full")
+                    continue
+                o.keep.append(rest[:take])
+                o.k += int(rest[:take].sum())
+            else:
+                take = min(o.capacity - o.n, h.n - pos)
             o.codes.append(codes[pos:pos + take])
             o.n += take
             pos += take
             o.next_offset = (o.next_offset + take) % 2**32
             o.end_time = t + frame_beats(frame)
-            if o.n == o.capacity:
+            if o.n == o.capacity or (o.capacity is None and pos < h.n):
                 close("full", flush=h.flush and pos == h.n)
         if h.flush and state["open"] is not None:
             close("flush", flush=True)
@@ -194,7 +223,7 @@ def rx(frames, *, port=DEFAULT_PORT, max_host_elements=DEFAULT_HOST_ELEMENTS, co
     max_host_elements : int
         Most elements per host frame, 1…2384 (so a host frame fits 9600 bytes).
     codecs : iterable of str or int, optional
-        Codecs built in (default: 0–6).
+        Codecs built in (default: 0–6; ``threshold`` only when named).
 
     Returns
     -------
@@ -218,8 +247,14 @@ def rx(frames, *, port=DEFAULT_PORT, max_host_elements=DEFAULT_HOST_ELEMENTS, co
         counters["wire_frames"] += 1
         counters["elements"] += h.n
         info = codec_info(h.codec)
-        codes = unpack(frame[HEADER_LEN:], info.bits_per_element(h.param), h.n)
-        values = decode(codes, info, param=h.param, scale=h.scale, aux=h.aux)
+        if info.variable:
+            d = decode_payload(frame[HEADER_LEN:], h.n, h.param)
+            values = d.values
+            counters["sparse_count_errors"] += d.count_error
+            counters["sparse_layout_errors"] += d.layout_error
+        else:
+            codes = unpack(frame[HEADER_LEN:], info.bits_per_element(h.param), h.n)
+            values = decode(codes, info, param=h.param, scale=h.scale, aux=h.aux)
         for k in range(0, h.n, max_host_elements):
             last = k + max_host_elements >= h.n
             flags = (h.flags & FLAG_STOCHASTIC) | (h.flags & FLAG_FLUSH if last else 0)

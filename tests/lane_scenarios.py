@@ -42,7 +42,7 @@ def patch(frame, pos, data, fix_checksum=True):
 def codec_params(rng, codec):
     """A random valid (param, stochastic) for a codec."""
     info = codec_info(codec)
-    param = int(rng.integers(2, 17)) if info.param_range else 0
+    param = int(rng.integers(2, 17)) if info.param_range and not info.variable else 0
     stochastic = bool(info.stochastic and rng.random() < 0.5)
     return param, stochastic
 
@@ -56,8 +56,12 @@ def _values(rng, n, edge_share=0.1):
 
 
 def host_stream(rng, codec, *, n_total, max_k=363, param=None, stochastic=None, offset=0,
-                flush_rate=0.0, flush_last=False, header=None, lengths=None):
-    """Host frames carrying one tensor of ``n_total`` elements with contiguous offsets."""
+                flush_rate=0.0, flush_last=False, header=None, lengths=None, values=None,
+                scale=None):
+    """Host frames carrying one tensor of ``n_total`` elements with contiguous offsets.
+
+    ``values`` (float32, ``n_total`` of them) and ``scale`` replace the random ones.
+    """
     p, s = codec_params(rng, codec)
     param = p if param is None else param
     stochastic = s if stochastic is None else stochastic
@@ -66,7 +70,9 @@ def host_stream(rng, codec, *, n_total, max_k=363, param=None, stochastic=None, 
                    scale_bits=f32_bits(np.float32(rng.uniform(0.5, 20))),
                    aux_bits=f32_bits(np.float32(rng.uniform(-1, 1))),
                    seed=int(rng.integers(0, 2**32)))
-    x = _values(rng, n_total)
+    if scale is not None:
+        base = replace(base, scale_bits=f32_bits(np.float32(scale)))
+    x = _values(rng, n_total) if values is None else np.asarray(values, dtype=np.float32)
     frames, pos, k = [], 0, 0
     while pos < n_total:
         n = lengths[k % len(lengths)] if lengths else int(rng.integers(1, max_k + 1))

@@ -9,13 +9,13 @@ import sys
 import pytest
 
 from squeezenic_hw.cli import main
-from squeezenic_hw.codecs import CODECS, PRESETS
+from squeezenic_hw.codecs import ALL_CODECS, PRESETS
 
 
 def test_codecs_json_lists_every_codec_and_preset(capsys):
     assert main(["codecs", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == list(CODECS) + list(PRESETS)
+    assert [r["name"] for r in rows] == list(ALL_CODECS) + list(PRESETS)
     by_name = {r["name"]: r for r in rows}
     assert by_name["fp16"]["id"] == 1 and by_name["fp16"]["ratio"] == 2.0
     assert by_name["fixed"]["bits"] == [2, 16]
@@ -28,7 +28,7 @@ def test_codecs_json_lists_every_codec_and_preset(capsys):
 def test_codecs_csv_and_table_agree(capsys):
     assert main(["codecs", "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert [r["name"] for r in rows] == list(CODECS) + list(PRESETS)
+    assert [r["name"] for r in rows] == list(ALL_CODECS) + list(PRESETS)
     assert main(["codecs"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:4] == ["name", "kind", "codec", "id"]

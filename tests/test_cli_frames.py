@@ -66,7 +66,9 @@ def _bad(tmp_path):
     g, out = str(tmp_path / "g.npy"), str(tmp_path / "o.pcap")
     return [
         ["frames", g, "--codec", "nope", "-o", out],
-        ["frames", g, "--codec", "threshold", "-o", out],
+        ["frames", g, "--codec", "threshold", "--param", "1", "-o", out],
+        ["frames", g, "--codec", "threshold", "--keep-fraction", "1.5", "-o", out],
+        ["frames", g, "--codec", "raw", "--keep-fraction", "0.5", "-o", out],
         ["frames", g, "--codec", "fixed", "-o", out],
         ["frames", g, "--codec", "fixed", "--param", "17", "-o", out],
         ["frames", g, "--codec", "int8", "--param", "4", "-o", out],

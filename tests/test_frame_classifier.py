@@ -351,7 +351,6 @@ def test_no_codecs_built_in(lane):
     ({"lane": "tx", "port": 65536}, "port"),
     ({"lane": "rx", "port": True}, "port"),
     ({"lane": "rx", "port": "21329"}, "port"),
-    ({"lane": "tx", "codecs": ["raw", "threshold"]}, "codecs"),
     ({"lane": "tx", "codecs": [9]}, "codecs"),
     ({"lane": "tx", "codecs": "raw"}, "codecs"),
     ({"lane": "tx", "codecs": 3}, "codecs"),
@@ -378,3 +377,54 @@ def test_verilog(lane):
 def test_reason_layout():
     assert {r.name for r in Reason} - {"NONE"} == {r.name for r in F.BypassReason}
     assert data.Layout.cast(ClassifiedBeat)["reason"].shape is Reason
+
+
+@pytest.mark.parametrize("scale_bits", [0x3F800000, 0x00000000, 0x80000000, 0x00000001,
+                                        0xBF800000, 0x7F800000, 0x7FC00123, 0x7F7FFFFF])
+def test_threshold_keep_mask(scale_bits):
+    """TX with threshold: the keep bits of every payload beat equal ``keep_mask`` (edge values:
+    ±0, subnormals, ±inf, NaN payloads of both signs, max finite, ±scale and its neighbours)."""
+    from squeezenic_hw.codecs.threshold import keep_mask
+    from squeezenic_hw.sim.vectors import EDGE_F32_BITS
+    near = [scale_bits, scale_bits ^ 0x80000000, (scale_bits + 1) & 0xFFFFFFFF,
+            (scale_bits - 1) & 0xFFFFFFFF]
+    x = np.concatenate([EDGE_F32_BITS, EDGE_F32_BITS ^ np.uint32(0x80000000),
+                        np.array(near, dtype=np.uint32)]).view(np.float32)
+    h = F.Header(codec=7, scale_bits=scale_bits)
+    frames = [F.build_host_frame(h, x[:k]) for k in (len(x), 1, 17)]
+    beats, keeps, masks = [], [], []
+    for f in frames:
+        words = frame_beats(AxisFrame(f))
+        vals = np.frombuffer(f[F.HEADER_LEN:], dtype="<u4").view(np.float32)
+        want = keep_mask(vals, np.uint32(scale_bits).view(np.float32))
+        for b, word in enumerate(words):
+            beats.append(word)
+            chunk = want[16 * (b - 1):16 * b] if b else []
+            keeps.append(sum(1 << e for e, kept in enumerate(chunk) if kept))
+            masks.append((1 << len(chunk)) - 1 if b else 0xFFFF)   # past the end: don't care
+    dut = FrameClassifier("tx", codecs=["raw", "threshold"])
+    run = run_stream(dut, beats, idle=0.3, backpressure=0.3, seed=scale_bits & 0xFF)
+    got = [int(data.Const(ClassifiedBeat, out).keep) for out in run.outputs]
+    assert [g & m for g, m in zip(got, masks, strict=True)] == keeps
+
+
+@pytest.mark.parametrize("lane", ["tx", "rx"])
+def test_threshold_reasons(lane):
+    """threshold built in: parameter (0 on host frames, 0/1 on wire frames) and the RX
+    length rules (bitmap ⌈n/8⌉ + 4k, index list 6k) as the reference decides."""
+    rng = np.random.default_rng(4)
+    frames = []
+    for n in (1, 7, 8, 9, 100, 513):
+        for param in (0, 1, 2):
+            flags = F.FLAG_ENCODED if lane == "rx" else 0
+            h = F.Header(codec=7, param=param, flags=flags, n=n)
+            if lane == "tx":
+                frames.append(F.build_host_frame(h, rng.standard_normal(n).astype(np.float32)))
+                continue
+            for extra in range(0, 14):
+                frames.append(F.build_wire_frame(h, bytes(-(-n // 8) * (param == 0) + extra)))
+    reasons = check_classifier(lane, frames, codecs=["sign", "threshold"], idle=0.2,
+                               backpressure=0.2)[3]
+    assert None in reasons and F.BypassReason.PARAM in reasons
+    if lane == "rx":
+        assert F.BypassReason.LENGTH in reasons

@@ -164,7 +164,9 @@ def test_tx_lane_parameters_checked():
     with pytest.raises(ValueError, match="idle_timeout"):
         TxLane(idle_timeout=0)
     with pytest.raises(ValueError, match="codec"):
-        TxLane(codecs=["threshold"])
+        TxLane(codecs=["nope"])
+    with pytest.raises(ValueError, match="mtu"):
+        TxLane(codecs=["threshold"], mtu=129)
     with pytest.raises(ValueError, match="bypass_depth"):
         TxLane(bypass_depth=1)
 

@@ -1,6 +1,6 @@
 """``squeezenic-hw codecs``: the codec set and the presets."""
 
-from ..codecs import CODECS, PRESETS, codec_info
+from ..codecs import ALL_CODECS, PRESETS, codec_info
 from .output import add_format_option, render
 
 NAME = "codecs"
@@ -15,13 +15,18 @@ def add_arguments(parser):
     parser.epilog = (
         "JSON: a list of objects with keys " + ", ".join(COLUMNS) + ". For fixed/qsgd "
         "`param` is the range 'lo..hi' and `bits`/`ratio` are given for the smallest and "
-        "largest parameter as 'lo..hi' strings in table/CSV and as [lo, hi] in JSON.")
+        "largest parameter as 'lo..hi' strings in table/CSV and as [lo, hi] in JSON. "
+        "threshold (sparse) has `bits` and `ratio` 'variable' (null in JSON): its size "
+        "depends on how many elements are kept; `param` is its wire layout 0..1.")
 
 
 def rows(*, json_types=False):
     out = []
-    for c in CODECS.values():
-        if c.param_range:
+    for c in ALL_CODECS.values():
+        if c.variable:
+            bits = ratio = None if json_types else "variable"
+            param = list(c.param_range) if json_types else "0..1 (wire layout)"
+        elif c.param_range:
             lo, hi = c.param_range
             bits = [lo, hi] if json_types else f"{lo}..{hi}"
             ratio = [32 / hi, 32 / lo] if json_types else f"{32 / hi:g}..{32 / lo:g}"

@@ -30,7 +30,11 @@ def add_arguments(parser):
     parser.add_argument("--codec", required=True,
                         help="codec name or id, or a preset (" + ", ".join(PRESETS) + ")")
     parser.add_argument("--param", type=int, help="codec parameter (fixed/qsgd: 2..16)")
-    parser.add_argument("--scale", type=float, help="header scale (default 1.0; presets derive it)")
+    parser.add_argument("--scale", type=float, help="header scale (default 1.0; presets derive "
+                        "it; threshold keeps abs(x) > scale)")
+    parser.add_argument("--keep-fraction", type=float, metavar="F",
+                        help="threshold only: set scale so that about this fraction (0..1) of "
+                        "the finite elements is kept")
     parser.add_argument("--aux", type=float, help="header aux (default 1.0; presets derive it)")
     parser.add_argument("--seed", type=int, default=0, help="uint32 seed (default 0)")
     parser.add_argument("--stochastic", action="store_true", help="set the stochastic flag")
@@ -68,12 +72,39 @@ def resolve_codec(args, tensor):
                 "scale": p["scale"], "aux": p["aux"]}
     try:
         info = codec_info(int(args.codec) if args.codec.isdigit() else args.codec)
-        param = validate_param(info.name, args.param if info.param_range else (args.param or 0))
+        if info.variable:
+            # the wire layout is the encoder's choice: host frames carry 0
+            if args.param not in (None, 0):
+                raise ValueError(f"--param: codec {info.name!r} takes no parameter on host "
+                                 f"frames (the layout is chosen per wire frame)")
+            param = 0
+        else:
+            param = validate_param(info.name,
+                                   args.param if info.param_range else (args.param or 0))
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    scale = np.float32(1.0 if args.scale is None else args.scale)
+    if args.keep_fraction is not None:
+        if not info.variable:
+            raise CliError("--keep-fraction: only for the threshold codec")
+        if args.scale is not None:
+            raise CliError("--keep-fraction and --scale: give one of them")
+        if not 0 <= args.keep_fraction <= 1:
+            raise CliError(f"--keep-fraction must be from 0 to 1, got {args.keep_fraction}")
+        scale = threshold_for_fraction(tensor, args.keep_fraction)
     return {"codec": info, "param": param, "stochastic": args.stochastic,
-            "scale": np.float32(1.0 if args.scale is None else args.scale),
-            "aux": np.float32(1.0 if args.aux is None else args.aux)}
+            "scale": scale, "aux": np.float32(1.0 if args.aux is None else args.aux)}
+
+
+def threshold_for_fraction(tensor, fraction):
+    """The largest fp32 scale with ``abs(x) > scale`` for at least ``fraction`` of the finite
+    elements (``+inf`` keeps nothing when the fraction is 0)."""
+    a = np.sort(np.abs(tensor[np.isfinite(tensor)]).astype(np.float32))[::-1]
+    want = int(np.ceil(fraction * a.size))
+    if want == 0 or a.size == 0:
+        return np.float32(np.inf)
+    # just below the want-th largest magnitude, so that it (and all above) are kept
+    return np.nextafter(a[want - 1], np.float32(-np.inf), dtype=np.float32)
 
 
 def run(args):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "CodecInfo", "CODECS", "PRESETS", "Preset",
+    "CodecInfo", "CODECS", "SPARSE_CODECS", "ALL_CODECS", "THRESHOLD_ID", "PRESETS", "Preset",
     "codec_info", "code_width", "validate_param", "preset_params",
 ]
 
@@ -20,7 +20,8 @@ class CodecInfo:
     """Static facts about one codec.
 
     ``bits`` is the code width in bits, or ``None`` when the codec parameter
-    gives it (``fixed``/``qsgd``: 2…16).
+    gives it (``fixed``/``qsgd``: 2…16) or the size depends on the data
+    (``variable``: ``threshold``, whose wire parameter is the payload layout).
     """
     name: str
     id: int
@@ -30,8 +31,12 @@ class CodecInfo:
     scale: str                           # meaning of the header's ``scale`` field
     aux: str                             # meaning of the header's ``aux`` field
     summary: str
+    variable: bool = False               # payload size depends on the data (sparse)
 
     def bits_per_element(self, param=None):
+        if self.variable:
+            raise ValueError(f"codec {self.name!r} has no fixed bits per element: its "
+                             f"payload size depends on how many elements are kept")
         if self.bits is not None:
             return self.bits
         validate_param(self.name, param)
@@ -62,7 +67,21 @@ CODECS = {c.name: c for c in [
               "sign and power-of-two exponent (natural compression)"),
 ]}
 
-_BY_ID = {c.id: c for c in CODECS.values()}
+#: Codec id of ``threshold`` (sparsification; variable payload size).
+THRESHOLD_ID = 7
+
+#: Codecs whose payload size depends on the data (not built into lanes by default).
+SPARSE_CODECS = {c.name: c for c in [
+    CodecInfo("threshold", THRESHOLD_ID, None, (0, 1), False,
+              "keep elements with abs(x) > scale", "unused",
+              "threshold sparsification: kept fp32 values + bitmap or index list",
+              variable=True),
+]}
+
+#: Every codec of wire format v1, by name.
+ALL_CODECS = {**CODECS, **SPARSE_CODECS}
+
+_BY_ID = {c.id: c for c in ALL_CODECS.values()}
 
 
 def codec_info(codec):
@@ -76,10 +95,10 @@ def codec_info(codec):
             raise ValueError(f"codec id {int(codec)} is not a known codec "
                              f"(known: {sorted(_BY_ID)})") from None
     try:
-        return CODECS[codec]
+        return ALL_CODECS[codec]
     except (KeyError, TypeError):
         raise ValueError(f"codec {codec!r} is not a known codec "
-                         f"(known: {', '.join(CODECS)})") from None
+                         f"(known: {', '.join(ALL_CODECS)})") from None
 
 
 def validate_param(codec, param):
@@ -93,8 +112,9 @@ def validate_param(codec, param):
     lo, hi = info.param_range
     if isinstance(param, bool) or not isinstance(param, (int, np.integer)) or not (
             lo <= param <= hi):
+        what = "payload layout on the wire" if info.variable else "bits per element"
         raise ValueError(f"param: codec {info.name!r} needs a parameter from {lo} to {hi} "
-                         f"(bits per element), got {param!r}")
+                         f"({what}), got {param!r}")
     return int(param)
 
 

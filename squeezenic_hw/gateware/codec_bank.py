@@ -41,7 +41,10 @@ ENCODERS = {0: RawEncoder, 1: Fp16Encoder, 2: Bf16Encoder, 3: FixedEncoder,
             4: QsgdEncoder, 5: SignEncoder, 6: NaturalEncoder}
 #: Decoder unit class of each codec id.
 DECODERS = {0: RawDecoder, 1: Fp16Decoder, 2: Bf16Decoder, 3: FixedDecoder,
-            4: QsgdDecoder, 5: SignDecoder, 6: NaturalDecoder}
+            4: QsgdDecoder, 5: SignDecoder, 6: NaturalDecoder,
+            # threshold: the RX lane's SparseExpander already put the kept values (or
+            # +0.0) in the codes, so decoding is the identity
+            7: RawDecoder}
 
 
 def codec_widths(codecs):
@@ -49,6 +52,8 @@ def codec_widths(codecs):
     widths = set()
     for c in codecs:
         info = codec_info(c)
+        if info.variable:
+            continue   # threshold has no code width: it is not packed by the WirePacker
         if info.bits is not None:
             widths.add(info.bits)
         else:

@@ -8,12 +8,12 @@ does exactly that and marks every beat of the frame with the result, so the
 lane downstream decides at the header whether to process or bypass the frame.
 """
 
-from amaranth import Module, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..codecs import codec_info
-from ..frames import DEFAULT_CODECS, DEFAULT_PORT, HEADER_LEN, VERSION
+from ..codecs import THRESHOLD_ID, codec_info
+from ..frames import DEFAULT_CODECS, DEFAULT_PORT, HEADER_LEN, KNOWN_CODECS, VERSION
 from ..lane_reference import resolve_codecs
 from .codec_unit import Stager
 from .lane_layouts import HDR, AxisBeat, Reason, axis_signature, field_be, field_le
@@ -30,6 +30,9 @@ class ClassifiedBeat(data.Struct):
     beat: AxisBeat        # the input beat, unchanged
     first: unsigned(1)    # first beat of a frame (the header beat)
     reason: Reason        # the frame's bypass reason, on every beat; NONE = processed
+    keep: unsigned(16)    # TX with threshold built in: element e of this payload beat has
+                          # abs(x) > the frame's scale (NaN never); 0 on header beats and
+                          # without threshold; bits past the frame's end: don't care
 
 
 def _byte(value, index):
@@ -47,8 +50,7 @@ def _codec_ids(codecs):
                          f"got {codecs!r}") from None
     except ValueError as e:
         raise ValueError(f"codecs: {e}") from None
-    # The reference bypasses ids outside the registry's built-in set as well.
-    return frozenset(ids) & DEFAULT_CODECS
+    return frozenset(ids) & KNOWN_CODECS
 
 
 def _check_parameters(lane, port, codecs):
@@ -144,7 +146,12 @@ class FrameClassifier(wiring.Component):
                 info = codec_info(cid)
                 with m.Case(cid):
                     m.d.comb += codec_bad.eq(0)
-                    if info.param_range is None:
+                    if info.variable:
+                        # threshold: the layout is chosen by the encoder, so host frames
+                        # say 0 and wire frames 0 (bitmap) or 1 (index list)
+                        bad = param != 0 if self.lane == "tx" else param > 1
+                        m.d.comb += param_bad.eq(bad)
+                    elif info.param_range is None:
                         m.d.comb += [param_bad.eq(param != 0), bits.eq(info.bits)]
                     else:
                         lo, hi = info.param_range
@@ -205,6 +212,7 @@ class FrameClassifier(wiring.Component):
                  for k in (0, 3, 6)]
         n1 = st.reg(field_le(d, *HDR.N), name="n_s1")
         bits1 = st.reg(bits, name="bits_s1") if self.lane == "rx" else bits
+        sparse1, sparse_bad1 = self._sparse_length(m, st, d, size)
 
         # ---- stage 2: checksum sum, n·b, the reasons either side of ip_checksum -----
         skip = Reason.NOT_ENCODED if self.lane == "tx" else Reason.ALREADY_ENCODED
@@ -219,6 +227,8 @@ class FrameClassifier(wiring.Component):
         tail2 = st.reg(self._first_failing(m, f1, tail, "tail"), name="tail_s2")
         total2 = st.reg(psum1[0] + psum1[1] + psum1[2], name="csum_total")  # < 2**20
         nb2 = st.reg(n1 * bits1, name="nb")                                   # < 2**21
+        sparse2 = st.reg(sparse1, name="sparse_s2")
+        sparse_bad2 = st.reg(sparse_bad1, name="sparse_bad_s2")
 
         # ---- stage 3: fold and compare the checksum, length, final reason ------------
         b2 = AxisBeat(beat2)
@@ -229,7 +239,7 @@ class FrameClassifier(wiring.Component):
             folded.eq(fold[:16] + fold[16]),   # end-around carry: fits 16 bits
         ]
         csum_bad = ~folded != field_be(b2.data, *HDR.IP_CHECKSUM)
-        length_bad = b2.size != HEADER_LEN + ((nb2 + 7) >> 3)
+        length_bad = Mux(sparse2, sparse_bad2, b2.size != HEADER_LEN + ((nb2 + 7) >> 3))
         reason = Signal(Reason, name="reason_s2")
         with m.If(head2 != Reason.NONE):
             m.d.comb += reason.eq(head2)
@@ -254,7 +264,53 @@ class FrameClassifier(wiring.Component):
             self.o.payload.first.eq(first3),
             self.o.payload.reason.eq(reason3),
         ]
+        if self.lane == "tx" and THRESHOLD_ID in self.codecs:
+            m.d.comb += self.o.payload.keep.eq(self._keep_mask(m, st, valid2, first2, b2))
         return m
+
+    def _keep_mask(self, m, st, valid2, first2, b2):
+        """Stage-3 register: which elements of a payload beat ``threshold`` keeps.
+
+        ``abs(x) > scale`` in IEEE terms, on the bits: NaN x or NaN scale never
+        keeps; a negative scale keeps every x but a zero when the scale is −0;
+        otherwise the 31-bit magnitudes compare as unsigned integers.
+        """
+        scale = Signal(32, name="keep_scale")   # the frame's scale, from its header beat
+        with m.If(st.enable & valid2 & first2):
+            m.d.sync += scale.eq(field_le(b2.data, *HDR.SCALE))
+        s_abs = scale[:31]
+        s_nan = s_abs > 0x7F800000
+        s_neg = scale[31]
+        bits = []
+        for e in range(16):
+            x_abs = b2.data[32 * e:32 * e + 31]
+            x_nan = x_abs > 0x7F800000
+            above = Mux(s_neg, (x_abs != 0) | (s_abs != 0), x_abs > s_abs)
+            bits.append(~s_nan & ~x_nan & above)
+        return st.reg(Mux(first2, 0, Cat(*bits)), name="keep_s3")   # 0 on header beats
+
+    def _sparse_length(self, m, st, d, size):
+        """Stage-1 registers ``(sparse, length_bad)`` of an RX ``threshold`` frame, whose
+        length depends on its layout: bitmap ``64 + ⌈n/8⌉ + 4k``, index list ``64 + 6k``."""
+        if self.lane == "tx" or THRESHOLD_ID not in self.codecs:
+            return Const(0, 1), Const(0, 1)
+        x = Signal(17, name="sparse_payload")           # size − 64 (size ≥ 64 if it matters)
+        rest = Signal(signed(18), name="sparse_rest")   # bytes left for values (bitmap)
+        n = field_le(d, *HDR.N)
+        m.d.comb += [x.eq(size - HEADER_LEN), rest.eq(x - ((n + 7) >> 3))]
+        # x mod 3 from its base-4 digits (4 ≡ 1 mod 3): no divider
+        digits = Signal(6, name="sparse_digits")
+        m.d.comb += digits.eq(sum(x[2 * j:2 * j + 2] for j in range(9)))
+        mod3 = Signal(2, name="sparse_mod3")
+        with m.Switch(digits):
+            for v in range(2**6):
+                with m.Case(v):
+                    m.d.comb += mod3.eq(v % 3)
+        bitmap_ok = (rest >= 0) & (rest[:2] == 0)
+        index_ok = (x[0] == 0) & (mod3 == 0)
+        sparse = _byte(d, HDR.CODEC[0]) == THRESHOLD_ID
+        bad = Mux(_byte(d, HDR.PARAM[0])[0], ~index_ok, ~bitmap_ok)
+        return st.reg(sparse, name="sparse_s1"), st.reg(bad, name="sparse_bad_s1")
 
     @staticmethod
     def _first_failing(m, flags, order, name):

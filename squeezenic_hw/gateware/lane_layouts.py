@@ -94,12 +94,18 @@ class PackMeta(data.Struct):
     * ``close_end``: the open wire frame closes after code ``count - 1`` (with
       ``count = 0`` this is a close with no new codes). Never together with
       ``close_mid``.
+    * ``keep``/``base``/``layout``: ``threshold`` jobs only (see
+      :class:`~.sparse_compactor.SparseCompactor`); zero otherwise.
     """
     width: unsigned(6)      # bits per code, 1…32
     count: unsigned(5)      # valid codes, 0…16
-    split: unsigned(5)      # with close_mid: codes in the closing frame, 1…count-1
+    split: unsigned(5)      # with close_mid: codes in the closing frame, 1…count-1 (0: threshold)
     close_mid: unsigned(1)
     close_end: unsigned(1)
+    # threshold only (the sparse path; the packer ignores them):
+    keep: unsigned(16)      # element e of the job is kept (e < count)
+    base: unsigned(16)      # index of element 0 within the open wire frame
+    layout: unsigned(1)     # with a close: the closing frame's layout (0 bitmap, 1 index list)
 
 
 def header_bytes(value, start, length):

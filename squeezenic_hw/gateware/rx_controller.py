@@ -10,13 +10,22 @@ After the :class:`~squeezenic_hw.gateware.frame_classifier.FrameClassifier`:
   its payload beats on ``payload`` (for the
   :class:`~.wire_unpacker.WireUnpacker`) with ``n``, the code width and the
   codec parameters on each beat.
+
+With ``threshold`` (codec 7) built in, a threshold wire frame's payload is
+split: its layout bytes go to ``payload`` as a bitmap of ``n`` one-bit codes
+(bitmap layout) or to ``index`` (index layout, for the
+:class:`~.index_to_bitmap.IndexToBitmap`), and its value bytes to ``values``
+(for the :class:`~.sparse_expander.SparseExpander`); the beat holding both
+goes to both. ``order`` says, per decoded frame, where the unpacker's input
+comes from.
 """
 
-from amaranth import Module, Signal, unsigned
+from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..frames import RX_REASONS
+from ..codecs import THRESHOLD_ID
+from ..frames import HEADER_LEN, RX_REASONS
 from ..lane_reference import resolve_codecs, rx_counter_names
 from .codec_unit import CodecParams
 from .frame_classifier import ClassifiedBeat
@@ -55,6 +64,20 @@ def rx_payload_tag_layout():
     return data.StructLayout({"codec": unsigned(3), "params": CodecParams})
 
 
+def rx_payload_layout():
+    """A payload beat for the unpacker, with ``last`` on the frame's last one."""
+    return data.StructLayout({"beat": unpacker_input_layout(rx_payload_tag_layout()),
+                              "last": unsigned(1)})
+
+
+#: One decoded wire frame, in order: ``index`` = its bitmap comes from the IndexToBitmap.
+RX_ORDER_LAYOUT = data.StructLayout({"index": unsigned(1), "n": unsigned(16)})
+#: A threshold frame with the index layout, for the IndexToBitmap.
+RX_INDEX_DESC_LAYOUT = data.StructLayout({"n": unsigned(16), "k": unsigned(16)})
+#: A threshold frame's values, for the SparseExpander.
+RX_VALUES_DESC_LAYOUT = data.StructLayout({"k": unsigned(16), "start": unsigned(6)})
+
+
 class RxController(wiring.Component):
     """Frame controller of the RX lane (see the module docstring).
 
@@ -73,12 +96,21 @@ class RxController(wiring.Component):
     @quiet_if_rejected
     def __init__(self, *, codecs=None):
         self._codecs = sorted(resolve_codecs(codecs))
+        self._sparse = THRESHOLD_ID in self._codecs
         super().__init__({
             "i": In(stream.Signature(ClassifiedBeat)),
             "desc": Out(stream.Signature(wire_desc_layout())),
-            "payload": Out(stream.Signature(unpacker_input_layout(rx_payload_tag_layout()))),
+            "payload": Out(stream.Signature(rx_payload_layout())),
             "bypass": Out(axis_signature()),
             "counters": Out(rx_counters_layout()),
+            # threshold only (never valid without it)
+            "order": Out(stream.Signature(RX_ORDER_LAYOUT)),
+            "index_desc": Out(stream.Signature(RX_INDEX_DESC_LAYOUT)),
+            "index": Out(stream.Signature(unsigned(512))),
+            "vdesc": Out(stream.Signature(RX_VALUES_DESC_LAYOUT)),
+            "values": Out(stream.Signature(unsigned(512))),
+            # a bitmap frame with padding bits set (one-cycle strobe)
+            "layout_error": Out(1),
         })
 
     def elaborate(self, platform):
@@ -101,20 +133,50 @@ class RxController(wiring.Component):
         h_beats = Signal(16)       # ⌈n·b / 512⌉ payload beats
         m.d.comb += h_beats.eq((h_n * h_width + 511) >> 9)
 
+        # threshold: layout bytes L and values k from n, the layout and the length
+        # (the classifier has checked that they agree)
+        h_sparse = Signal()
+        h_index = Signal()
+        h_k = Signal(16)
+        h_layout_bytes = Signal(16)
+        h_total = Signal(16)       # payload beats
+        if self._sparse:
+            x = Signal(16, name="sparse_payload_bytes")
+            bitmap = (h_n + 7) >> 3
+            k_index = Signal(16, name="k_index")
+            # x / 6 for x a multiple of 6 below 2**16: x·43691 / 2**18 is exact
+            m.d.comb += [
+                x.eq(beat.size - HEADER_LEN),
+                k_index.eq((x * 43691) >> 18),
+                h_sparse.eq(h_codec == THRESHOLD_ID),
+                h_index.eq(h_param[0]),
+                h_k.eq(Mux(h_index, k_index, (x - bitmap) >> 2)),
+                h_layout_bytes.eq(Mux(h_index, k_index << 1, bitmap)),
+                h_total.eq((x + 63) >> 6),
+            ]
+
         f_n = Signal(16)
         f_width = Signal(6)
         f_tag = Signal(rx_payload_tag_layout())
         left = Signal(16)          # payload beats still to come
         pad = Signal()
+        f_sparse = Signal()
+        f_index = Signal()
+        f_k = Signal(16)
+        f_layout_bytes = Signal(16)
+        t = Signal(16)             # payload beat number within the frame
 
         m.d.comb += [
-            pay.payload.n.eq(f_n),
-            pay.payload.width.eq(f_width),
-            pay.payload.tag.eq(f_tag),
-            pay.payload.data.eq(beat.data),
+            pay.payload.beat.n.eq(f_n),
+            pay.payload.beat.width.eq(Mux(f_sparse, 1, f_width)),
+            pay.payload.beat.tag.eq(f_tag),
+            pay.payload.beat.data.eq(beat.data),
+            self.index.payload.eq(beat.data),
+            self.values.payload.eq(beat.data),
         ]
         with m.If(pad):
-            m.d.comb += pay.payload.data.eq(0)
+            m.d.comb += [pay.payload.beat.data.eq(0), self.index.payload.eq(0),
+                         self.values.payload.eq(0)]
 
         with m.FSM(name="rx_ctrl"):
             with m.State("IDLE"):
@@ -122,8 +184,28 @@ class RxController(wiring.Component):
                     bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
                                       size=desc.payload.size, reasons=RX_REASONS, bump=bump)
                 with m.Elif(self.i.valid):
+                    # every output the header needs must take it in the same cycle
+                    sparse_ready = Const(1)
+                    if self._sparse:
+                        sparse_ready = (self.order.ready
+                                        & (~h_sparse | self.vdesc.ready)
+                                        & (~(h_sparse & h_index) | self.index_desc.ready))
+                        go = desc.ready & sparse_ready
+                        m.d.comb += [
+                            self.order.valid.eq(desc.ready & (~h_sparse | self.vdesc.ready)
+                                                & (~(h_sparse & h_index)
+                                                   | self.index_desc.ready)),
+                            self.order.payload.index.eq(h_sparse & h_index),
+                            self.order.payload.n.eq(h_n),
+                            self.vdesc.valid.eq(h_sparse & go),
+                            self.vdesc.payload.k.eq(h_k),
+                            self.vdesc.payload.start.eq(h_layout_bytes[:6]),
+                            self.index_desc.valid.eq(h_sparse & h_index & go),
+                            self.index_desc.payload.n.eq(h_n),
+                            self.index_desc.payload.k.eq(h_k),
+                        ]
                     m.d.comb += [
-                        desc.valid.eq(1),
+                        desc.valid.eq(sparse_ready),
                         desc.payload.built.eq(1),
                         desc.payload.template.eq(hdr),
                         desc.payload.n.eq(h_n),
@@ -132,9 +214,9 @@ class RxController(wiring.Component):
                         desc.payload.size.eq(beat.size),
                         desc.payload.src.eq(beat.src),
                         desc.payload.dst.eq(beat.dst),
-                        self.i.ready.eq(desc.ready),
+                        self.i.ready.eq(desc.ready & sparse_ready),
                     ]
-                    with m.If(desc.ready):
+                    with m.If(desc.ready & sparse_ready):
                         bump("wire_frames")
                         bump("elements", h_n)
                         m.d.sync += [
@@ -142,21 +224,50 @@ class RxController(wiring.Component):
                             f_width.eq(h_width),
                             f_tag.codec.eq(h_codec),
                             *codec_params_of(f_tag.params, hdr),
-                            left.eq(h_beats),
+                            left.eq(Mux(h_sparse, h_total, h_beats)),
                             pad.eq(beat.last),
+                            f_sparse.eq(h_sparse),
+                            f_index.eq(h_index),
+                            f_k.eq(h_k),
+                            f_layout_bytes.eq(h_layout_bytes),
+                            t.eq(0),
                         ]
-                        with m.If(beat.last):
-                            bump("size_errors")
-                        m.next = "PAYLOAD"
+                        with m.If(h_sparse & (h_total == 0)):
+                            # index layout with k = 0: the header is the whole frame
+                            with m.If(~beat.last):
+                                bump("size_errors")
+                                m.next = "DRAIN"
+                        with m.Else():
+                            with m.If(beat.last):
+                                bump("size_errors")
+                            m.next = "PAYLOAD"
 
             with m.State("PAYLOAD"):
                 have = self.i.valid | pad
+                layout_beats = (f_layout_bytes + 63) >> 6
+                in_layout = t < layout_beats
+                in_values = (t >= (f_layout_bytes >> 6)) & (f_k != 0)
+                to_pay = ~f_sparse | (in_layout & ~f_index)
+                to_idx = f_sparse & in_layout & f_index
+                to_val = f_sparse & in_values
+                ok = ((~to_pay | pay.ready) & (~to_idx | self.index.ready)
+                      & (~to_val | self.values.ready))
                 m.d.comb += [
-                    pay.valid.eq(have),
-                    self.i.ready.eq(pay.ready & ~pad),
+                    pay.valid.eq(have & to_pay & ok),
+                    pay.payload.last.eq(Mux(f_sparse, t + 1 == layout_beats, left == 1)),
+                    self.index.valid.eq(have & to_idx & ok),
+                    self.values.valid.eq(have & to_val & ok),
+                    self.i.ready.eq(ok & ~pad),
                 ]
-                with m.If(have & pay.ready):
-                    m.d.sync += left.eq(left - 1)
+                if self._sparse:
+                    # bitmap padding bits (past n in the last bitmap byte) must be zero
+                    last_byte = beat.data.word_select((f_layout_bytes - 1)[:6], 8)
+                    pad_bits = (Const(0xFF, 8) << f_n[:3])[:8]
+                    m.d.comb += self.layout_error.eq(
+                        have & ok & ~pad & f_sparse & ~f_index & (t + 1 == layout_beats)
+                        & (f_n[:3] != 0) & ((last_byte & pad_bits) != 0))
+                with m.If(have & ok):
+                    m.d.sync += [left.eq(left - 1), t.eq(t + 1)]
                     final = left == 1
                     with m.If(~pad & beat.last & ~final):
                         bump("size_errors")

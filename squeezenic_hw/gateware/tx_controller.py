@@ -19,10 +19,11 @@ without a host frame, or when ``close`` is raised while no frame is arriving
 (the reference's ``end``).
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..codecs import THRESHOLD_ID
 from ..frames import DEFAULT_MTU, HEADER_LEN, MAX_PKT_LEN, TX_REASONS
 from ..lane_reference import resolve_codecs, tx_counter_names
 from .codec_bank import bank_meta_layout, codec_widths
@@ -38,6 +39,8 @@ __all__ = ["TxController", "token_tag_layout", "desc_layout", "tx_counters_layou
 TX_COUNTERS = tuple(tx_counter_names()) + ("size_errors",)
 
 _MAX_N = 2**16 - 1
+#: Smallest MTU with ``threshold`` built in: 16 kept values (a whole beat) fit one frame.
+SPARSE_MIN_MTU = HEADER_LEN + 2 + 4 * 16
 
 
 def token_tag_layout():
@@ -111,7 +114,11 @@ class TxController(wiring.Component):
             raise ValueError(f"idle_timeout must be None or 1…2**32-1 cycles, "
                              f"got {idle_timeout!r}")
         self._codecs = sorted(resolve_codecs(codecs))
-        self._widths = sorted(codec_widths(self._codecs))
+        self._sparse = THRESHOLD_ID in self._codecs
+        if self._sparse and mtu < SPARSE_MIN_MTU:
+            raise ValueError(f"mtu must be at least {SPARSE_MIN_MTU} bytes with threshold "
+                             f"built in (16 kept values per wire frame), got {mtu!r}")
+        self._widths = sorted(codec_widths(self._codecs)) or [32]
         self._mtu = mtu
         self._idle_timeout = idle_timeout
         job = encoder_input_layout(bank_meta_layout(PackMeta))
@@ -149,6 +156,7 @@ class TxController(wiring.Component):
         cur_params = Signal(CodecParams)
         cur_width = Signal(6)
         cur_cap = Signal(16)
+        cur_sparse = Signal()      # threshold: size depends on the kept elements
         shift = Signal(range(ELEMENTS_PER_BEAT))  # elements of this beat already sent
         pad = Signal()             # truncated frame: send zeros, consume nothing
 
@@ -159,6 +167,7 @@ class TxController(wiring.Component):
         o_dst = Signal(16)
         o_offset = Signal(32)
         o_n = Signal(16)
+        o_k = Signal(16)           # threshold: kept elements in it
 
         counters = self.counters
         jobs, desc, byp = self.jobs, self.desc, self.bypass
@@ -199,10 +208,24 @@ class TxController(wiring.Component):
                                 & (~late[-1] | (~late_soon[-1] & ~self.i.valid)))
 
         # ---- wire descriptors for a closing frame ----------------------------------
-        def close_desc(template, offset, n, flush, src, dst):
+        def close_desc(template, offset, n, flush, src, dst, k=None):
             size = Signal(16, name="close_size")
             bits = n * cur_width
-            m.d.comb += size.eq(HEADER_LEN + ((bits + 7) >> 3))
+            dense_size = HEADER_LEN + ((bits + 7) >> 3)
+            if self._sparse:
+                # threshold: the shorter of bitmap ⌈n/8⌉ and index list 2k, then 4k values;
+                # the layout goes into the header's codec parameter
+                layout = sparse_layout(n, k)
+                sparse_size = HEADER_LEN + Mux(layout, k << 1, (n + 7) >> 3) + (k << 2)
+                m.d.comb += [size.eq(Mux(cur_sparse, sparse_size, dense_size)),
+                             close_layout.eq(layout)]
+                p0, plen = HDR.PARAM
+                template = Mux(cur_sparse,
+                               Cat(template[:8 * p0], layout, Const(0, 7),
+                                   template[8 * (p0 + plen):]),
+                               template)
+            else:
+                m.d.comb += size.eq(dense_size)
             flags = Cat(Const(1, 1), field_le(template, *HDR.FLAGS)[1], flush, Const(0, 5))
             return [
                 desc.valid.eq(1),
@@ -216,6 +239,14 @@ class TxController(wiring.Component):
                 desc.payload.tag.src.eq(src),
                 desc.payload.tag.dst.eq(dst),
             ]
+
+        def sparse_layout(n, k):
+            """1 (index list) when 2k < ⌈n/8⌉; a tie picks the bitmap."""
+            bitmap = Signal(14, name="bitmap_bytes")
+            m.d.comb += bitmap.eq((n + 7) >> 3)
+            return (k << 1) < bitmap
+
+        close_layout = Signal()    # layout of the frame closing this cycle (threshold)
 
         def bump(name, amount=1):
             field = counters[name]
@@ -232,6 +263,8 @@ class TxController(wiring.Component):
                 jobs.payload.meta.user.split.eq(0),
                 jobs.payload.meta.user.close_mid.eq(0),
                 jobs.payload.meta.user.close_end.eq(1),
+                jobs.payload.meta.user.layout.eq(close_layout),
+                jobs.payload.meta.user.base.eq(o_n),
             ]
 
         # ---- the job of a payload beat (PAYLOAD state) -----------------------------
@@ -247,7 +280,36 @@ class TxController(wiring.Component):
         eff_src = Mux(is_open, o_src, cur_src)
         eff_dst = Mux(is_open, o_dst, cur_dst)
         room = Signal(17)
-        m.d.comb += room.eq(cur_cap - eff_n)
+        eff_k = Mux(is_open, o_k, 0)
+        kept = Signal(16)          # threshold: keep bits of this beat's v elements
+        ranks = [Signal(5, name=f"kept_before{j}") for j in range(ELEMENTS_PER_BEAT + 1)]
+        if self._sparse:
+            m.d.comb += kept.eq(self.i.payload.keep >> shift
+                                & ((Const(1, ELEMENTS_PER_BEAT + 1) << v) - 1))
+            for j in range(1, ELEMENTS_PER_BEAT + 1):
+                m.d.comb += ranks[j].eq(ranks[j - 1] + kept[j - 1])
+            # Elements 1…j fit when the frame with them still fits the MTU (either
+            # layout) and n stays 16 bits; fits_j is monotone, so room = how many do.
+            budget = self._mtu - HEADER_LEN
+            fit = []
+            for j in range(1, ELEMENTS_PER_BEAT + 1):
+                n_j = Signal(17, name=f"fit_n{j}")
+                k_j = Signal(17, name=f"fit_k{j}")
+                m.d.comb += [n_j.eq(eff_n + j), k_j.eq(eff_k + ranks[j])]
+                f = Signal(name=f"fits{j}")
+                m.d.comb += f.eq((n_j <= _MAX_N)
+                                 & ((((n_j + 7) >> 3) + (k_j << 2) <= budget)
+                                    | (k_j * 6 <= budget)))
+                fit.append(f & (j <= v))
+            fitting = Signal(range(ELEMENTS_PER_BEAT + 1))
+            m.d.comb += fitting.eq(sum(fit))
+            # All v fit: no close (a threshold frame closes only when an element does
+            # not fit, or on flush/mismatch/idle/end), so room must exceed v.
+            m.d.comb += room.eq(Mux(cur_sparse, Mux(fitting == v, ELEMENTS_PER_BEAT + 1,
+                                                    fitting),
+                                    cur_cap - eff_n))
+        else:
+            m.d.comb += room.eq(cur_cap - eff_n)
         ends_frame = v == cur_left
         flush_end = ends_frame & cur_flush
         take = Signal(range(ELEMENTS_PER_BEAT + 1))   # codes into the frame open now
@@ -259,6 +321,9 @@ class TxController(wiring.Component):
             m.d.comb += [take.eq(v), count.eq(v), close_end.eq(flush_end), beat_done.eq(1)]
         with m.Elif(v == room):
             m.d.comb += [take.eq(v), count.eq(v), close_end.eq(1), beat_done.eq(1)]
+        # (threshold: room can be 0, the first element of the beat does not fit; the
+        # job then closes the frame with none of its elements, split = 0, and opens
+        # the next one with all of them: no extra cycle)
         with m.Elif(((v - room) < cur_cap) & ~flush_end):
             m.d.comb += [take.eq(room), count.eq(v), close_mid.eq(1), beat_done.eq(1)]
         with m.Else():
@@ -277,6 +342,10 @@ class TxController(wiring.Component):
             jobs.payload.meta.user.split.eq(take),
             jobs.payload.meta.user.close_mid.eq(close_mid),
             jobs.payload.meta.user.close_end.eq(close_end),
+            jobs.payload.meta.user.keep.eq(
+                kept & ((Const(1, ELEMENTS_PER_BEAT + 1) << count) - 1)),
+            jobs.payload.meta.user.base.eq(eff_n),
+            jobs.payload.meta.user.layout.eq(close_layout),
         ]
 
         # tuser_size says where the frame ends; the beats may disagree.
@@ -288,7 +357,7 @@ class TxController(wiring.Component):
                 m.d.comb += self.close_done.eq(self.close & ~self.i.valid & ~is_open)
                 with m.If(is_open & (idle_due | (self.close & ~self.i.valid))):
                     m.d.comb += close_only_job()
-                    m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
+                    m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst, o_k)
                     m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
                     with m.If(jobs.ready & desc.ready):
                         m.d.sync += is_open.eq(0)
@@ -307,7 +376,7 @@ class TxController(wiring.Component):
                     mismatch = is_open & ~matches
                     with m.If(mismatch):
                         m.d.comb += close_only_job()
-                        m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
+                        m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst, o_k)
                         m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
                     ok = ~mismatch | (jobs.ready & desc.ready)
                     m.d.comb += self.i.ready.eq(ok)
@@ -328,7 +397,8 @@ class TxController(wiring.Component):
                             cur_codec.eq(h_codec),
                             *codec_params_of(cur_params, hdr),
                             cur_width.eq(h_width),
-                            cur_cap.eq(h_cap),
+                            cur_cap.eq(Mux(h_codec == THRESHOLD_ID, _MAX_N, h_cap)),
+                            cur_sparse.eq(h_codec == THRESHOLD_ID),
                             shift.eq(0),
                             pad.eq(beat.last),
                         ]
@@ -343,11 +413,13 @@ class TxController(wiring.Component):
                 ]
                 with m.If(closes):
                     n_closed = Signal(16)
-                    m.d.comb += n_closed.eq(eff_n + take)
+                    k_closed = Signal(16)
+                    m.d.comb += [n_closed.eq(eff_n + take),
+                                 k_closed.eq(eff_k + Array(ranks)[take])]
                     # flush only on the frame that carries the host frame's last element
                     m.d.comb += close_desc(eff_hdr, eff_offset, n_closed,
                                            close_end & cur_flush & (count == cur_left),
-                                           eff_src, eff_dst)
+                                           eff_src, eff_dst, k_closed)
                     m.d.comb += desc.valid.eq(have & jobs.ready)
                 fire = have & jobs.ready & (~closes | desc.ready)
                 m.d.comb += self.i.ready.eq(fire & beat_done & ~pad)
@@ -365,6 +437,7 @@ class TxController(wiring.Component):
                             o_dst.eq(cur_dst),
                             o_offset.eq(cur_offset + take),
                             o_n.eq(count - take),
+                            o_k.eq(Array(ranks)[count] - Array(ranks)[take]),
                         ]
                     with m.Elif(close_end):
                         m.d.sync += is_open.eq(0)
@@ -376,6 +449,7 @@ class TxController(wiring.Component):
                             o_dst.eq(eff_dst),
                             o_offset.eq(eff_offset),
                             o_n.eq(eff_n + count),
+                            o_k.eq(eff_k + Array(ranks)[count]),
                         ]
                     with m.If(closes):
                         bump("wire_frames")

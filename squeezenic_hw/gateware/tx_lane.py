@@ -7,6 +7,15 @@
                                           └─ bypass ─► bypass FIFO ────────────────────────┤
                                                                       FrameMerger ─► o ◄───┘
 
+With ``threshold`` built in, its jobs take a second path to the ring::
+
+    jobs (codec 7) ─► SparseCompactor ─► SparseFrameBuilder ─► ring (in frame order)
+
+The builder writes a threshold frame's payload (layout, then values) once the
+frame has closed; the dense packer writes as it goes. An order FIFO, pushed
+when each wire frame opens, lets whichever path holds the oldest open frame
+write the ring, so payloads enter the ring in token order.
+
 The controller decides, in input order, which frames bypass and where wire
 frames close, and hands the merger one token per output frame in that
 order, so the lane emits exactly the frames of
@@ -16,10 +25,11 @@ the ring holds two of the largest wire frames, so assembling one never waits
 for the previous one to be sent.
 """
 
-from amaranth import Cat, Module, Signal
-from amaranth.lib import fifo, wiring
+from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..codecs import THRESHOLD_ID
 from ..frames import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN
 from .codec_bank import EncoderBank, codec_widths
 from .frame_classifier import FrameClassifier
@@ -27,6 +37,8 @@ from .frame_merger import FrameMerger
 from .header_builder import HeaderBuilder
 from .lane_common import check_fifo_depth, token_stream
 from .lane_layouts import DATA_BYTES, FrameToken, PackMeta, axis_signature, quiet_if_rejected
+from .sparse_compactor import SparseCompactor
+from .sparse_frame_builder import SparseFrameBuilder
 from .tx_controller import TxController, token_tag_layout, tx_counters_layout
 from .wire_packer import WirePacker
 from .wire_ring import WireRing
@@ -56,10 +68,11 @@ class TxLane(wiring.Component):
     Parameters
     ----------
     codecs : iterable of str or int, optional
-        Codecs built in (default: every codec, 0–6). Host frames of other
-        codecs bypass (reason ``codec``).
+        Codecs built in (default: 0–6; ``threshold``, 7, when named). Host
+        frames of other codecs bypass (reason ``codec``).
     mtu : int
-        Largest wire frame in bytes, 68…9600 (default 1518).
+        Largest wire frame in bytes, 68…9600 (default 1518; at least 130 with
+        ``threshold``).
     port : int
         SqueezeNIC UDP destination port.
     idle_timeout : int or None
@@ -116,8 +129,8 @@ class TxLane(wiring.Component):
         m = Module()
         m.submodules.classifier = classifier = self._classifier
         m.submodules.controller = ctrl = self._controller
-        m.submodules.encoders = bank = EncoderBank(self._codecs, meta_shape=PackMeta)
-        m.submodules.packer = packer = WirePacker(codec_widths(self._codecs))
+        dense = [c for c in self._codecs if c != THRESHOLD_ID]
+        sparse = THRESHOLD_ID in self._codecs
         max_beats = -(-(self._mtu - HEADER_LEN) // DATA_BYTES)
         m.submodules.ring = ring = WireRing(max_beats)
         m.submodules.headers = builder = HeaderBuilder(token_tag_layout())
@@ -131,16 +144,52 @@ class TxLane(wiring.Component):
         m.d.comb += [ctrl.close.eq(self.close), self.close_done.eq(ctrl.close_done),
                      self.counters.eq(ctrl.counters)]
 
-        # payload: controller → encoders → packer → ring → merger
-        wiring.connect(m, ctrl.jobs, bank.i)
-        m.d.comb += [
-            packer.i.valid.eq(bank.o.valid),
-            bank.o.ready.eq(packer.i.ready),
-            packer.i.payload.codes.eq(bank.o.payload.codes),
-            packer.i.payload.valid.eq(bank.o.payload.valid),
-            packer.i.payload.meta.eq(bank.o.payload.meta.user),
-        ]
-        wiring.connect(m, packer.o, ring.i)
+        # payload: controller → encoders → packer → ring → merger (dense codecs), or
+        # controller → compactor → builder → ring (threshold)
+        writers = {}
+        job_ready = {}
+        if dense:
+            m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta)
+            m.submodules.packer = packer = WirePacker(codec_widths(dense))
+            m.d.comb += [
+                bank.i.payload.eq(ctrl.jobs.payload),
+                packer.i.valid.eq(bank.o.valid),
+                bank.o.ready.eq(packer.i.ready),
+                packer.i.payload.codes.eq(bank.o.payload.codes),
+                packer.i.payload.valid.eq(bank.o.payload.valid),
+                packer.i.payload.meta.eq(bank.o.payload.meta.user),
+            ]
+            writers[0] = packer.o
+            job_ready[0] = (bank.i, bank.i.ready)
+        if sparse:
+            tail = data.StructLayout({"close_end": unsigned(1), "layout": unsigned(1)})
+            m.submodules.compactor = comp = SparseCompactor(meta_shape=tail)
+            m.submodules.sparse_builder = spb = SparseFrameBuilder(mtu=self._mtu)
+            job = ctrl.jobs.payload
+            u = job.meta.user
+            m.d.comb += [
+                comp.i.payload.values.as_value().eq(job.elements.as_value()),
+                comp.i.payload.keep.eq(u.keep),
+                comp.i.payload.count.eq(u.count),
+                comp.i.payload.base.eq(u.base),
+                comp.i.payload.split.eq(u.split),
+                comp.i.payload.close_mid.eq(u.close_mid),
+                comp.i.payload.meta.close_end.eq(u.close_end),
+                comp.i.payload.meta.layout.eq(u.layout),
+            ]
+            c = comp.o.payload
+            b = spb.i.payload
+            m.d.comb += [
+                spb.i.valid.eq(comp.o.valid),
+                comp.o.ready.eq(spb.i.ready),
+                b.values.eq(c.values), b.indices.eq(c.indices), b.kept.eq(c.kept),
+                b.kept_split.eq(c.kept_split), b.keep.eq(c.keep), b.count.eq(c.count),
+                b.split.eq(c.split), b.close_mid.eq(c.close_mid),
+                b.close_end.eq(c.meta.close_end), b.layout.eq(c.meta.layout),
+            ]
+            writers[1] = spb.o
+            job_ready[1] = (comp.i, comp.i.ready)
+        self._route_jobs(m, ctrl.jobs, job_ready, writers, ring)
         wiring.connect(m, ring.o, merger.payload)
 
         # tokens: controller → header builder → token FIFO → merger
@@ -164,7 +213,7 @@ class TxLane(wiring.Component):
         fifo_between(m, "token_fifo", token, tokens, self._token_depth)
         committed = Signal(16)
         in_flight = Signal(ring.latency)
-        commit = packer.o.valid & ring.i.ready & packer.o.payload.commit
+        commit = ring.i.valid & ring.i.ready & ring.i.payload.commit
         m.d.sync += in_flight.eq(Cat(commit, in_flight[:-1]))
         gate = ~tokens.payload.built | (committed != 0)
         start = merger.tokens.valid & merger.tokens.ready & tokens.payload.built
@@ -178,3 +227,50 @@ class TxLane(wiring.Component):
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m
+
+    @staticmethod
+    def _route_jobs(m, jobs, targets, writers, ring):
+        """Jobs to the dense (0) or threshold (1) path; ring writes in frame order.
+
+        Each path writes a frame's payload with ``commit`` on its last write, the
+        dense packer while the frame is open, the threshold builder after it has
+        closed. The kind of every wire frame is queued when the frame opens (in
+        controller order) and the ring takes writes only from the path of the
+        oldest queued frame, so payloads enter the ring in token order.
+        """
+        if len(writers) == 1:
+            (kind, (port, ready)), = targets.items()
+            m.d.comb += [port.valid.eq(jobs.valid), jobs.ready.eq(ready)]
+            wiring.connect(m, writers[kind], ring.i)
+            return
+        order = m.submodules.frame_order = fifo.SyncFIFOBuffered(width=1, depth=16)
+        u = jobs.payload.meta.user
+        kind = jobs.payload.meta.codec == THRESHOLD_ID
+        is_open = Signal()          # a wire frame is open (as seen in the job stream)
+        opens = ((u.count != 0) & ~is_open) | u.close_mid
+        dense_port, dense_ready = targets[0]
+        sparse_port, sparse_ready = targets[1]
+        ready = Mux(kind, sparse_ready, dense_ready) & (~opens | order.w_rdy)
+        fire = jobs.valid & ready
+        m.d.comb += [
+            jobs.ready.eq(ready),
+            dense_port.valid.eq(jobs.valid & ~kind & (~opens | order.w_rdy)),
+            sparse_port.valid.eq(jobs.valid & kind & (~opens | order.w_rdy)),
+            order.w_data.eq(kind),
+            order.w_en.eq(fire & opens),
+        ]
+        with m.If(fire):
+            with m.If(u.close_end):
+                m.d.sync += is_open.eq(0)
+            with m.Elif((u.count != 0) | u.close_mid):
+                m.d.sync += is_open.eq(1)
+        head_sparse = order.r_rdy & order.r_data
+        head_dense = order.r_rdy & ~order.r_data
+        dense_w, sparse_w = writers[0], writers[1]
+        m.d.comb += [
+            ring.i.payload.eq(Mux(head_sparse, sparse_w.payload, dense_w.payload)),
+            ring.i.valid.eq((head_sparse & sparse_w.valid) | (head_dense & dense_w.valid)),
+            sparse_w.ready.eq(head_sparse & ring.i.ready),
+            dense_w.ready.eq(head_dense & ring.i.ready),
+            order.r_en.eq(ring.i.valid & ring.i.ready & ring.i.payload.commit),
+        ]
