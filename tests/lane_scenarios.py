@@ -139,6 +139,13 @@ def mixed_traffic(rng, codecs, *, n_streams=3, elements=(200, 1500), max_k=363,
         streams.append(host_stream(rng, codec, n_total=int(rng.integers(*elements)),
                                    max_k=max_k, offset=offset, flush_rate=flush_rate,
                                    header=hdr))
+    return interleave(rng, streams, lane=lane, bypass_rate=bypass_rate)
+
+
+def interleave(rng, streams, *, lane="tx", bypass_rate=0.2):
+    """Frames of ``streams`` (lists of host frames, emptied) in runs of 1–4 frames per
+    stream, with frames the lane bypasses sprinkled in at ``bypass_rate``; every frame
+    an ``AxisFrame`` with random ``tuser_src``/``tuser_dst``."""
     bad = list(bad_frames(lane).values())
     out = []
     while any(streams):

@@ -34,6 +34,26 @@ def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec):
     assert np.load(p("out.npy")).shape == g.shape
 
 
+def test_threshold_keep_fraction_round_trip(tmp_path, capsys):
+    """frames --keep-fraction → simulate tx → simulate rx → tensor: the kept values exactly,
+    +0.0 elsewhere; about the asked fraction kept."""
+    p = lambda name: str(tmp_path / name)  # noqa: E731
+    g = np.random.default_rng(5).standard_normal(3000).astype(np.float32)
+    np.save(p("g.npy"), g)
+    assert main(["frames", p("g.npy"), "--codec", "threshold", "--keep-fraction", "0.05",
+                 "-o", p("host.pcap"), "--format", "json"]) == 0
+    scale = np.float32(json.loads(capsys.readouterr().out)["scale"])
+    for lane, src, dst in [("tx", "host", "wire"), ("rx", "wire", "back")]:
+        assert main(["simulate", lane, p(f"{src}.pcap"), "-o", p(f"{dst}.pcap"), "--codecs",
+                     "threshold", "--idle", "0.2", "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["matches_reference"]
+    assert main(["tensor", p("back.pcap"), "-o", p("out.npy")]) == 0
+    keep = np.abs(g) > scale
+    assert keep.sum() == 150
+    assert np.array_equal(np.load(p("out.npy")).view(np.uint32),
+                          np.where(keep, g, np.float32(0)).view(np.uint32))
+
+
 def test_simulate_table_and_csv(tmp_path, capsys):
     p = lambda name: str(tmp_path / name)  # noqa: E731
     np.save(p("g.npy"), np.ones(40, np.float32))

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from lane_scenarios import bad_frames, check_against_reference, host_stream
+from lane_scenarios import check_against_reference, host_stream, interleave
 
 from squeezenic_hw import lane_reference as lr
 from squeezenic_hw.codecs.threshold import keep_mask
@@ -42,19 +42,7 @@ def sparse_traffic(rng, density, *, n_streams=2, elements=(600, 1500), max_k=363
     if other_codec:
         streams.append(host_stream(rng, other_codec, n_total=200, max_k=max_k,
                                    header=Header(src_ip=bytes([10, 0, 0, 9]))))
-    bad = list(bad_frames("tx").values())
-    out = []
-    while any(streams):
-        if rng.random() < bypass_rate:
-            out.append(bad[int(rng.integers(len(bad)))])
-            continue
-        live = [s for s in streams if s]
-        s = live[int(rng.integers(len(live)))]
-        for _ in range(int(rng.integers(1, 5))):
-            if s:
-                out.append(s.pop(0))
-    return [AxisFrame(f, src=int(rng.integers(0, 2**16)), dst=int(rng.integers(0, 2**16)))
-            for f in out]
+    return interleave(rng, streams, bypass_rate=bypass_rate)
 
 
 # ---- TX --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from ..frames import DEFAULT_PORT, HEADER_LEN, classify_host_frame
+from ..codecs import THRESHOLD_ID
+from ..frames import DEFAULT_PORT, HEADER_LEN, BypassReason, classify_host_frame
 from ..pcap import read_frames
 from . import CliError
 from .output import add_format_option, render
@@ -28,6 +29,9 @@ def gather(frames, *, port=DEFAULT_PORT, allow_gaps=False):
     parts, ignored = [], 0
     for f in frames:
         h, reason = classify_host_frame(f, port=port, codecs_built_in=all_codecs)
+        # RX keeps the wire header's parameter: a decoded threshold frame says its layout
+        if reason is BypassReason.PARAM and h.codec == THRESHOLD_ID:
+            reason = None
         if reason is not None:
             ignored += 1
             continue

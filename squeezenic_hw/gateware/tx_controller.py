@@ -19,7 +19,7 @@ without a host frame, or when ``close`` is raised while no frame is arriving
 (the reference's ``end``).
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -66,6 +66,15 @@ def code_width_of(codec, param):
                Mux((codec == 1) | (codec == 2), 16,
                    Mux((codec == 3) | (codec == 4), param[:6],
                        Mux(codec == 5, 1, 9))))
+
+
+def _popcount(bits):
+    """Sum of one-bit values as a balanced adder tree (depth log2 n, not n)."""
+    terms = list(bits)
+    while len(terms) > 1:
+        terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
 
 
 def _keep_key(hdr):
@@ -139,6 +148,47 @@ class TxController(wiring.Component):
         """Codes per wire frame for a code width (an int)."""
         return min(_MAX_N, (self._mtu - HEADER_LEN) * 8 // width)
 
+    def _sparse_tables(self, m, eff_n, eff_k, kept, v, ranks, lay, size):
+        """threshold: for every j = 0…16 (elements of this job taken into the open frame),
+        ``ranks[j]`` = kept among them, ``lay[j]``/``size[j]`` = the frame's layout and size
+        if it closed after them; returns ``fit`` (j = 1…16: those j elements fit).
+
+        The frame's own n and k enter only through a few registers-only sums (its slack
+        under either layout), and each j adds small numbers, so the path from the keep
+        bits stays short: ⌈(n+j)/8⌉ = ⌈n/8⌉ + d_j with d_j from n mod 8.
+        """
+        budget = self._mtu - HEADER_LEN
+        r = eff_n[:3]
+        bm = Signal(14, name="sparse_bitmap_bytes")          # ⌈n/8⌉
+        s_bitmap = Signal(signed(20), name="sparse_slack_bitmap")   # B − ⌈n/8⌉ − 4k
+        s_index = Signal(signed(20), name="sparse_slack_index")     # B − 6k
+        s_n = Signal(17, name="sparse_slack_n")                     # 65535 − n
+        e = Signal(signed(18), name="sparse_bitmap_minus_index")    # ⌈n/8⌉ − 2k
+        m.d.comb += [
+            bm.eq((eff_n + 7) >> 3),
+            s_bitmap.eq(budget - bm - (eff_k << 2)),
+            s_index.eq(budget - (eff_k << 2) - (eff_k << 1)),
+            s_n.eq(_MAX_N - eff_n),
+            e.eq(bm - (eff_k << 1)),
+        ]
+        fit = []
+        for j in range(ELEMENTS_PER_BEAT + 1):
+            if j:
+                # ranks as independent balanced popcounts (no chain through 16 adders)
+                m.d.comb += ranks[j].eq(_popcount([kept[i] for i in range(j)]))
+            d = Signal(3, name=f"sparse_d{j}")    # ⌈(n+j)/8⌉ − ⌈n/8⌉
+            m.d.comb += d.eq(((r + j + 7) >> 3) - (r != 0))
+            k4 = ranks[j] << 2
+            m.d.comb += lay[j].eq(e > (ranks[j] << 1) - d)   # 2k < ⌈n/8⌉ after j
+            k_j = eff_k + ranks[j]
+            m.d.comb += size[j].eq(HEADER_LEN + (k_j << 2) + Mux(lay[j], k_j << 1, bm + d))
+            if j:
+                f = Signal(name=f"fits{j}")
+                m.d.comb += f.eq(((d + k4 <= s_bitmap) | ((k4 + (ranks[j] << 1)) <= s_index))
+                                 & (j <= s_n) & (j <= v))
+                fit.append(f)
+        return fit
+
     def elaborate(self, platform):
         m = Module()
         beat = self.i.payload.beat
@@ -208,15 +258,21 @@ class TxController(wiring.Component):
                                 & (~late[-1] | (~late_soon[-1] & ~self.i.valid)))
 
         # ---- wire descriptors for a closing frame ----------------------------------
-        def close_desc(template, offset, n, flush, src, dst, k=None):
+        def close_desc(template, offset, n, flush, src, dst, at=0):
+            """The descriptor of the frame closing after element ``at`` of the job."""
             size = Signal(16, name="close_size")
             bits = n * cur_width
             dense_size = HEADER_LEN + ((bits + 7) >> 3)
             if self._sparse:
+                # the dense size too from a table over j: no multiplier after `take`,
+                # which with threshold built in comes late (after the fit logic)
+                dense_size = (Array(dense_size_at)[at] if not isinstance(at, int)
+                              else dense_size_at[at])
                 # threshold: the shorter of bitmap ⌈n/8⌉ and index list 2k, then 4k values;
                 # the layout goes into the header's codec parameter
-                layout = sparse_layout(n, k)
-                sparse_size = HEADER_LEN + Mux(layout, k << 1, (n + 7) >> 3) + (k << 2)
+                layout = Array(sparse_lay)[at] if not isinstance(at, int) else sparse_lay[at]
+                sparse_size = (Array(sparse_size_at)[at] if not isinstance(at, int)
+                               else sparse_size_at[at])
                 m.d.comb += [size.eq(Mux(cur_sparse, sparse_size, dense_size)),
                              close_layout.eq(layout)]
                 p0, plen = HDR.PARAM
@@ -239,12 +295,6 @@ class TxController(wiring.Component):
                 desc.payload.tag.src.eq(src),
                 desc.payload.tag.dst.eq(dst),
             ]
-
-        def sparse_layout(n, k):
-            """1 (index list) when 2k < ⌈n/8⌉; a tie picks the bitmap."""
-            bitmap = Signal(14, name="bitmap_bytes")
-            m.d.comb += bitmap.eq((n + 7) >> 3)
-            return (k << 1) < bitmap
 
         close_layout = Signal()    # layout of the frame closing this cycle (threshold)
 
@@ -280,34 +330,33 @@ class TxController(wiring.Component):
         eff_src = Mux(is_open, o_src, cur_src)
         eff_dst = Mux(is_open, o_dst, cur_dst)
         room = Signal(17)
+        dense_room = Signal(17)
+        m.d.comb += dense_room.eq(cur_cap - eff_n)
         eff_k = Mux(is_open, o_k, 0)
         kept = Signal(16)          # threshold: keep bits of this beat's v elements
         ranks = [Signal(5, name=f"kept_before{j}") for j in range(ELEMENTS_PER_BEAT + 1)]
+        sparse_lay = [Signal(name=f"sparse_layout{j}") for j in range(ELEMENTS_PER_BEAT + 1)]
+        sparse_size_at = [Signal(16, name=f"sparse_size{j}")
+                          for j in range(ELEMENTS_PER_BEAT + 1)]
+        dense_size_at = [Signal(16, name=f"dense_size{j}")
+                         for j in range(ELEMENTS_PER_BEAT + 1)]
         if self._sparse:
-            m.d.comb += kept.eq(self.i.payload.keep >> shift
-                                & ((Const(1, ELEMENTS_PER_BEAT + 1) << v) - 1))
-            for j in range(1, ELEMENTS_PER_BEAT + 1):
-                m.d.comb += ranks[j].eq(ranks[j - 1] + kept[j - 1])
-            # Elements 1…j fit when the frame with them still fits the MTU (either
-            # layout) and n stays 16 bits; fits_j is monotone, so room = how many do.
-            budget = self._mtu - HEADER_LEN
-            fit = []
-            for j in range(1, ELEMENTS_PER_BEAT + 1):
-                n_j = Signal(17, name=f"fit_n{j}")
-                k_j = Signal(17, name=f"fit_k{j}")
-                m.d.comb += [n_j.eq(eff_n + j), k_j.eq(eff_k + ranks[j])]
-                f = Signal(name=f"fits{j}")
-                m.d.comb += f.eq((n_j <= _MAX_N)
-                                 & ((((n_j + 7) >> 3) + (k_j << 2) <= budget)
-                                    | (k_j * 6 <= budget)))
-                fit.append(f & (j <= v))
+            # the first v elements, as a thermometer of compares (no carry chain)
+            first_v = Cat(*[Const(e, 5) < v for e in range(ELEMENTS_PER_BEAT)])
+            m.d.comb += kept.eq((self.i.payload.keep >> shift) & first_v)
+            fit = self._sparse_tables(m, eff_n, eff_k, kept, v, ranks, sparse_lay,
+                                      sparse_size_at)
+            n_bits = Signal(22, name="open_bits")        # registers only: early
+            m.d.comb += n_bits.eq(eff_n * cur_width)
+            for j, size_j in enumerate(dense_size_at):
+                m.d.comb += size_j.eq(HEADER_LEN + ((n_bits + j * cur_width + 7) >> 3))
             fitting = Signal(range(ELEMENTS_PER_BEAT + 1))
-            m.d.comb += fitting.eq(sum(fit))
+            m.d.comb += fitting.eq(_popcount(fit))
             # All v fit: no close (a threshold frame closes only when an element does
             # not fit, or on flush/mismatch/idle/end), so room must exceed v.
             m.d.comb += room.eq(Mux(cur_sparse, Mux(fitting == v, ELEMENTS_PER_BEAT + 1,
                                                     fitting),
-                                    cur_cap - eff_n))
+                                    dense_room))
         else:
             m.d.comb += room.eq(cur_cap - eff_n)
         ends_frame = v == cur_left
@@ -317,14 +366,28 @@ class TxController(wiring.Component):
         close_mid = Signal()
         close_end = Signal()
         beat_done = Signal()       # the job finishes the current input beat
-        with m.If(v < room):
+        # The branch conditions, each from the fast (register-based) dense room or the
+        # late threshold fit count, not from their mux: `room` itself is only a count.
+        all_fit = Signal()         # every element of the job goes into the open frame
+        exact_fit = Signal()       # and fills it (dense codecs: a full close)
+        rest_fits = Signal()       # the rest of the beat fits one new frame
+        if self._sparse:
+            m.d.comb += [
+                all_fit.eq(Mux(cur_sparse, fitting == v, v < dense_room)),
+                exact_fit.eq(~cur_sparse & (v == dense_room)),
+                rest_fits.eq(cur_sparse | ((v - dense_room) < cur_cap)),
+            ]
+        else:
+            m.d.comb += [all_fit.eq(v < room), exact_fit.eq(v == room),
+                         rest_fits.eq((v - room) < cur_cap)]
+        with m.If(all_fit):
             m.d.comb += [take.eq(v), count.eq(v), close_end.eq(flush_end), beat_done.eq(1)]
-        with m.Elif(v == room):
+        with m.Elif(exact_fit):
             m.d.comb += [take.eq(v), count.eq(v), close_end.eq(1), beat_done.eq(1)]
         # (threshold: room can be 0, the first element of the beat does not fit; the
         # job then closes the frame with none of its elements, split = 0, and opens
         # the next one with all of them: no extra cycle)
-        with m.Elif(((v - room) < cur_cap) & ~flush_end):
+        with m.Elif(rest_fits & ~flush_end):
             m.d.comb += [take.eq(room), count.eq(v), close_mid.eq(1), beat_done.eq(1)]
         with m.Else():
             # The rest of the beat closes another frame: send it next cycle.
@@ -357,7 +420,7 @@ class TxController(wiring.Component):
                 m.d.comb += self.close_done.eq(self.close & ~self.i.valid & ~is_open)
                 with m.If(is_open & (idle_due | (self.close & ~self.i.valid))):
                     m.d.comb += close_only_job()
-                    m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst, o_k)
+                    m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
                     m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
                     with m.If(jobs.ready & desc.ready):
                         m.d.sync += is_open.eq(0)
@@ -376,7 +439,7 @@ class TxController(wiring.Component):
                     mismatch = is_open & ~matches
                     with m.If(mismatch):
                         m.d.comb += close_only_job()
-                        m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst, o_k)
+                        m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
                         m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
                     ok = ~mismatch | (jobs.ready & desc.ready)
                     m.d.comb += self.i.ready.eq(ok)
@@ -413,13 +476,11 @@ class TxController(wiring.Component):
                 ]
                 with m.If(closes):
                     n_closed = Signal(16)
-                    k_closed = Signal(16)
-                    m.d.comb += [n_closed.eq(eff_n + take),
-                                 k_closed.eq(eff_k + Array(ranks)[take])]
+                    m.d.comb += n_closed.eq(eff_n + take)
                     # flush only on the frame that carries the host frame's last element
                     m.d.comb += close_desc(eff_hdr, eff_offset, n_closed,
                                            close_end & cur_flush & (count == cur_left),
-                                           eff_src, eff_dst, k_closed)
+                                           eff_src, eff_dst, take)
                     m.d.comb += desc.valid.eq(have & jobs.ready)
                 fire = have & jobs.ready & (~closes | desc.ready)
                 m.d.comb += self.i.ready.eq(fire & beat_done & ~pad)
@@ -453,7 +514,7 @@ class TxController(wiring.Component):
                         ]
                     with m.If(closes):
                         bump("wire_frames")
-                        with m.If(v >= room):
+                        with m.If(~all_fit):
                             bump("close_full")
                         with m.Else():
                             bump("close_flush")
