@@ -15,13 +15,18 @@ is the cycle in progress when the helper is called.
 
 :class:`AxiLiteRegisterModel` is the Python model of
 :class:`~squeezenic_hw.gateware.axil_register_file.AxiLiteRegisterFile` that the
-tests compare against.
+tests compare against; :class:`MovingRoFields` drives a register file's ``ro``
+inputs from a cycle counter so that reads can be checked against known values.
 """
+
+import random
+
+from amaranth import Cat
 
 from squeezenic_hw.gateware.axil import AxiResp
 
 __all__ = ["OKAY", "SLVERR", "DEFAULT_TIMEOUT", "axil_write", "axil_read",
-           "AxiLiteRegisterModel"]
+           "AxiLiteRegisterModel", "MovingRoFields"]
 
 OKAY = AxiResp.OKAY.value
 SLVERR = AxiResp.SLVERR.value
@@ -221,3 +226,42 @@ class AxiLiteRegisterModel:
                 self.snapshots[reg.counter64] = (value >> 32) & 0xFFFF_FFFF
             return value & 0xFFFF_FFFF, OKAY
         return self.snapshots[reg.counter64], OKAY
+
+
+class MovingRoFields:
+    """``ro`` inputs of a register file that change every cycle, with known values.
+
+    Field ``f`` of width ``w`` is ``cnt + c_f`` (mod ``2**w``) in the cycle where the
+    counter ``cnt`` equals ``cycle``; a 64-bit field is the low 32 counter bits
+    twice, plus ``c_f``, so that its two halves differ. ``c_f`` are seeded random
+    constants.
+
+    Parameters
+    ----------
+    ro_fields : dict
+        ``{name: width}`` of the register file (``AxiLiteRegisterFile.ro_fields``).
+    seed : int
+    """
+
+    def __init__(self, ro_fields, *, seed=0):
+        self.ro_fields = dict(ro_fields)
+        rng = random.Random(seed)
+        self.ro_const = {name: rng.getrandbits(64) for name in self.ro_fields}
+
+    def value(self, field, cycle):
+        """The field's value in the cycle where the counter equals ``cycle``."""
+        width = self.ro_fields[field]
+        c = cycle & 0xFFFF_FFFF
+        if width == 64:
+            return ((c << 32 | c) + self.ro_const[field]) & ((1 << 64) - 1)
+        return (cycle + self.ro_const[field]) & ((1 << width) - 1)
+
+    def drive(self, m, ro, cnt):
+        """Drive the register file's ``ro`` port (its fields) from the 64-bit ``cnt``."""
+        for name, width in self.ro_fields.items():
+            const = self.ro_const[name]
+            if width == 64:
+                value = Cat(cnt[:32], cnt[:32]) + const
+            else:
+                value = cnt + (const & ((1 << width) - 1))
+            m.d.comb += getattr(ro, name).eq(value[:width])

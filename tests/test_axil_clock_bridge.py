@@ -18,16 +18,21 @@ and payloads steady until their handshakes.
 import random
 
 import pytest
-from amaranth import Cat, Elaboratable, Module, Signal
+from amaranth import Elaboratable, Module, Signal
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.axil_clock_bridge import AxiLiteClockBridge
 from squeezenic_hw.gateware.axil_register_file import AxiLiteRegisterFile
 from squeezenic_hw.regmap import RegisterMap
-from squeezenic_hw.sim.axil import OKAY, SLVERR, AxiLiteRegisterModel, axil_read, axil_write
-
-MASK64 = (1 << 64) - 1
+from squeezenic_hw.sim.axil import (
+    OKAY,
+    SLVERR,
+    AxiLiteRegisterModel,
+    MovingRoFields,
+    axil_read,
+    axil_write,
+)
 
 # (axil period, sync period, sync phase) in seconds
 CLOCKS = {
@@ -57,15 +62,8 @@ class Bench(Elaboratable):
         self.bridge = AxiLiteClockBridge(s_domain="axil", m_domain="sync")
         self.rf = AxiLiteRegisterFile(rm)
         self.cnt = Signal(64)
-        rng = random.Random(seed)
-        self.ro_const = {name: rng.getrandbits(64) for name in self.rf.ro_fields}
-
-    def ro_value(self, field, cycle):
-        width = self.rf.ro_fields[field]
-        c = cycle & 0xFFFF_FFFF
-        if width == 64:
-            return ((c << 32 | c) + self.ro_const[field]) & MASK64
-        return (cycle + self.ro_const[field]) & ((1 << width) - 1)
+        self.moving = MovingRoFields(self.rf.ro_fields, seed=seed)
+        self.ro_value = self.moving.value
 
     def elaborate(self, platform):
         m = Module()
@@ -73,13 +71,7 @@ class Bench(Elaboratable):
         m.submodules.rf = rf = self.rf
         wiring.connect(m, self.bridge.m, rf.axil)
         m.d.sync += self.cnt.eq(self.cnt + 1)
-        for name, width in rf.ro_fields.items():
-            const = self.ro_const[name]
-            if width == 64:
-                value = Cat(self.cnt[:32], self.cnt[:32]) + const
-            else:
-                value = self.cnt + (const & ((1 << width) - 1))
-            m.d.comb += getattr(rf.ro, name).eq(value[:width])
+        self.moving.drive(m, rf.ro, self.cnt)
         return m
 
 

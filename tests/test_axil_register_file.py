@@ -16,15 +16,21 @@ transaction and back-to-back throughput in the zero-delay runs.
 import random
 
 import pytest
-from amaranth import Cat, Elaboratable, Module, Signal
+from amaranth import Elaboratable, Module, Signal
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.axil_register_file import AxiLiteRegisterFile
 from squeezenic_hw.regmap import RegisterMap
-from squeezenic_hw.sim.axil import OKAY, SLVERR, AxiLiteRegisterModel, axil_read, axil_write
+from squeezenic_hw.sim.axil import (
+    OKAY,
+    SLVERR,
+    AxiLiteRegisterModel,
+    MovingRoFields,
+    axil_read,
+    axil_write,
+)
 
-MASK64 = (1 << 64) - 1
 WRITE_KEYS = {"aw_delay", "w_delay", "bready_delay"}
 READ_KEYS = {"ar_delay", "rready_delay"}
 
@@ -35,28 +41,14 @@ class Bench(Elaboratable):
     def __init__(self, regmap, *, seed=0, **kwargs):
         self.dut = AxiLiteRegisterFile(regmap, **kwargs)
         self.cnt = Signal(64)
-        rng = random.Random(seed)
-        self.ro_const = {name: rng.getrandbits(64) for name in self.dut.ro_fields}
-
-    def ro_value(self, field, cycle):
-        """The ``ro`` field's value in the cycle where ``cnt == cycle``."""
-        width = self.dut.ro_fields[field]
-        c = cycle & 0xFFFF_FFFF
-        if width == 64:
-            return ((c << 32 | c) + self.ro_const[field]) & MASK64
-        return (cycle + self.ro_const[field]) & ((1 << width) - 1)
+        self.moving = MovingRoFields(self.dut.ro_fields, seed=seed)
+        self.ro_value = self.moving.value
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = self.dut
         m.d.sync += self.cnt.eq(self.cnt + 1)
-        for name, width in dut.ro_fields.items():
-            const = self.ro_const[name]
-            if width == 64:
-                value = Cat(self.cnt[:32], self.cnt[:32]) + const
-            else:
-                value = self.cnt + (const & ((1 << width) - 1))
-            m.d.comb += getattr(dut.ro, name).eq(value[:width])
+        self.moving.drive(m, dut.ro, self.cnt)
         return m
 
 

@@ -2,11 +2,10 @@
 """The OpenNIC plugin simulated through its OpenNIC ports, against the numpy reference."""
 
 import random
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from amaranth import Cat, Module
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from lane_scenarios import host_stream, mixed_traffic
@@ -15,9 +14,7 @@ from squeezenic_hw import lane_reference as lr
 from squeezenic_hw.array_reference import array_reference
 from squeezenic_hw.checker_reference import CHECKER_KEYS
 from squeezenic_hw.frames import Header, build_host_frame
-from squeezenic_hw.gateware.axil import AXIL_SLAVE_PORTS
 from squeezenic_hw.gateware.gradient_generator import config_values
-from squeezenic_hw.gateware.lane_layouts import AxisBeat
 from squeezenic_hw.gateware.opennic_plugin import OpenNicPlugin
 from squeezenic_hw.gateware.rx_controller import RX_COUNTERS
 from squeezenic_hw.gateware.squeezenic_core import SqueezeNicCore
@@ -26,48 +23,9 @@ from squeezenic_hw.generator import GeneratorConfig
 from squeezenic_hw.plugin_regmap import PLUGIN_ID, PluginParams, version_word
 from squeezenic_hw.sim.axil import OKAY, SLVERR, axil_read, axil_write
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
+from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset
 
 CODECS = ["fp16", "sign"]
-AXIL = [name for name, _, _ in AXIL_SLAVE_PORTS]
-
-
-def flat_stream(top, prefix, i):
-    """``valid``/``ready``/``payload`` of interface ``i`` of a flat OpenNIC stream."""
-    def part(name, width):
-        return getattr(top, f"{prefix}_{name}")[i * width:(i + 1) * width]
-    payload = AxisBeat(Cat(part("tdata", 512), part("tkeep", 64), part("tlast", 1),
-                           part("tuser_size", 16), part("tuser_src", 16),
-                           part("tuser_dst", 16)))
-    return SimpleNamespace(valid=part("tvalid", 1), ready=part("tready", 1), payload=payload)
-
-
-def axil_bus(top):
-    return SimpleNamespace(**{name: getattr(top, f"s_axil_{name}") for name in AXIL})
-
-
-def add_clocks(sim, top):
-    """axis_aclk 250 MHz and axil_aclk 125 MHz, phase aligned, as the shell makes them."""
-    async def clocks(ctx):
-        t = 0
-        while True:
-            ctx.set(top.axis_aclk, t % 2 == 0)
-            ctx.set(top.axil_aclk, t % 4 < 2)
-            await ctx.delay(2e-9)
-            t += 1
-    sim.add_process(clocks)
-
-
-async def reset(ctx, top):
-    ctx.set(top.mod_rstn, 0)
-    for _ in range(8):
-        await ctx.tick("axil")
-    assert ctx.get(top.mod_rst_done) == 0xFFFE
-    ctx.set(top.mod_rstn, 0xFFFF)
-    for _ in range(40):
-        await ctx.tick("axil")
-        if ctx.get(top.mod_rst_done) & 1:
-            break
-    assert ctx.get(top.mod_rst_done) == 0xFFFF
 
 
 def _reg(rm, name):

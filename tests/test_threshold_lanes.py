@@ -197,3 +197,34 @@ def test_threshold_round_trip_through_both_lanes():
     got = np.concatenate([np.frombuffer(f.data[HEADER_LEN:], dtype="<u4") for f in rx.frames])
     expected = np.where(keep_mask(x, 2.0), x.view(np.uint32), 0).astype(np.uint32)
     assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("lengths", [
+    [*range(1, 81), *range(340, 364)],                                 # every last beat
+    pytest.param(list(range(1, 364)), marks=pytest.mark.slow),        # every length
+], ids=["sample", "all"])
+def test_tx_threshold_every_host_frame_length(lengths):
+    """Host frames of 1…80 and 340…363 elements (every partial last beat; all of 1…363
+    under ``-m slow``), back to back at 10 %: one host beat per cycle, the reference's
+    frames."""
+    rng = np.random.default_rng(17)
+    n = sum(lengths)
+    frames = host_stream(rng, "threshold", n_total=n, lengths=lengths, scale=1.0,
+                         values=sparse_gradient(rng, n, 0.1), flush_last=True)
+    run = simulate_lane(TxLane(codecs=["threshold"]), frames, quiet=200)
+    check_against_reference(run, frames, "tx", codecs=["threshold"])
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+
+
+@pytest.mark.parametrize("max_host", [1, 17, 100])
+def test_rx_threshold_host_frame_cuts(max_host):
+    """Small host frames cut wire frames mid-beat: the expander's jobs start anywhere."""
+    rng = np.random.default_rng(max_host)
+    frames = []
+    for density in (0.02, 0.4):
+        frames += _wire(rng, density, n_streams=1, elements=(150, 300), other_codec=None,
+                        bypass_rate=0.0)
+    run = simulate_lane(RxLane(codecs=["threshold"], max_host_elements=max_host), frames,
+                        idle=0.2, backpressure=0.3, seed=max_host)
+    check_against_reference(run, frames, "rx", codecs=["threshold"],
+                            max_host_elements=max_host)

@@ -14,33 +14,19 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from amaranth import Cat  # noqa: E402
 from amaranth.sim import Simulator  # noqa: E402
 from traffic import stream_test_traffic  # noqa: E402
 
 from squeezenic_hw import lane_reference as lr  # noqa: E402
 from squeezenic_hw.codecs import codec_info  # noqa: E402
-from squeezenic_hw.gateware.lane_layouts import AxisBeat  # noqa: E402
 from squeezenic_hw.gateware.opennic_plugin import OpenNicPlugin  # noqa: E402
 from squeezenic_hw.plugin_regmap import PluginParams  # noqa: E402
 from squeezenic_hw.sim.axil import OKAY, axil_write  # noqa: E402
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource  # noqa: E402
-
-AXIL = ("awvalid", "awaddr", "awready", "wvalid", "wdata", "wready", "bvalid", "bresp",
-        "bready", "arvalid", "araddr", "arready", "rvalid", "rdata", "rresp", "rready")
-
-
-def _stream(top, prefix):
-    def part(name, width):
-        return getattr(top, f"{prefix}_{name}")[:width]
-    payload = AxisBeat(Cat(part("tdata", 512), part("tkeep", 64), part("tlast", 1),
-                           part("tuser_size", 16), part("tuser_src", 16),
-                           part("tuser_dst", 16)))
-    return SimpleNamespace(valid=part("tvalid", 1), ready=part("tready", 1), payload=payload)
+from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset  # noqa: E402
 
 
 def main(argv=None):
@@ -66,14 +52,14 @@ def main(argv=None):
 
     top = OpenNicPlugin(params)
     rm = top.regmap
-    bus = SimpleNamespace(**{n: getattr(top, f"s_axil_{n}") for n in AXIL})
-    h2c = FrameSource(_stream(top, "s_axis_qdma_h2c"),
+    bus = axil_bus(top)
+    h2c = FrameSource(flat_stream(top, "s_axis_qdma_h2c"),
                       [AxisFrame(f, src=s, dst=0x1234) for f, s in tx_in])
-    rx = FrameSource(_stream(top, "s_axis_adap_rx_250mhz"),
+    rx = FrameSource(flat_stream(top, "s_axis_adap_rx_250mhz"),
                      [AxisFrame(f, src=s, dst=0x4321) for f, s in rx_in])
-    tx = FrameSink(_stream(top, "m_axis_adap_tx_250mhz"), n_frames=len(want_tx),
+    tx = FrameSink(flat_stream(top, "m_axis_adap_tx_250mhz"), n_frames=len(want_tx),
                    timeout=100_000)
-    c2h = FrameSink(_stream(top, "m_axis_qdma_c2h"), n_frames=len(want_c2h), timeout=100_000)
+    c2h = FrameSink(flat_stream(top, "m_axis_qdma_c2h"), n_frames=len(want_c2h), timeout=100_000)
     stats = {"t": 0}
 
     async def count(ctx):
@@ -81,21 +67,8 @@ def main(argv=None):
             await ctx.tick()
             stats["t"] += 1
 
-    async def clocks(ctx):
-        t = 0
-        while True:
-            ctx.set(top.axis_aclk, t % 2 == 0)
-            ctx.set(top.axil_aclk, t % 4 < 2)
-            await ctx.delay(2e-9)
-            t += 1
-
     async def bench(ctx):
-        ctx.set(top.mod_rstn, 0)
-        for _ in range(8):
-            await ctx.tick("axil")
-        ctx.set(top.mod_rstn, 0xFFFF)
-        while not ctx.get(top.mod_rst_done) & 1:
-            await ctx.tick("axil")
+        await reset(ctx, top)
         stats["wall0"], t_start = time.perf_counter(), stats["t"]
         while h2c.done_cycle is None:
             await ctx.tick()
@@ -107,7 +80,7 @@ def main(argv=None):
         stats["wall"] = time.perf_counter() - stats["wall0"]
 
     sim = Simulator(top)
-    sim.add_process(clocks)
+    add_clocks(sim, top)
     sim.add_testbench(count, background=True)
     for model in (h2c, rx, tx, c2h):
         sim.add_testbench(model.run, background=True)
