@@ -352,9 +352,13 @@ class TxController(wiring.Component):
                 m.d.comb += size_j.eq(HEADER_LEN + ((n_bits + j * cur_width + 7) >> 3))
             fitting = Signal(range(ELEMENTS_PER_BEAT + 1))
             m.d.comb += fitting.eq(_popcount(fit))
+            # fit is a thermometer (fits_j implies fits_i for i < j, and is 0 past v), so
+            # "all v fit" is one bit of it: a mux, not the count and a compare
+            sparse_all_fit = Signal()
+            m.d.comb += sparse_all_fit.eq(Array(fit)[v - 1])
             # All v fit: no close (a threshold frame closes only when an element does
             # not fit, or on flush/mismatch/idle/end), so room must exceed v.
-            m.d.comb += room.eq(Mux(cur_sparse, Mux(fitting == v, ELEMENTS_PER_BEAT + 1,
+            m.d.comb += room.eq(Mux(cur_sparse, Mux(sparse_all_fit, ELEMENTS_PER_BEAT + 1,
                                                     fitting),
                                     dense_room))
         else:
@@ -373,7 +377,7 @@ class TxController(wiring.Component):
         rest_fits = Signal()       # the rest of the beat fits one new frame
         if self._sparse:
             m.d.comb += [
-                all_fit.eq(Mux(cur_sparse, fitting == v, v < dense_room)),
+                all_fit.eq(Mux(cur_sparse, sparse_all_fit, v < dense_room)),
                 exact_fit.eq(~cur_sparse & (v == dense_room)),
                 rest_fits.eq(cur_sparse | ((v - dense_room) < cur_cap)),
             ]
