@@ -20,7 +20,7 @@ For each unit of :data:`UNITS` it measures
   ``declared`` is the unit's ``LATENCY``.
   Input beats are random integers of the payload's width, so the ``params``
   field is random too: good for timing, not for checking results;
-* with :func:`squeezenic_hw.synth.synthesize` (Yosys ``synth_xilinx -family
+* with :func:`squeezenic_hw.flows.synth.synthesize` (Yosys ``synth_xilinx -family
   xcup``, out of context): ``LUT``, ``FF``, ``CARRY``, ``DSP``, ``depth`` (cells
   on the longest path between registers/ports, see ``squeezenic_hw/synth.py``),
   ``synth_s`` (Yosys wall time) and ``peak_mib`` (Yosys peak memory). Logs are
@@ -62,8 +62,8 @@ UNITS = [
     ("squeezenic_hw.gateware.codecs.fixed", "FixedDecoder"),
     ("squeezenic_hw.gateware.codecs.qsgd", "QsgdEncoder"),
     ("squeezenic_hw.gateware.codecs.qsgd", "QsgdDecoder"),
-    ("squeezenic_hw.gateware.fp32_mul", "Fp32Multiplier"),   # not a stream: synthesis only
-    ("squeezenic_hw.gateware.counter_rng", "CounterRng"),     # not a stream: synthesis only
+    ("squeezenic_hw.gateware.codecs.fp32_mul", "Fp32Multiplier"),   # not a stream: synthesis only
+    ("squeezenic_hw.gateware.codecs.counter_rng", "CounterRng"),     # not a stream: synthesis only
 ]
 
 COLUMNS = ["unit", "latency", "declared", "beats_per_cycle", "max_run",
@@ -112,8 +112,8 @@ def measure_stream(dut, beats, seed):
 
 
 def measure_synth(dut, workdir, timeout):
-    """Synthesis figures of ``dut`` (see :func:`squeezenic_hw.synth.synthesize`)."""
-    from squeezenic_hw.synth import synthesize
+    """Synthesis figures of ``dut`` (see :func:`squeezenic_hw.flows.synth.synthesize`)."""
+    from squeezenic_hw.flows.synth import synthesize
 
     summary = synthesize(dut, workdir=workdir, timeout=timeout).summary()
     return {key: summary[key] for key in ("LUT", "FF", "CARRY", "DSP", "depth",

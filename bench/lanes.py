@@ -31,10 +31,10 @@ sys.path.insert(0, "tests")
 from lane_scenarios import host_stream, wire_of  # noqa: E402
 
 from squeezenic_hw.cli.output import render  # noqa: E402
-from squeezenic_hw.codecs import CODECS  # noqa: E402
-from squeezenic_hw.gateware.rx_lane import RxLane  # noqa: E402
-from squeezenic_hw.gateware.tx_lane import TxLane  # noqa: E402
+from squeezenic_hw.gateware.rx.lane import RxLane  # noqa: E402
+from squeezenic_hw.gateware.tx.lane import TxLane  # noqa: E402
 from squeezenic_hw.sim.lane import simulate_lane  # noqa: E402
+from squeezenic_hw.spec.codecs import CODECS  # noqa: E402
 
 BYPASS = bytes.fromhex("ffffffffffff020000000001" "0806") + bytes(200)
 
@@ -69,7 +69,7 @@ def measure(codec):
 
 
 def synth_rows(codecs):
-    from squeezenic_hw.synth import synthesize
+    from squeezenic_hw.flows.synth import synthesize
     rows = []
     for name, make in [("TxLane", lambda: TxLane(codecs=codecs)),
                        ("RxLane", lambda: RxLane(codecs=codecs))]:

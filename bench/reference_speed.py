@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 from squeezenic_hw.cli.output import add_format_option, render
-from squeezenic_hw.codecs import CODECS
-from squeezenic_hw.codecs import reference as ref
+from squeezenic_hw.reference import codecs as ref
 from squeezenic_hw.sim.vectors import gradient_like
+from squeezenic_hw.spec.codecs import CODECS
 
 COLUMNS = ["codec", "param", "stochastic", "encode_s", "decode_s", "encode_melem_s",
            "decode_melem_s"]

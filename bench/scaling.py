@@ -49,17 +49,16 @@ from amaranth.lib.wiring import Out
 from amaranth.sim import Simulator
 
 from squeezenic_hw.cli.output import render
-from squeezenic_hw.gateware.gradient_generator import config_values
-from squeezenic_hw.gateware.lane_arrays import CheckerCounters, RxArray, TxArray
-from squeezenic_hw.generator import GeneratorConfig
-from squeezenic_hw.report import (
+from squeezenic_hw.flows.report import (
     DEFAULT_CACHE_DIR,
     Block,
     linear_fit,
     lut_mem,
     synthesize_blocks,
 )
-from squeezenic_hw.throughput import codec_setting
+from squeezenic_hw.flows.throughput import codec_setting
+from squeezenic_hw.gateware.arrays.lane_arrays import CheckerCounters, RxArray, TxArray
+from squeezenic_hw.spec.generator import GeneratorConfig, config_values
 
 LANES = (1, 2, 4, 8, 16, 32, 64)
 CLOCK_HZ = 250e6
@@ -138,7 +137,7 @@ def measure_sim(n, codec_spec, cycles, warmup):
 
 def array_blocks(n, codec_name):
     """``[(Block, count)]`` of TxArray(100·n) and RxArray(100·n) (the report's blocks)."""
-    from squeezenic_hw.frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+    from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
     codecs = (codec_name,)
     return [

@@ -37,14 +37,15 @@ sys.path.insert(0, "tests")
 
 from lane_scenarios import host_stream  # noqa: E402
 
-from squeezenic_hw import lane_reference as lr  # noqa: E402
 from squeezenic_hw.cli.output import render  # noqa: E402
-from squeezenic_hw.codecs.threshold import keep_mask  # noqa: E402
-from squeezenic_hw.frames import HEADER_LEN, parse  # noqa: E402
-from squeezenic_hw.gateware.rx_lane import RxLane  # noqa: E402
-from squeezenic_hw.gateware.tx_lane import TxLane  # noqa: E402
+from squeezenic_hw.gateware.rx.lane import RxLane  # noqa: E402
+from squeezenic_hw.gateware.tx.lane import TxLane  # noqa: E402
+from squeezenic_hw.reference import lane as lr  # noqa: E402
+from squeezenic_hw.reference.threshold import keep_mask  # noqa: E402
 from squeezenic_hw.sim.lane import simulate_lane  # noqa: E402
 from squeezenic_hw.sim.vectors import sparse_gradient  # noqa: E402
+from squeezenic_hw.spec.frames import parse  # noqa: E402
+from squeezenic_hw.spec.header import HEADER_LEN
 
 CODECS = ["threshold"]
 COLUMNS = ["density", "kept", "tx_in_bpc", "rx_out_bpc", "rx_in_bpc", "tx_latency",
@@ -107,11 +108,11 @@ def measure(density, frames=24, seed=0):
 
 
 def synth_rows():
-    from squeezenic_hw.gateware.index_to_bitmap import IndexToBitmap
-    from squeezenic_hw.gateware.sparse_compactor import SparseCompactor
-    from squeezenic_hw.gateware.sparse_expander import SparseExpander
-    from squeezenic_hw.gateware.sparse_frame_builder import SparseFrameBuilder
-    from squeezenic_hw.synth import synthesize
+    from squeezenic_hw.flows.synth import synthesize
+    from squeezenic_hw.gateware.sparse.compactor import SparseCompactor
+    from squeezenic_hw.gateware.sparse.expander import SparseExpander
+    from squeezenic_hw.gateware.sparse.frame_builder import SparseFrameBuilder
+    from squeezenic_hw.gateware.sparse.index_to_bitmap import IndexToBitmap
     rows = []
     for name, make in [("TxLane(threshold)", lambda: TxLane(codecs=CODECS)),
                        ("RxLane(threshold)", lambda: RxLane(codecs=CODECS)),

@@ -4,7 +4,7 @@
 ``valid`` mask, garbage in the invalid lanes, a random ``offset`` per frame and
 a random ``meta`` per beat), runs the unit through
 :func:`squeezenic_hw.sim.streams.run_stream`, and compares every output beat
-with the numpy reference (:mod:`squeezenic_hw.codecs.reference`) bit for bit:
+with the numpy reference (:mod:`squeezenic_hw.reference.codecs`) bit for bit:
 valid elements equal the reference, invalid elements are zero, ``valid`` and
 ``meta`` pass through. Mismatches are listed (the first few) in the assertion.
 
@@ -19,7 +19,8 @@ import numpy as np
 from amaranth import Shape, unsigned
 from amaranth.lib import data
 
-from squeezenic_hw.gateware.codec_unit import ELEMENTS_PER_BEAT, EncoderUnit
+from squeezenic_hw.gateware.codecs.unit import EncoderUnit
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.sim.streams import run_stream
 
 __all__ = [
@@ -54,7 +55,7 @@ def reference_outputs(codec, encoder, values, params, offset):
     ``encoder``: codes of the fp32 bit patterns ``values``; else the fp32 bits
     that the codes ``values`` decode to.
     """
-    from squeezenic_hw.codecs import reference as ref
+    from squeezenic_hw.reference import codecs as ref
 
     values = np.asarray(values, dtype=np.uint32)
     kwargs = dict(param=params["param"], scale=f32(params["scale"]), aux=f32(params["aux"]))

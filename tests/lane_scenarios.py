@@ -1,7 +1,7 @@
 """Traffic for the lane tests: tensor streams, bypass frames for every reason, and the check.
 
-Everything is built with :mod:`squeezenic_hw.frames` and compared with
-:mod:`squeezenic_hw.lane_reference`, so the lanes are judged against the
+Everything is built with :mod:`squeezenic_hw.spec.frames` and compared with
+:mod:`squeezenic_hw.reference.lane`, so the lanes are judged against the
 numpy reference, frame for frame and byte for byte.
 """
 
@@ -10,21 +10,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from squeezenic_hw import lane_reference as lr
-from squeezenic_hw.codecs import codec_info
-from squeezenic_hw.frames import (
-    FLAG_ENCODED,
-    FLAG_FLUSH,
-    FLAG_STOCHASTIC,
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.sim.axis import AxisFrame
+from squeezenic_hw.sim.vectors import EDGE_F32_BITS, gradient_like
+from squeezenic_hw.spec.codecs import codec_info, f32_bits
+from squeezenic_hw.spec.frames import (
     BypassReason,
     Header,
     build_host_frame,
     build_wire_frame,
-    f32_bits,
     ipv4_checksum,
 )
-from squeezenic_hw.sim.axis import AxisFrame
-from squeezenic_hw.sim.vectors import EDGE_F32_BITS, gradient_like
+from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH, FLAG_STOCHASTIC
 
 __all__ = ["host_stream", "bad_frames", "mixed_traffic", "check_against_reference",
            "codec_params", "patch"]
@@ -85,6 +82,38 @@ def host_stream(rng, codec, *, n_total, max_k=363, param=None, stochastic=None, 
         pos += n
         k += 1
     return frames
+
+
+def host_frame(**kw):
+    """A host frame of four 1.0 values with header fields ``kw``."""
+    return build_host_frame(Header(**kw), np.ones(4, np.float32))
+
+
+#: A host frame every lane processes (fixed, 8 bits, 4 elements).
+GOOD_HOST_FRAME = host_frame(codec=3, param=8)
+
+
+def bad_host_frames():
+    """One crafted frame per TX bypass reason."""
+    R = BypassReason
+    return {
+        R.SHORT_FRAME: GOOD_HOST_FRAME[:63],
+        R.NOT_IPV4: patch(GOOD_HOST_FRAME, 12, b"\x08\x06"),
+        R.IP_OPTIONS: patch(GOOD_HOST_FRAME, 14, b"\x46"),
+        R.FRAGMENTED: patch(GOOD_HOST_FRAME, 20, b"\x20\x00"),
+        R.NOT_UDP: patch(GOOD_HOST_FRAME, 23, b"\x06"),
+        R.OTHER_PORT: patch(GOOD_HOST_FRAME, 36, b"\x00\x35"),
+        R.IP_CHECKSUM: patch(GOOD_HOST_FRAME, 24, b"\x12\x34", fix_checksum=False),
+        R.IP_LENGTH: patch(GOOD_HOST_FRAME, 16, b"\x00\x10"),
+        R.UDP_LENGTH: patch(GOOD_HOST_FRAME, 38, b"\x00\x10"),
+        R.VERSION: patch(GOOD_HOST_FRAME, 42, b"\x02"),
+        R.RESERVED_FLAGS: patch(GOOD_HOST_FRAME, 45, b"\x08"),
+        R.ALREADY_ENCODED: patch(GOOD_HOST_FRAME, 45, b"\x01"),
+        R.CODEC: host_frame(codec=7),
+        R.PARAM: host_frame(codec=3, param=1),
+        R.ZERO_N: build_host_frame(Header(codec=0), np.zeros(0, np.float32)),
+        R.LENGTH: patch(GOOD_HOST_FRAME, 46, b"\x03\x00"),
+    }
 
 
 def bad_frames(lane):
@@ -198,7 +227,7 @@ def check_tuser(run, frames, lane):
     """Bypassed frames keep their tuser_src/dst; built frames take those of the frame they
     start from (TX: the host frame holding the wire frame's first element; RX: the wire
     frame). Streams must have distinct source IPs (as :func:`mixed_traffic` makes them)."""
-    from squeezenic_hw.frames import parse
+    from squeezenic_hw.spec.frames import parse
 
     inputs = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
     bypassed = iter([f for f in inputs if f.data in {o.data for o in run.frames}
@@ -221,14 +250,14 @@ def check_tuser(run, frames, lane):
 
 
 def _is_processed(data, lane):
-    from squeezenic_hw.frames import classify_host_frame, classify_wire_frame
+    from squeezenic_hw.spec.frames import classify_host_frame, classify_wire_frame
 
     fn = classify_host_frame if lane == "tx" else classify_wire_frame
     return fn(data)[1] is None
 
 
 def _is_built_output(data, lane):
-    from squeezenic_hw.frames import classify_host_frame, classify_wire_frame
+    from squeezenic_hw.spec.frames import classify_host_frame, classify_wire_frame
 
     fn = classify_wire_frame if lane == "tx" else classify_host_frame
     return fn(data)[1] is None

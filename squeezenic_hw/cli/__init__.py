@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from .. import __version__
+from squeezenic_hw import __version__
 
 COMMANDS = [
     "codecs_cmd",

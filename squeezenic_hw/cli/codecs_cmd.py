@@ -1,6 +1,7 @@
 """``squeezenic-hw codecs``: the codec set and the presets."""
 
-from ..codecs import ALL_CODECS, PRESETS, codec_info
+from squeezenic_hw.spec.codecs import ALL_CODECS, PRESETS, codec_info
+
 from .output import add_format_option, render
 
 NAME = "codecs"

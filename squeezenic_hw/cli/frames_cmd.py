@@ -2,19 +2,18 @@
 
 import numpy as np
 
-from ..codecs import PRESETS, codec_info, preset_params, validate_param
-from ..frames import (
+from squeezenic_hw.pcap import write_frames
+from squeezenic_hw.spec.codecs import PRESETS, codec_info, f32_bits, preset_params, validate_param
+from squeezenic_hw.spec.frames import Header, build_host_frame
+from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     DEFAULT_PORT,
     FLAG_FLUSH,
     FLAG_STOCHASTIC,
     HEADER_LEN,
     MAX_PKT_LEN,
-    Header,
-    build_host_frame,
-    f32_bits,
 )
-from ..pcap import write_frames
+
 from . import CliError
 from .output import add_format_option, render
 

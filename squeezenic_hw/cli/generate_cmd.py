@@ -5,7 +5,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+
 from . import CliError
 from .output import add_format_option, render
 from .reference_cmd import parse_codecs
@@ -71,8 +72,8 @@ def run(args):
         print(f"[{time.perf_counter() - start:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
     if args.target == "opennic":
-        from ..opennic_build import PLUGIN_FILES, write_opennic_plugin
-        from ..plugin_regmap import PluginParams
+        from squeezenic_hw.flows.opennic import PLUGIN_FILES, write_opennic_plugin
+        from squeezenic_hw.regmap.plugin import PluginParams
         try:
             params = PluginParams(num_intf=values["num-intf"], host_bw=host_bw,
                                   codecs=codecs, mtu=values["mtu"], port=values["port"],
@@ -97,7 +98,7 @@ def run(args):
     else:
         if values["num-intf"] != 1:
             raise CliError("--num-intf applies to --target opennic only")
-        from ..u280_loopback import write_u280_plan
+        from squeezenic_hw.flows.u280 import write_u280_plan
         progress(f"elaborating the U280 loopback design (host_bw {host_bw} Gb/s)")
         try:
             paths = write_u280_plan(out, host_bw=host_bw, codecs=codecs, mtu=values["mtu"],
@@ -123,7 +124,7 @@ def run(args):
 
 
 def _print_registers(params, fmt):
-    from ..plugin_regmap import plugin_register_map
+    from squeezenic_hw.regmap.plugin import plugin_register_map
 
     rm = plugin_register_map(params)
     if fmt == "markdown":

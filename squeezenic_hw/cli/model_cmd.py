@@ -113,9 +113,9 @@ def _float(text, option):
 
 def build_config(args):
     """Turn parsed options into a :class:`~squeezenic_hw.model.ModelConfig`."""
-    from ..model import ModelConfig, parse_bandwidth, parse_size, parse_time
-    from ..model.compression import resolve_compression
-    from ..model.workloads import workload
+    from squeezenic_hw.model import ModelConfig, parse_bandwidth, parse_size, parse_time
+    from squeezenic_hw.model.compression import resolve_compression
+    from squeezenic_hw.model.workloads import workload
 
     nodes = [_int(n, "--nodes") for n in str(args.nodes).split(",") if n.strip()]
     if not nodes:
@@ -224,7 +224,7 @@ def _title(result):
 
 
 def run(args):
-    from ..model import evaluate
+    from squeezenic_hw.model import evaluate
 
     try:
         config = build_config(args)
@@ -233,7 +233,7 @@ def run(args):
         raise _option_error(exc) from None
     rows = result_rows(result)
     if args.plot:
-        from ..model.plot import plot_result
+        from squeezenic_hw.model.plot import plot_result
         try:
             plot_result(result, args.plot)
         except (OSError, ValueError) as exc:

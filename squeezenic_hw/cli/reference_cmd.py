@@ -1,8 +1,9 @@
 """``squeezenic-hw reference tx|rx``: run the numpy reference of a lane on a pcap."""
 
-from .. import lane_reference
-from ..frames import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
-from ..pcap import read_frames, write_frames
+from squeezenic_hw.pcap import read_frames, write_frames
+from squeezenic_hw.reference import lane as lane_reference
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+
 from . import CliError
 from .output import add_format_option, render
 

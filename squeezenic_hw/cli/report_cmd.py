@@ -18,7 +18,7 @@ _PCT_TABLE = ["host_bw", "codec", "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "
 
 
 def add_arguments(parser):
-    from ..report import DEFAULT_CACHE_DIR, DEFAULT_HOST_BWS
+    from squeezenic_hw.flows.report import DEFAULT_CACHE_DIR, DEFAULT_HOST_BWS
 
     parser.add_argument("--host-bw", default=",".join(map(str, DEFAULT_HOST_BWS)),
                         metavar="GBPS,...",
@@ -53,7 +53,7 @@ def add_arguments(parser):
 
 
 def _host_bws(text):
-    from ..gateware.lane_arrays import lanes_for
+    from squeezenic_hw.spec.scaling import lanes_for
 
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -70,7 +70,7 @@ def _host_bws(text):
 
 
 def _codecs(text):
-    from ..report import _codec_name
+    from squeezenic_hw.flows.report import _codec_name
 
     items = [s.strip() for s in text.split(",") if s.strip()]
     for item in items:
@@ -82,7 +82,7 @@ def _codecs(text):
 
 
 def run(args):
-    from ..report import BlockSynthesisError, build_report
+    from squeezenic_hw.flows.report import BlockSynthesisError, build_report
 
     host_bws = _host_bws(args.host_bw)
     codecs = _codecs(args.codecs)
@@ -104,7 +104,7 @@ def run(args):
         return 1
     print(format_report(report, args.format, breakdown=args.breakdown), end="")
     if args.plot:
-        from ..report import plot_utilisation
+        from squeezenic_hw.flows.report import plot_utilisation
         plot_utilisation(report, args.plot)
         progress(f"wrote {args.plot}")
     return 0
@@ -112,7 +112,13 @@ def run(args):
 
 def format_report(report, fmt, *, breakdown=False):
     """The report as text in ``fmt`` (table, csv, json, markdown)."""
-    from ..report import BLOCK_COLUMNS, GROWTH_COLUMNS, SUMMARY_COLUMNS, WHOLE_COLUMNS, notes
+    from squeezenic_hw.flows.report import (
+        BLOCK_COLUMNS,
+        GROWTH_COLUMNS,
+        SUMMARY_COLUMNS,
+        WHOLE_COLUMNS,
+        notes,
+    )
 
     if fmt == "json":
         return render([], [], "json", json_obj=report)

@@ -2,8 +2,9 @@
 
 import sys
 
-from .. import lane_reference
-from ..pcap import read_frames, write_frames
+from squeezenic_hw.pcap import read_frames, write_frames
+from squeezenic_hw.reference import lane as lane_reference
+
 from . import CliError
 from .output import add_format_option, render
 from .reference_cmd import add_lane_options, parse_codecs
@@ -49,9 +50,9 @@ def _progress_printer(enabled, total_frames):
 
 def run(args):
     # Imported here: elaborating gateware is not needed by the other commands.
-    from ..gateware.rx_lane import RxLane
-    from ..gateware.tx_lane import TxLane
-    from ..sim.lane import simulate_lane
+    from squeezenic_hw.gateware.rx.lane import RxLane
+    from squeezenic_hw.gateware.tx.lane import TxLane
+    from squeezenic_hw.sim.lane import simulate_lane
 
     codecs = parse_codecs(args.codecs)
     idle = _probability("idle", args.idle)

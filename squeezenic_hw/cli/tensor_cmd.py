@@ -2,9 +2,11 @@
 
 import numpy as np
 
-from ..codecs import THRESHOLD_ID
-from ..frames import DEFAULT_PORT, HEADER_LEN, BypassReason, classify_host_frame
-from ..pcap import read_frames
+from squeezenic_hw.pcap import read_frames
+from squeezenic_hw.spec.codecs import THRESHOLD_ID
+from squeezenic_hw.spec.frames import BypassReason, classify_host_frame
+from squeezenic_hw.spec.header import DEFAULT_PORT, HEADER_LEN
+
 from . import CliError
 from .output import add_format_option, render
 

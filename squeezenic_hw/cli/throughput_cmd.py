@@ -3,7 +3,8 @@ host_bw sweep, from Amaranth simulation."""
 
 import sys
 
-from ..throughput import by_frame_length, by_host_bw, codec_setting
+from squeezenic_hw.flows.throughput import by_frame_length, by_host_bw, codec_setting
+
 from . import CliError
 from .output import add_format_option, render
 

@@ -19,7 +19,7 @@ which is b/32 times about 1.015 at the default MTU of 1518 bytes.
 import math
 from dataclasses import dataclass
 
-from ..codecs import CODECS, PRESETS, codec_info, validate_param
+from squeezenic_hw.spec.codecs import CODECS, PRESETS, codec_info, validate_param
 
 __all__ = ["Compression", "resolve_compression", "wire_rate", "lookup_codec",
            "SQUEEZENIC_HEADER_BYTES", "UDP_HEADER_BYTES"]

@@ -28,7 +28,8 @@ milliseconds a 25 MB partition spends on a 100 Gb/s wire, as the paper says
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..codecs import validate_param
+from squeezenic_hw.spec.codecs import validate_param
+
 from .compression import lookup_codec
 from .units import GBIT
 
@@ -64,7 +65,7 @@ class HwCost:
     Attributes
     ----------
     codec : str
-        Codec name (``squeezenic_hw.codecs.CODECS``).
+        Codec name (``squeezenic_hw.spec.codecs.CODECS``).
     param : int
         Codec parameter (0 when the codec takes none).
     host_bw_gbps : int

@@ -16,10 +16,10 @@ from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 from traffic import TUSER_DST_C2H, TUSER_DST_TX, expected_src, make_streams, tx_bypass_frames
 
-from squeezenic_hw import lane_reference as lr
-from squeezenic_hw.array_reference import array_reference
-from squeezenic_hw.frames import classify_host_frame, classify_wire_frame
-from squeezenic_hw.generator import GeneratorConfig
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.reference.array import array_reference
+from squeezenic_hw.spec.frames import classify_host_frame, classify_wire_frame
+from squeezenic_hw.spec.generator import GeneratorConfig
 
 CHECKER = ("frames", "elements", "bytes", "gaps", "last_offset_end", "bypass", "crc")
 WIDE = {"frames", "elements", "bytes", "gaps", "bypass"}      # 64-bit: _lo/_hi

@@ -16,8 +16,8 @@ from traffic import (
     stream_test_traffic,
 )
 
-from squeezenic_hw import lane_reference as lr
-from squeezenic_hw.frames import classify_host_frame, classify_wire_frame
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.spec.frames import classify_host_frame, classify_wire_frame
 
 PLUGIN_ID = 0x53515A4E      # "SQZN"
 

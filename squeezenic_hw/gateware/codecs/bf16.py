@@ -7,7 +7,9 @@ the carry); any NaN becomes the quiet NaN 0x7FC0 with its sign. Decoding is
 
 from amaranth import Cat, Const, Mux, Signal
 
-from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["Bf16Encoder", "Bf16Decoder"]
 
@@ -16,7 +18,7 @@ class Bf16Encoder(EncoderUnit):
     """``bf16`` encoder: code = round-to-nearest-even of the upper half.
 
     Latency 1 cycle; one beat per cycle; holds under backpressure
-    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = 1
     CODE_WIDTH = 16

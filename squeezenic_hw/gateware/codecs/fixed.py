@@ -2,7 +2,6 @@
 
 from amaranth import Const, Mux
 
-from ..codec_unit import DecoderUnit, EncoderUnit
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
@@ -11,6 +10,7 @@ from .levels import (
     build_scaled_values,
     top_bit,
 )
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["FixedEncoder", "FixedDecoder"]
 
@@ -30,7 +30,7 @@ class FixedEncoder(EncoderUnit):
     4 in the multiplier, 2 to decompose and round, 1 to form the code), in
     both rounding modes. Throughput: one beat per cycle. Backpressure: the
     whole pipeline holds (see
-    :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = ENCODE_LATENCY + 1
     CODE_WIDTH = 16

@@ -9,7 +9,9 @@ normals, NaN payloads are kept).
 
 from amaranth import Cat, Const, Mux, Signal
 
-from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["Fp16Encoder", "Fp16Decoder"]
 
@@ -19,7 +21,7 @@ class Fp16Encoder(EncoderUnit):
 
     Latency 2 cycles (shift and round bits, then the rounding increment); one
     beat per cycle; holds under backpressure
-    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = 2
     CODE_WIDTH = 16

@@ -19,8 +19,8 @@ then ``fl32(c · aux)`` on the same multiplier.
 
 from amaranth import Const, Mux, Signal
 
-from ..counter_rng import CounterRng
-from ..fp32_mul import Fp32Multiplier
+from .counter_rng import CounterRng
+from .fp32_mul import Fp32Multiplier
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "int_to_fp32",
            "build_scaled_values", "max_level", "top_bit"]

@@ -10,8 +10,10 @@ Decoding gives ``sign << 31 | e' << 23``: ±0 for ``e' = 0``, ±inf for 255.
 
 from amaranth import Cat, Const, Mux, Signal
 
-from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
-from ..counter_rng import CounterRng
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+
+from .counter_rng import CounterRng
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["NaturalEncoder", "NaturalDecoder"]
 
@@ -22,7 +24,7 @@ class NaturalEncoder(EncoderUnit):
     Latency ``CounterRng.LATENCY + 1`` cycles in both modes (the elements wait
     for the random draws, then one cycle compares and rounds); one beat per
     cycle; holds under backpressure, the generator included
-    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = CounterRng.LATENCY + 1
     CODE_WIDTH = 9

@@ -2,14 +2,8 @@
 
 from amaranth import Const
 
-from ..codec_unit import DecoderUnit, EncoderUnit
-from .levels import (
-    DECODE_LATENCY,
-    ENCODE_LATENCY,
-    build_levels,
-    build_scaled_values,
-    top_bit,
-)
+from .levels import DECODE_LATENCY, ENCODE_LATENCY, build_levels, build_scaled_values, top_bit
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["QsgdEncoder", "QsgdDecoder"]
 

@@ -1,6 +1,8 @@
 """Codec 0, ``raw``: fp32 bits unchanged."""
 
-from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["RawEncoder", "RawDecoder"]
 
@@ -9,7 +11,7 @@ class RawEncoder(EncoderUnit):
     """``raw`` encoder: code = the element's 32 bits.
 
     Latency 1 cycle; one beat per cycle; holds under backpressure
-    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = 1
     CODE_WIDTH = 32

@@ -7,7 +7,9 @@ for code 1 (bit copies: NaN payloads and signed zeros are kept).
 
 from amaranth import Mux
 
-from ..codec_unit import ELEMENTS_PER_BEAT, DecoderUnit, EncoderUnit
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+
+from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["SignEncoder", "SignDecoder"]
 
@@ -16,7 +18,7 @@ class SignEncoder(EncoderUnit):
     """``sign`` encoder: code = the element's sign bit.
 
     Latency 1 cycle; one beat per cycle; holds under backpressure
-    (see :class:`~squeezenic_hw.gateware.codec_unit.PipelinedBeatUnit`).
+    (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = 1
     CODE_WIDTH = 1

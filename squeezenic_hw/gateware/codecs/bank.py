@@ -1,0 +1,183 @@
+"""Every codec of a lane in one pipeline: ``EncoderBank`` (TX) and ``DecoderBank`` (RX).
+
+A lane carries frames of different codecs back to back, so it cannot route a
+beat to one unit and hope the units' different latencies keep the order.
+Instead a bank builds the datapath of every codec it is given inside *one*
+pipeline with one shared stall (the units' ``datapath`` methods, see
+:class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`), delays the
+shorter ones to the longest latency and selects the result by the beat's
+codec id. Beats therefore leave in order, one per cycle, whatever the codec.
+
+Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
+the packer and unpacker see one layout for every codec.
+"""
+
+from amaranth import Signal, unsigned
+from amaranth.lib import data
+
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT, quiet_if_rejected
+from squeezenic_hw.spec.codecs import codec_info
+
+from .bf16 import Bf16Decoder, Bf16Encoder
+from .fixed import FixedDecoder, FixedEncoder
+from .fp16 import Fp16Decoder, Fp16Encoder
+from .natural import NaturalDecoder, NaturalEncoder
+from .qsgd import QsgdDecoder, QsgdEncoder
+from .raw import RawDecoder, RawEncoder
+from .sign import SignDecoder, SignEncoder
+from .unit import (
+    PipelinedBeatUnit,
+    decoder_input_layout,
+    decoder_output_layout,
+    encoder_input_layout,
+    encoder_output_layout,
+)
+
+__all__ = ["ENCODERS", "DECODERS", "bank_meta_layout", "EncoderBank", "DecoderBank",
+           "codec_widths"]
+
+#: Encoder unit class of each codec id.
+ENCODERS = {0: RawEncoder, 1: Fp16Encoder, 2: Bf16Encoder, 3: FixedEncoder,
+            4: QsgdEncoder, 5: SignEncoder, 6: NaturalEncoder}
+#: Decoder unit class of each codec id.
+DECODERS = {0: RawDecoder, 1: Fp16Decoder, 2: Bf16Decoder, 3: FixedDecoder,
+            4: QsgdDecoder, 5: SignDecoder, 6: NaturalDecoder,
+            # threshold: the RX lane's SparseExpander already put the kept values (or
+            # +0.0) in the codes, so decoding is the identity
+            7: RawDecoder}
+
+
+def codec_widths(codecs):
+    """The set of code widths (bits per element) the codecs can use."""
+    widths = set()
+    for c in codecs:
+        info = codec_info(c)
+        if info.variable:
+            continue   # threshold has no code width: it is not packed by the WirePacker
+        if info.bits is not None:
+            widths.add(info.bits)
+        else:
+            widths.update(range(info.param_range[0], info.param_range[1] + 1))
+    return widths
+
+
+def bank_meta_layout(user_shape):
+    """The bank's ``meta``: the beat's codec id (selects the result) and the user's side-band."""
+    return data.StructLayout({"codec": unsigned(3), "user": user_shape})
+
+
+def _resolve(codecs, table):
+    ids = sorted({codec_info(c).id for c in codecs})
+    if not ids:
+        raise ValueError("codecs: a bank needs at least one codec")
+    missing = [i for i in ids if i not in table]
+    if missing:
+        raise ValueError(f"codecs: no hardware for codec id(s) {missing}")
+    return ids
+
+
+def _unit(cls):
+    unit = cls()
+    # Only the unit's datapath is used (inside the bank's module); it is never elaborated.
+    unit._MustUse__silence = True
+    return unit
+
+
+class _Bank(PipelinedBeatUnit):
+    _TABLE = None
+
+    @quiet_if_rejected
+    def __init__(self, codecs, in_layout, out_layout):
+        self._codecs = _resolve(codecs, self._TABLE)
+        self._units = {c: _unit(self._TABLE[c]) for c in self._codecs}
+        # An instance attribute: the base class reads ``self.LATENCY``.
+        self.LATENCY = max(u.LATENCY for u in self._units.values())
+        super().__init__(in_layout, out_layout)
+
+    @property
+    def codecs(self):
+        return tuple(self._codecs)
+
+    def _unit_input(self, m, unit, payload):
+        return payload
+
+    def datapath(self, m, stager, payload):
+        codec = stager.delay(payload.meta.codec, self.LATENCY, name="codec")
+        results = {}
+        for c, unit in self._units.items():
+            values = unit.datapath(m, stager, self._unit_input(m, unit, payload))
+            pad = self.LATENCY - unit.LATENCY
+            results[c] = [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
+                          for e, v in enumerate(values)]
+        out = [Signal(32, name=f"result{e}") for e in range(ELEMENTS_PER_BEAT)]
+        with m.Switch(codec):
+            for c, values in results.items():
+                with m.Case(c):
+                    m.d.comb += [o.eq(v) for o, v in zip(out, values, strict=True)]
+        return out
+
+
+class EncoderBank(_Bank):
+    """The TX lane's encoders: host beats of any built-in codec in, 32-bit codes out.
+
+    Parameters
+    ----------
+    codecs : iterable of str or int
+        Codecs to build (ids 0–6).
+    meta_shape : shape
+        The user side-band (``meta.user``) carried with each beat.
+
+    Ports: ``i`` takes :func:`encoder_input_layout` with ``meta`` =
+    :func:`bank_meta_layout`; ``o`` gives :func:`encoder_output_layout` of
+    width 32 with the same ``meta``. The beat's ``meta.codec`` chooses the codec.
+
+    Latency: the longest latency of the codecs built (11 cycles with ``fixed``
+    or ``qsgd``, 9 with ``natural``, else 1–2). Throughput: one beat per cycle,
+    codecs mixed freely. Backpressure: the whole pipeline holds; nothing is
+    dropped or reordered.
+    """
+    _TABLE = ENCODERS
+    _OUT_FIELD = "codes"
+
+    def __init__(self, codecs, *, meta_shape=unsigned(1)):
+        meta = bank_meta_layout(meta_shape)
+        super().__init__(codecs, encoder_input_layout(meta), encoder_output_layout(32, meta))
+
+
+class DecoderBank(_Bank):
+    """The RX lane's decoders: 32-bit codes of any built-in codec in, fp32 beats out.
+
+    Parameters
+    ----------
+    codecs : iterable of str or int
+        Codecs to build (ids 0–6).
+    meta_shape : shape
+        The user side-band (``meta.user``) carried with each beat.
+
+    Ports: ``i`` takes :func:`decoder_input_layout` of width 32 with ``meta`` =
+    :func:`bank_meta_layout`; ``o`` gives :func:`decoder_output_layout`.
+    Each codec sees only its own code width (the bits above are ignored).
+
+    Latency: the longest latency of the decoders built (6 cycles with
+    ``fixed`` or ``qsgd``, else 1). Throughput: one beat per cycle.
+    Backpressure: the whole pipeline holds.
+    """
+    _TABLE = DECODERS
+    _OUT_FIELD = "elements"
+
+    def __init__(self, codecs, *, meta_shape=unsigned(1)):
+        meta = bank_meta_layout(meta_shape)
+        super().__init__(codecs, decoder_input_layout(32, meta), decoder_output_layout(meta))
+
+    def _unit_input(self, m, unit, payload):
+        # Truncate the codes to the unit's width: the view the unit was written for.
+        layout = decoder_input_layout(unit.CODE_WIDTH, payload.meta.shape())
+        view = Signal(layout, name=f"{type(unit).__name__.lower()}_in")
+        m.d.comb += [
+            view.valid.eq(payload.valid),
+            view.params.eq(payload.params),
+            view.meta.eq(payload.meta),
+        ]
+        for e in range(ELEMENTS_PER_BEAT):
+            m.d.comb += view.codes[e].eq(payload.codes[e])
+        return view

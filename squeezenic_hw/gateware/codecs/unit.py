@@ -1,0 +1,169 @@
+"""Beat layouts and the pipeline base shared by every codec encoder/decoder unit.
+
+A codec unit works on one 512-bit beat: 16 fp32 elements (element ``e`` is
+bits ``32e+31 … 32e`` of ``tdata``), a per-element ``valid`` mask for partial
+beats, and the frame's codec parameters. It is a stream component that takes
+one beat per clock and gives one beat per clock after a fixed latency.
+
+A ``meta`` field of any shape rides along unchanged with each beat, so that the
+lanes can carry their own side-band (frame boundaries, header fields) through a
+unit without a FIFO beside it.
+"""
+
+from amaranth import Module, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+from squeezenic_hw.gateware.common.stream import Stager
+
+__all__ = [
+    "CodecParams",
+    "encoder_input_layout", "encoder_output_layout",
+    "decoder_input_layout", "decoder_output_layout",
+    "PipelinedBeatUnit",
+]
+
+
+class CodecParams(data.Struct):
+    """Per-frame codec parameters, as carried in the SqueezeNIC header."""
+    param: unsigned(8)        # codec parameter (bits per element for fixed/qsgd)
+    stochastic: unsigned(1)   # header flag bit 1
+    scale: unsigned(32)       # fp32 bits
+    aux: unsigned(32)         # fp32 bits
+    seed: unsigned(32)
+
+
+def _elements(width):
+    return data.ArrayLayout(unsigned(width), ELEMENTS_PER_BEAT)
+
+
+def encoder_input_layout(meta_shape=unsigned(1)):
+    """One host beat into an encoder.
+
+    ``offset`` is the tensor index of element 0 of *this beat*; element ``e``
+    has tensor index ``offset + e`` (used by the random draws of section 5).
+    """
+    return data.StructLayout({
+        "elements": _elements(32),
+        "valid": unsigned(ELEMENTS_PER_BEAT),
+        "offset": unsigned(32),
+        "params": CodecParams,
+        "meta": meta_shape,
+    })
+
+
+def encoder_output_layout(code_width, meta_shape=unsigned(1)):
+    """Codes out of an encoder: code ``e`` in its low bits, upper bits zero.
+
+    Codes of elements whose ``valid`` bit is clear are zero.
+    """
+    return data.StructLayout({
+        "codes": _elements(code_width),
+        "valid": unsigned(ELEMENTS_PER_BEAT),
+        "meta": meta_shape,
+    })
+
+
+def decoder_input_layout(code_width, meta_shape=unsigned(1)):
+    """Codes into a decoder; bits above the codec's width are ignored."""
+    return data.StructLayout({
+        "codes": _elements(code_width),
+        "valid": unsigned(ELEMENTS_PER_BEAT),
+        "params": CodecParams,
+        "meta": meta_shape,
+    })
+
+
+def decoder_output_layout(meta_shape=unsigned(1)):
+    """Decoded fp32 elements; elements whose ``valid`` bit is clear are zero."""
+    return data.StructLayout({
+        "elements": _elements(32),
+        "valid": unsigned(ELEMENTS_PER_BEAT),
+        "meta": meta_shape,
+    })
+
+
+class PipelinedBeatUnit(wiring.Component):
+    """Base class: a fixed-latency, fully pipelined beat transformer.
+
+    Subclasses set ``LATENCY`` (cycles, at least 1) and implement
+    ``datapath(m, stager, payload)``, which must return the output payload's
+    data field (``codes`` or ``elements``) registered exactly ``LATENCY`` times
+    through ``stager.reg``. The base carries ``valid`` and ``meta`` alongside,
+    zeroes invalid elements, and does the stream handshake.
+
+    Latency: ``LATENCY`` cycles from an accepted input beat to its output beat.
+    Throughput: one beat per cycle.
+    Backpressure: when ``o.valid & ~o.ready`` the whole pipeline holds
+    (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered, and
+    bubbles inside the pipeline are squeezed out while the output waits.
+    """
+
+    LATENCY = None
+    _OUT_FIELD = None    # "codes" (encoders) or "elements" (decoders)
+
+    def __init__(self, in_layout, out_layout):
+        if not isinstance(self.LATENCY, int) or self.LATENCY < 1:
+            raise TypeError(f"{type(self).__name__}.LATENCY must be a positive int")
+        super().__init__({
+            "i": In(stream.Signature(in_layout)),
+            "o": Out(stream.Signature(out_layout)),
+        })
+
+    @property
+    def latency(self):
+        return self.LATENCY
+
+    def datapath(self, m, stager, payload):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def elaborate(self, platform):
+        m = Module()
+        enable = Signal()
+        m.d.comb += [
+            enable.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(enable),
+        ]
+        stager = Stager(m, enable)
+        valid = self.i.valid
+        mask = self.i.payload.valid
+        meta = self.i.payload.meta
+        for k in range(self.LATENCY):
+            valid = stager.reg(valid, name=f"valid_d{k + 1}")
+            mask = stager.reg(mask, name=f"mask_d{k + 1}")
+            meta = stager.reg(meta, name=f"meta_d{k + 1}")
+        result = self.datapath(m, stager, self.i.payload)
+        out_field = getattr(self.o.payload, self._OUT_FIELD)
+        m.d.comb += [
+            self.o.valid.eq(valid),
+            self.o.payload.valid.eq(mask),
+            self.o.payload.meta.eq(meta),
+        ]
+        for e in range(ELEMENTS_PER_BEAT):
+            with m.If(mask[e]):
+                m.d.comb += out_field[e].eq(result[e])
+        return m
+
+
+class EncoderUnit(PipelinedBeatUnit):
+    """Base for encoders: ``datapath`` returns the 16 codes (a list or array)."""
+    CODE_WIDTH = None
+    _OUT_FIELD = "codes"
+
+    def __init__(self, *, meta_shape=unsigned(1)):
+        super().__init__(encoder_input_layout(meta_shape),
+                         encoder_output_layout(self.CODE_WIDTH, meta_shape))
+
+
+class DecoderUnit(PipelinedBeatUnit):
+    """Base for decoders: ``datapath`` returns the 16 fp32 elements."""
+    CODE_WIDTH = None
+    _OUT_FIELD = "elements"
+
+    def __init__(self, *, meta_shape=unsigned(1)):
+        super().__init__(decoder_input_layout(self.CODE_WIDTH, meta_shape),
+                         decoder_output_layout(meta_shape))
+
+
+__all__ += ["EncoderUnit", "DecoderUnit"]

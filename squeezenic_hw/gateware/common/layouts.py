@@ -1,0 +1,170 @@
+"""Beat and side-band layouts shared by the blocks of the TX and RX lanes.
+
+* :class:`AxisBeat` — one beat of an OpenNIC AXI-Stream (``tdata`` 512,
+  ``tkeep`` 64, ``tlast``, ``tuser_size``/``tuser_src``/``tuser_dst``).
+* :class:`Reason` — why a frame bypasses a lane (0 = it does not); the
+  hardware twin of :class:`squeezenic_hw.spec.frames.BypassReason`, same order.
+* :class:`PackMeta` — what the TX controller tells the packer about a beat of
+  codes (how many, their width, where the open wire frame closes).
+* Header byte helpers: the first beat of a frame is the whole 64-byte header;
+  byte ``i`` is ``tdata[8i + 7 : 8i]``.
+"""
+
+import functools
+import types
+
+from amaranth import Cat, Elaboratable, unsigned
+from amaranth.lib import data, enum, stream
+
+from squeezenic_hw.spec.frames import BypassReason
+
+__all__ = [
+    "DATA_BYTES", "BEAT_BITS", "ELEMENTS_PER_BEAT", "CODES_PER_JOB", "AxisBeat",
+    "axis_signature", "Reason", "reason_of", "PackMeta",
+    "header_bytes", "field_be", "field_le", "quiet_if_rejected",
+]
+
+
+def quiet_if_rejected(init):
+    """Decorate a component's ``__init__``: when it rejects its parameters, the half-built
+    component (and any it made) is never elaborated, so Amaranth's ``UnusedElaboratable``
+    warning would only add noise to the one-line error the user should see."""
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except Exception:
+            for value in [self, *vars(self).values()]:
+                if isinstance(value, Elaboratable):
+                    value._MustUse__silence = True
+            raise
+    return wrapper
+
+#: Bytes per 512-bit beat.
+DATA_BYTES = 64
+#: Bits per beat.
+BEAT_BITS = 8 * DATA_BYTES
+#: fp32 elements per beat.
+ELEMENTS_PER_BEAT = BEAT_BITS // 32
+#: Codes per codec job: one beat of fp32 elements.
+CODES_PER_JOB = ELEMENTS_PER_BEAT
+
+
+class AxisBeat(data.Struct):
+    """One beat of OpenNIC's 512-bit AXI-Stream (``tvalid``/``tready`` are the stream's)."""
+    data: unsigned(512)   # tdata, byte 0 in bits 7:0
+    keep: unsigned(64)    # tkeep, holes only on the last beat
+    last: unsigned(1)     # tlast
+    size: unsigned(16)    # tuser_size: frame length in bytes, valid from the first beat
+    src: unsigned(16)     # tuser_src, passed through
+    dst: unsigned(16)     # tuser_dst, passed through
+
+
+def axis_signature():
+    """``stream.Signature`` of :class:`AxisBeat` (use with ``In``/``Out``)."""
+    return stream.Signature(AxisBeat)
+
+
+def _reason_members(namespace):
+    namespace["__module__"] = __name__
+    namespace["__qualname__"] = "Reason"
+    namespace["__doc__"] = (
+        "Bypass reason code: 0 (``NONE``) = processed, else "
+        ":class:`~squeezenic_hw.spec.frames.BypassReason` in check order, from 1.")
+    namespace["NONE"] = 0
+    for code, reason in enumerate(BypassReason, start=1):
+        namespace[reason.name] = code
+
+
+#: The hardware twin of :class:`~squeezenic_hw.spec.frames.BypassReason`, derived from it:
+#: ``NONE`` = 0, then every reason in check order.
+Reason = types.new_class("Reason", (enum.Enum,),
+                         {"shape": unsigned(len(BypassReason).bit_length())}, _reason_members)
+
+
+def reason_of(bypass_reason):
+    """The :class:`Reason` for a :class:`~squeezenic_hw.spec.frames.BypassReason` (or ``None``)."""
+    return Reason.NONE if bypass_reason is None else Reason[bypass_reason.name]
+
+
+class PackMeta(data.Struct):
+    """Side-band of one beat of codes on its way to the packer.
+
+    The beat's codes ``0 … count-1`` are valid (a prefix); each is ``width``
+    bits in the low bits of its 32-bit field, zero above.
+
+    * ``close_mid``: the open wire frame closes after code ``split - 1``
+      (``1 ≤ split < count``); codes ``split … count-1`` open the next one.
+    * ``close_end``: the open wire frame closes after code ``count - 1`` (with
+      ``count = 0`` this is a close with no new codes). Never together with
+      ``close_mid``.
+    * ``keep``/``base``/``layout``: ``threshold`` jobs only (see
+      :class:`~.sparse_compactor.SparseCompactor`); zero otherwise.
+    """
+    width: unsigned(6)      # bits per code, 1…32
+    count: unsigned(5)      # valid codes, 0…16
+    split: unsigned(5)      # with close_mid: codes in the closing frame, 1…count-1 (0: threshold)
+    close_mid: unsigned(1)
+    close_end: unsigned(1)
+    # threshold only (the sparse path; the packer ignores them):
+    keep: unsigned(16)      # element e of the job is kept (e < count)
+    base: unsigned(16)      # index of element 0 within the open wire frame
+    layout: unsigned(1)     # with a close: the closing frame's layout (0 bitmap, 1 index list)
+
+
+def header_bytes(value, start, length):
+    """Bytes ``start … start+length-1`` of a beat's data, byte ``start`` lowest."""
+    return value[8 * start:8 * (start + length)]
+
+
+def field_le(value, start, length):
+    """A little-endian header field (the SqueezeNIC fields)."""
+    return header_bytes(value, start, length)
+
+
+def field_be(value, start, length):
+    """A big-endian header field (Ethernet/IP/UDP): byte ``start`` is the most significant."""
+    return Cat(*[value[8 * b:8 * b + 8] for b in reversed(range(start, start + length))])
+
+
+class RingWrite(data.Struct):
+    """Up to two payload beats of a wire frame, from the packer into the frame ring.
+
+    ``beats[0 … count-1]`` are the next payload beats, in order. ``commit``: the
+    wire frame being written closes after them (all of its beats are in).
+    """
+    beats: data.ArrayLayout(unsigned(512), 2)
+    count: unsigned(2)      # 0…2
+    commit: unsigned(1)
+
+
+class FrameToken(data.Struct):
+    """One output frame of a lane, in output order, for the frame merger.
+
+    ``built = 1``: the merger sends ``header`` as the first beat, then
+    ``⌈(size − 64)/64⌉`` beats from its payload stream (``tkeep`` of the last
+    one from ``size``). ``built = 0``: the merger forwards the next whole frame
+    (up to ``tlast``) of its bypass stream unchanged, and ``header``/``size``
+    /``src``/``dst`` are ignored.
+    """
+    built: unsigned(1)
+    header: unsigned(512)
+    size: unsigned(16)
+    src: unsigned(16)
+    dst: unsigned(16)
+
+
+__all__ += ["RingWrite", "FrameToken", "token_tag_layout", "desc_layout"]
+
+
+def token_tag_layout():
+    """What rides through the header builder with each descriptor, to become a FrameToken."""
+    return data.StructLayout({"built": unsigned(1), "size": unsigned(16),
+                              "src": unsigned(16), "dst": unsigned(16)})
+
+
+def desc_layout(tag_shape):
+    """The header builder's input: template header and the fields to rewrite."""
+    return data.StructLayout({"template": unsigned(512), "size": unsigned(16),
+                              "n": unsigned(16), "offset": unsigned(32), "flags": unsigned(8),
+                              "tag": tag_shape})

@@ -1,0 +1,157 @@
+"""The OpenNIC plugin's logic in one clock domain: host lanes, generator arrays, registers.
+
+::
+
+    h2c[i] ─► TxLane i ─────────────┬─(i = 0, arrays)─► FrameArbiter ─► tx[i]
+                    TxArray (N gens) ┘                   (tuser_dst = 1 << (6 + i))
+    rx[i] ─► (i = 0, arrays) SourcePortSplitter ─┬─► RxLane i ─► c2h[i]  (tuser_dst = 1 << i)
+                                                 └─► RxArray (N lanes + checkers)
+    axil ─► AxiLiteRegisterFile (map: squeezenic_hw.regmap.plugin)
+
+:class:`~.opennic_plugin.OpenNicPlugin` wraps it with OpenNIC's port names, its
+two clocks and its reset.
+"""
+
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
+from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
+from squeezenic_hw.gateware.arrays.source_port_splitter import SourcePortSplitter
+from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
+from squeezenic_hw.gateware.axil.register_file import AxiLiteRegisterFile
+from squeezenic_hw.gateware.common.layouts import axis_signature
+from squeezenic_hw.gateware.lane.control import close_when_idle
+from squeezenic_hw.gateware.rx.lane import RxLane
+from squeezenic_hw.gateware.tx.lane import TxLane
+from squeezenic_hw.regmap.plugin import (
+    CHECKER_COUNTERS,
+    GENERATOR_REGISTERS,
+    PluginParams,
+    build_constants,
+    plugin_register_map,
+)
+from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
+
+__all__ = ["SqueezeNicCore"]
+
+
+class SqueezeNicCore(wiring.Component):
+    """Every stream and register of the OpenNIC plugin, in the ``sync`` (250 MHz) domain.
+
+    Parameters
+    ----------
+    params : PluginParams
+        Build parameters (interfaces, host_bw, codecs, MTU, port, ...).
+
+    Attributes
+    ----------
+    axil : In(AxiLiteSignature())
+        The register file (map: :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`).
+    h2c, rx : In(axis_signature()).array(num_intf)
+        Host frames from QDMA; wire frames from the packet adapter.
+    c2h, tx : Out(axis_signature()).array(num_intf)
+        Host frames to QDMA; wire frames to the packet adapter.
+    regmap : RegisterMap
+
+    Notes
+    -----
+    Latency: a TX lane's (plus 1 cycle for the arbiter when the generator
+    arrays are built); an RX lane's (plus 1 for the splitter). Throughput: one
+    beat per cycle per stream (the lanes'). Backpressure: each stream's
+    ``ready`` holds its lane; on interface 0 with arrays, a stalled ``tx`` holds
+    the arbiter and so both the host lane and the generators; a stalled host
+    ``c2h`` holds the splitter (head of line), hence the checker lanes too.
+    Nothing is dropped.
+    """
+
+    def __init__(self, params=None):
+        self.params = params = PluginParams() if params is None else params
+        if not isinstance(params, PluginParams):
+            raise ValueError(f"params must be a PluginParams, got {type(params).__name__}")
+        self.regmap = plugin_register_map(params)
+        n = params.num_intf
+        super().__init__({
+            "axil": In(AxiLiteSignature()),
+            "h2c": In(axis_signature()).array(n),
+            "c2h": Out(axis_signature()).array(n),
+            "tx": Out(axis_signature()).array(n),
+            "rx": In(axis_signature()).array(n),
+        })
+
+    def elaborate(self, platform):
+        p = self.params
+        m = Module()
+        m.submodules.regs = regs = AxiLiteRegisterFile(self.regmap)
+        wiring.connect(m, wiring.flipped(self.axil), regs.axil)
+        for name, value in build_constants(p).items():
+            m.d.comb += getattr(regs.ro, name).eq(value)
+
+        lane_args = dict(codecs=p.codecs, port=p.port)
+        arrays = p.gen_lanes > 0
+        for i in range(p.num_intf):
+            tx = m.submodules[f"host_tx{i}"] = TxLane(mtu=p.mtu, idle_timeout=None,
+                                                      **lane_args)
+            rx = m.submodules[f"host_rx{i}"] = RxLane(
+                max_host_elements=p.max_host_elements, **lane_args)
+            m.d.comb += [
+                tx.cfg_port.eq(regs.rw.udp_port), tx.cfg_enable.eq(regs.rw.enable),
+                tx.cfg_idle_timeout.eq(regs.rw.idle_timeout),
+                rx.cfg_port.eq(regs.rw.udp_port), rx.cfg_enable.eq(regs.rw.enable),
+            ]
+            # tx_close is a one-cycle pulse; the lane acts at its first idle cycle
+            close_when_idle(m, tx, regs.pulse.tx_close[i], name=f"close_pending{i}")
+            for name in TX_COUNTERS:
+                m.d.comb += getattr(regs.ro, f"host{i}_tx_{name}").eq(tx.counters[name])
+            for name in RX_COUNTERS:
+                m.d.comb += getattr(regs.ro, f"host{i}_rx_{name}").eq(rx.counters[name])
+
+            wiring.connect(m, wiring.flipped(self.h2c[i]), tx.i)
+            wire_out = tx.o
+            wire_in = rx.i
+            if i == 0 and arrays:
+                wire_out, wire_in = self._arrays(m, regs, tx.o, rx.i)
+            # The packet adapter drops a frame without bit 6 + port of tuser_dst.
+            out = self.tx[i]
+            m.d.comb += [out.valid.eq(wire_out.valid), wire_out.ready.eq(out.ready),
+                         out.payload.eq(wire_out.payload),
+                         out.payload.dst.eq(1 << (6 + i))]
+            wiring.connect(m, wiring.flipped(self.rx[i]), wire_in)
+            host = self.c2h[i]
+            m.d.comb += [host.valid.eq(rx.o.valid), rx.o.ready.eq(host.ready),
+                         host.payload.eq(rx.o.payload), host.payload.dst.eq(1 << i)]
+        return m
+
+    def _arrays(self, m, regs, host_tx, host_rx):
+        """Generator and checker arrays on interface 0; returns (wire out, wire in)."""
+        p = self.params
+        txa = m.submodules.tx_array = TxArray(
+            p.host_bw, codecs=p.codecs, mtu=p.mtu, port=p.port,
+            src_port_base=p.src_port_base)
+        rxa = m.submodules.rx_array = RxArray(
+            p.host_bw, codecs=p.codecs, max_host_elements=p.max_host_elements, port=p.port)
+        m.d.comb += txa.ctrl.start.eq(regs.rw.gen_start)
+        for name, _, _ in GENERATOR_REGISTERS:
+            m.d.comb += getattr(txa.ctrl, name).eq(getattr(regs.rw, f"gen_{name}"))
+        m.d.comb += txa.close.eq(regs.pulse.gen_close)
+        for k in range(p.gen_lanes):
+            m.d.comb += getattr(regs.ro, f"lane{k}_frames_sent").eq(txa.frames_sent[k])
+            for name in TX_COUNTERS:
+                m.d.comb += getattr(regs.ro, f"lane{k}_tx_{name}").eq(
+                    txa.tx_counters[k][name])
+            for name in RX_COUNTERS:
+                m.d.comb += getattr(regs.ro, f"lane{k}_rx_{name}").eq(
+                    rxa.rx_counters[k][name])
+            for name, _ in CHECKER_COUNTERS:
+                m.d.comb += getattr(regs.ro, f"lane{k}_chk_{name}").eq(
+                    getattr(rxa.checkers[k], name))
+
+        m.submodules.wire_arbiter = arb = FrameArbiter(2)
+        wiring.connect(m, host_tx, arb.i[0])
+        wiring.connect(m, txa.o, arb.i[1])
+        m.submodules.wire_splitter = split = SourcePortSplitter(
+            p.src_port_base, p.gen_lanes, port=p.port)
+        wiring.connect(m, split.o[0], host_rx)
+        wiring.connect(m, split.o[1], rxa.i)
+        return arb.o, split.i

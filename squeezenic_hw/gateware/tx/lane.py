@@ -1,0 +1,269 @@
+"""The TX lane: host frames in, wire frames out (wire format section 6).
+
+::
+
+    i ─► FrameClassifier ─► TxController ─┬─ jobs ─► EncoderBank ─► WirePacker ─► WireRing ─┐
+                                          ├─ desc ─► HeaderBuilder ─► token FIFO ──────────┤
+                                          └─ bypass ─► bypass FIFO ────────────────────────┤
+                                                                      FrameMerger ─► o ◄───┘
+
+With ``threshold`` built in, its jobs take a second path to the ring::
+
+    jobs (codec 7) ─► SparseCompactor ─► SparseFrameBuilder ─► ring (in frame order)
+
+The builder writes a threshold frame's payload (layout, then values) once the
+frame has closed; the dense packer writes as it goes. An order FIFO, pushed
+when each wire frame opens, lets whichever path holds the oldest open frame
+write the ring, so payloads enter the ring in token order.
+
+The controller decides, in input order, which frames bypass and where wire
+frames close, and hands the merger one token per output frame in that
+order, so the lane emits exactly the frames of
+:func:`squeezenic_hw.reference.lane.tx`, in the same order. Wire frames are
+assembled whole in the ring before their header (with ``tuser_size``) leaves;
+the ring holds two of the largest wire frames, so assembling one never waits
+for the previous one to be sent.
+"""
+
+from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.codecs.bank import EncoderBank, codec_widths
+from squeezenic_hw.gateware.common.layouts import (
+    DATA_BYTES,
+    FrameToken,
+    PackMeta,
+    axis_signature,
+    quiet_if_rejected,
+    token_tag_layout,
+)
+from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between
+from squeezenic_hw.gateware.lane.classifier import FrameClassifier
+from squeezenic_hw.gateware.lane.control import token_stream
+from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
+from squeezenic_hw.gateware.lane.merger import FrameMerger
+from squeezenic_hw.gateware.sparse.compactor import SparseCompactor
+from squeezenic_hw.gateware.sparse.frame_builder import SparseFrameBuilder
+from squeezenic_hw.spec.codecs import THRESHOLD_ID
+from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN
+
+from .controller import TxController, tx_counters_layout
+from .packer import WirePacker
+from .ring import WireRing
+
+__all__ = ["TxLane"]
+
+
+class TxLane(wiring.Component):
+    """One 512-bit TX lane: classify, encode, pack, coalesce, write wire headers.
+
+    Parameters
+    ----------
+    codecs : iterable of str or int, optional
+        Codecs built in (default: 0–6; ``threshold``, 7, when named). Host
+        frames of other codecs bypass (reason ``codec``).
+    mtu : int
+        Largest wire frame in bytes, 68…9600 (default 1518; at least 130 with
+        ``threshold``).
+    port : int
+        SqueezeNIC UDP destination port.
+    idle_timeout : int or None
+        Cycles without a host frame after which the open wire frame closes.
+    bypass_depth : int
+        Beats of bypassed frames held while earlier wire frames are assembled.
+    token_depth : int
+        Output frames decided but not yet sent.
+
+    Ports: ``i`` (host AXI-Stream), ``o`` (wire AXI-Stream), ``close`` (close
+    the open wire frame when no frame is arriving: the end of a test or a
+    register write; ``close_done`` is high in the cycle it was acted on: the open
+    frame closed, or none was open), ``counters`` (:data:`~.tx_controller.TX_COUNTERS`),
+    ``cfg_port`` / ``cfg_enable`` / ``cfg_idle_timeout`` (run-time settings,
+    init ``port``, 1 and ``idle_timeout`` or 0 = never; ``cfg_enable`` = 0
+    passes every frame through as ``other_port``).
+
+    Latency: a wire frame's first beat leaves after its last code is packed
+    (it needs ``tuser_size``); measured figures are in ``docs/figures.md``.
+    Throughput: one host beat per cycle (see ``docs/lanes.md`` for the exact
+    conditions). Backpressure on ``o`` stalls the lane once its FIFOs and
+    ring are full; nothing is dropped.
+    """
+
+    @quiet_if_rejected
+    def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
+                 bypass_depth=64, token_depth=16):
+        check_fifo_depth("bypass_depth", bypass_depth, "beats")
+        check_fifo_depth("token_depth", token_depth, "frames")
+        self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout)
+        self._classifier = FrameClassifier("tx", port=port,
+                                           codecs=self._controller._codecs)
+        self._codecs = self._controller._codecs
+        self._mtu = mtu
+        self._bypass_depth = bypass_depth
+        self._token_depth = token_depth
+        super().__init__({
+            "i": In(axis_signature()),
+            "o": Out(axis_signature()),
+            "close": In(1),
+            "close_done": Out(1),
+            "counters": Out(tx_counters_layout()),
+            # run-time settings (plugin registers); undriven, they are the parameters
+            "cfg_port": In(16, init=port),
+            "cfg_enable": In(1, init=1),
+            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
+        })
+
+    @property
+    def codecs(self):
+        return tuple(self._codecs)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.classifier = classifier = self._classifier
+        m.submodules.controller = ctrl = self._controller
+        dense = [c for c in self._codecs if c != THRESHOLD_ID]
+        sparse = THRESHOLD_ID in self._codecs
+        max_beats = -(-(self._mtu - HEADER_LEN) // DATA_BYTES)
+        m.submodules.ring = ring = WireRing(max_beats)
+        m.submodules.headers = builder = HeaderBuilder(token_tag_layout())
+        m.submodules.merger = merger = FrameMerger()
+
+        wiring.connect(m, wiring.flipped(self.i), classifier.i)
+        wiring.connect(m, classifier.o, ctrl.i)
+        m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
+                     classifier.cfg_enable.eq(self.cfg_enable)]
+        m.d.comb += ctrl.cfg_idle_timeout.eq(self.cfg_idle_timeout)
+        m.d.comb += [ctrl.close.eq(self.close), self.close_done.eq(ctrl.close_done),
+                     self.counters.eq(ctrl.counters)]
+
+        # payload: controller → encoders → packer → ring → merger (dense codecs), or
+        # controller → compactor → builder → ring (threshold)
+        writers = {}
+        job_ready = {}
+        if dense:
+            m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta)
+            m.submodules.packer = packer = WirePacker(codec_widths(dense))
+            m.d.comb += [
+                bank.i.payload.eq(ctrl.jobs.payload),
+                packer.i.valid.eq(bank.o.valid),
+                bank.o.ready.eq(packer.i.ready),
+                packer.i.payload.codes.eq(bank.o.payload.codes),
+                packer.i.payload.valid.eq(bank.o.payload.valid),
+                packer.i.payload.meta.eq(bank.o.payload.meta.user),
+            ]
+            writers[0] = packer.o
+            job_ready[0] = (bank.i, bank.i.ready)
+        if sparse:
+            tail = data.StructLayout({"close_end": unsigned(1), "layout": unsigned(1)})
+            m.submodules.compactor = comp = SparseCompactor(meta_shape=tail)
+            m.submodules.sparse_builder = spb = SparseFrameBuilder(mtu=self._mtu)
+            job = ctrl.jobs.payload
+            u = job.meta.user
+            m.d.comb += [
+                comp.i.payload.values.as_value().eq(job.elements.as_value()),
+                comp.i.payload.keep.eq(u.keep),
+                comp.i.payload.count.eq(u.count),
+                comp.i.payload.base.eq(u.base),
+                comp.i.payload.split.eq(u.split),
+                comp.i.payload.close_mid.eq(u.close_mid),
+                comp.i.payload.meta.close_end.eq(u.close_end),
+                comp.i.payload.meta.layout.eq(u.layout),
+            ]
+            c = comp.o.payload
+            b = spb.i.payload
+            m.d.comb += [
+                spb.i.valid.eq(comp.o.valid),
+                comp.o.ready.eq(spb.i.ready),
+                b.values.eq(c.values), b.indices.eq(c.indices), b.kept.eq(c.kept),
+                b.kept_split.eq(c.kept_split), b.keep.eq(c.keep), b.count.eq(c.count),
+                b.split.eq(c.split), b.close_mid.eq(c.close_mid),
+                b.close_end.eq(c.meta.close_end), b.layout.eq(c.meta.layout),
+            ]
+            writers[1] = spb.o
+            job_ready[1] = (comp.i, comp.i.ready)
+        self._route_jobs(m, ctrl.jobs, job_ready, writers, ring)
+        wiring.connect(m, ring.o, merger.payload)
+
+        # tokens: controller → header builder → token FIFO → merger
+        d = ctrl.desc.payload
+        m.d.comb += [
+            builder.i.valid.eq(ctrl.desc.valid),
+            ctrl.desc.ready.eq(builder.i.ready),
+            builder.i.payload.template.eq(d.template),
+            builder.i.payload.size.eq(d.size),
+            builder.i.payload.n.eq(d.n),
+            builder.i.payload.offset.eq(d.offset),
+            builder.i.payload.flags.eq(d.flags),
+            builder.i.payload.tag.eq(d.tag),
+        ]
+        token = token_stream(m, builder)
+        # A wire frame leaves only once all of it is in the ring, so that it goes out
+        # without a gap (the MAC cannot pause inside a frame). Count the frames whose
+        # first beat has reached the ring's output and hold built tokens until one is.
+        tokens = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
+                                   "ready": In(1)}).create()
+        fifo_between(m, "token_fifo", token, tokens, self._token_depth)
+        committed = Signal(16)
+        in_flight = Signal(ring.latency)
+        commit = ring.i.valid & ring.i.ready & ring.i.payload.commit
+        m.d.sync += in_flight.eq(Cat(commit, in_flight[:-1]))
+        gate = ~tokens.payload.built | (committed != 0)
+        start = merger.tokens.valid & merger.tokens.ready & tokens.payload.built
+        m.d.sync += committed.eq(committed + in_flight[-1] - start)
+        m.d.comb += [
+            merger.tokens.payload.eq(tokens.payload),
+            merger.tokens.valid.eq(tokens.valid & gate),
+            tokens.ready.eq(merger.tokens.ready & gate),
+        ]
+        fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
+
+        wiring.connect(m, merger.o, wiring.flipped(self.o))
+        return m
+
+    @staticmethod
+    def _route_jobs(m, jobs, targets, writers, ring):
+        """Jobs to the dense (0) or threshold (1) path; ring writes in frame order.
+
+        Each path writes a frame's payload with ``commit`` on its last write, the
+        dense packer while the frame is open, the threshold builder after it has
+        closed. The kind of every wire frame is queued when the frame opens (in
+        controller order) and the ring takes writes only from the path of the
+        oldest queued frame, so payloads enter the ring in token order.
+        """
+        if len(writers) == 1:
+            (kind, (port, ready)), = targets.items()
+            m.d.comb += [port.valid.eq(jobs.valid), jobs.ready.eq(ready)]
+            wiring.connect(m, writers[kind], ring.i)
+            return
+        order = m.submodules.frame_order = fifo.SyncFIFOBuffered(width=1, depth=16)
+        u = jobs.payload.meta.user
+        kind = jobs.payload.meta.codec == THRESHOLD_ID
+        is_open = Signal()          # a wire frame is open (as seen in the job stream)
+        opens = ((u.count != 0) & ~is_open) | u.close_mid
+        dense_port, dense_ready = targets[0]
+        sparse_port, sparse_ready = targets[1]
+        ready = Mux(kind, sparse_ready, dense_ready) & (~opens | order.w_rdy)
+        fire = jobs.valid & ready
+        m.d.comb += [
+            jobs.ready.eq(ready),
+            dense_port.valid.eq(jobs.valid & ~kind & (~opens | order.w_rdy)),
+            sparse_port.valid.eq(jobs.valid & kind & (~opens | order.w_rdy)),
+            order.w_data.eq(kind),
+            order.w_en.eq(fire & opens),
+        ]
+        with m.If(fire):
+            with m.If(u.close_end):
+                m.d.sync += is_open.eq(0)
+            with m.Elif((u.count != 0) | u.close_mid):
+                m.d.sync += is_open.eq(1)
+        head_sparse = order.r_rdy & order.r_data
+        head_dense = order.r_rdy & ~order.r_data
+        dense_w, sparse_w = writers[0], writers[1]
+        m.d.comb += [
+            ring.i.payload.eq(Mux(head_sparse, sparse_w.payload, dense_w.payload)),
+            ring.i.valid.eq((head_sparse & sparse_w.valid) | (head_dense & dense_w.valid)),
+            sparse_w.ready.eq(head_sparse & ring.i.ready),
+            dense_w.ready.eq(head_dense & ring.i.ready),
+            order.r_en.eq(ring.i.valid & ring.i.ready & ring.i.payload.commit),
+        ]

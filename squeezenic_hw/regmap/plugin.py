@@ -1,0 +1,208 @@
+"""Build parameters and the AXI-Lite register map of the OpenNIC user plugin.
+
+:class:`PluginParams` holds every build parameter of ``squeezenic-hw generate``
+(validated: a bad one raises ``ValueError`` naming it). :func:`plugin_register_map`
+turns them into the :class:`~squeezenic_hw.regmap.registers.RegisterMap` that the gateware
+decodes and that ``generate`` writes as JSON, a C header and Markdown
+(``docs/registers.md`` documents the default build).
+
+Layout (byte offsets in the plugin's window of the box's BAR2 space):
+
+========== =============================================================
+0x0000     global: ID, version, build parameters, enable, UDP port,
+           idle timeout, TX close, scratch
+0x0100     generator controls (builds with ``host_bw`` > 100)
+0x1000     host interface ``i`` at ``0x1000 + 0x400·i``: TX lane counters,
+           then RX lane counters at ``+0x200``
+0x2000     generator lane ``k`` at ``0x2000 + 0x200·k``: frames sent, TX
+           counters, RX counters, checker counters
+========== =============================================================
+"""
+
+from dataclasses import asdict, dataclass, field
+
+from squeezenic_hw import __version__
+from squeezenic_hw.spec.codecs import resolve_codecs
+from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
+from squeezenic_hw.spec.generator import GeneratorConfig
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
+from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
+
+from .registers import RegisterMap
+
+__all__ = ["PluginParams", "plugin_register_map", "PLUGIN_ID", "version_word",
+           "GENERATOR_REGISTERS", "CHECKER_COUNTERS", "GLOBAL_BASE", "GENERATOR_BASE",
+           "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE"]
+
+#: Value of the ``id`` register: ASCII "SQZN".
+PLUGIN_ID = 0x53515A4E
+GLOBAL_BASE = 0x0000
+GENERATOR_BASE = 0x0100
+HOST_BASE = 0x1000
+HOST_STRIDE = 0x400
+HOST_RX = 0x200
+LANE_BASE = 0x2000
+LANE_STRIDE = 0x200
+
+#: Generator control registers: (name, width, doc). Resets come from
+#: :class:`~squeezenic_hw.reference.generator.GeneratorConfig`'s defaults.
+GENERATOR_REGISTERS = (
+    ("n_frames", 32, "frames per generator after start (0: until stopped)"),
+    ("elements", 16, "fp32 elements per host frame"),
+    ("codec", 8, "codec id written in the frames' header"),
+    ("param", 8, "codec parameter"),
+    ("stochastic", 1, "stochastic rounding flag"),
+    ("scale", 32, "scale field (fp32 bits)"),
+    ("aux", 32, "aux field (fp32 bits)"),
+    ("seed", 32, "RNG seed field of the frames"),
+    ("value_seed", 32, "value seed of lane 0 (lane k uses value_seed + k)"),
+    ("offset", 32, "tensor offset of the first frame"),
+    ("flush_every", 16, "set the flush flag every this many frames (0: never)"),
+    ("rate_bytes_per_cycle", 16, "frame bytes per 250 MHz cycle, Q8.8 (0x3200 = 100 Gb/s)"),
+)
+
+#: Checker counters of a generator lane: (name, bits).
+CHECKER_COUNTERS = (("frames", 64), ("elements", 64), ("bytes", 64), ("gaps", 64),
+                    ("last_offset_end", 32), ("bypass", 64), ("crc", 32))
+
+
+def version_word(version=__version__):
+    """``major << 16 | minor << 8 | patch`` of a ``"major.minor.patch"`` string."""
+    parts = [int(p) for p in version.split(".")[:3]] + [0, 0]
+    return (parts[0] & 0xFFFF) << 16 | (parts[1] & 0xFF) << 8 | (parts[2] & 0xFF)
+
+
+def _int_in(name, value, lo, hi, what=""):
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an int from {lo} to {hi}{what}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PluginParams:
+    """Build parameters of the OpenNIC plugin (the manifest's ``params``).
+
+    ``num_intf`` is OpenNIC's ``NUM_PHYS_FUNC`` = ``NUM_CMAC_PORT`` (1 or 2;
+    ``NUM_QDMA`` is 1). ``host_bw`` above 100 adds ``host_bw / 100`` on-chip
+    generator lanes (TX) and checker lanes (RX) on interface 0.
+    """
+    num_intf: int = 1
+    host_bw: int = 100
+    codecs: tuple = field(default=None)
+    mtu: int = DEFAULT_MTU
+    port: int = DEFAULT_PORT
+    max_host_elements: int = DEFAULT_HOST_ELEMENTS
+    idle_timeout: int = 0           # cycles; 0: never (the register can change it)
+    src_port_base: int = SRC_PORT_BASE
+
+    def __post_init__(self):
+        _int_in("num_intf", self.num_intf, 1, 2, " (NUM_PHYS_FUNC = NUM_CMAC_PORT)")
+        lanes_for(self.host_bw)        # raises naming host_bw
+        codecs = tuple(sorted(resolve_codecs(self.codecs)))
+        if not codecs:
+            raise ValueError("codecs must name at least one codec")
+        object.__setattr__(self, "codecs", codecs)
+        _int_in("mtu", self.mtu, 68, MAX_PKT_LEN, " bytes")
+        _int_in("port", self.port, 1, 0xFFFF)
+        _int_in("max_host_elements", self.max_host_elements, 1, (MAX_PKT_LEN - 64) // 4)
+        _int_in("idle_timeout", self.idle_timeout, 0, 2**32 - 1, " cycles")
+        if isinstance(self.src_port_base, bool) or not isinstance(self.src_port_base, int) \
+                or self.src_port_base % 64 or not 0 <= self.src_port_base <= 0xFFC0:
+            raise ValueError(f"src_port_base must be a multiple of 64 from 0 to 65472, "
+                             f"got {self.src_port_base!r}")
+
+    @property
+    def gen_lanes(self):
+        """On-chip generator/checker lanes (0 when ``host_bw`` is 100)."""
+        n = lanes_for(self.host_bw)
+        return 0 if n == 1 else n
+
+    @property
+    def codec_mask(self):
+        return sum(1 << c for c in self.codecs)
+
+    def as_dict(self):
+        return asdict(self) | {"codecs": list(self.codecs), "gen_lanes": self.gen_lanes}
+
+
+def plugin_register_map(params):
+    """The :class:`~squeezenic_hw.regmap.registers.RegisterMap` of a plugin built with
+    ``params``."""
+    p = params
+    rm = RegisterMap()
+    g = "global"
+    rm.add("id", access="ro", offset=GLOBAL_BASE, doc='0x53515A4E, ASCII "SQZN"', group=g)
+    rm.add("version", access="ro", doc="squeezenic-hw version: major<<16 | minor<<8 | patch",
+           group=g)
+    for name, doc in (("build_num_intf", "host/wire interfaces (NUM_PHYS_FUNC)"),
+                      ("build_gen_lanes", "on-chip generator/checker lanes (0: none)"),
+                      ("build_codecs", "bit c set: codec id c built in"),
+                      ("build_mtu", "wire MTU in bytes"),
+                      ("build_port", "SqueezeNIC UDP port of the build (reset of udp_port)"),
+                      ("build_max_host_elements", "largest RX host frame, elements"),
+                      ("build_src_port_base", "UDP source port of generator lane 0")):
+        rm.add(name, access="ro", doc=doc, group=g)
+    rm.add("enable", access="rw", width=1, reset=1, group=g,
+           doc="1: compress/expand; 0: every frame passes through unchanged (counted as "
+               "bypass other_port) on the host lanes")
+    rm.add("udp_port", access="rw", width=16, reset=p.port, group=g,
+           doc="SqueezeNIC UDP destination port of the host lanes")
+    rm.add("idle_timeout", access="rw", reset=p.idle_timeout, group=g,
+           doc="cycles without a host frame before the open wire frame closes (0: never)")
+    rm.add("tx_close", access="w1p", width=p.num_intf, group=g,
+           doc="bit i: close interface i's open wire frame now")
+    rm.add("scratch", access="rw", group=g, doc="free for software (bus test)")
+
+    if p.gen_lanes:
+        g = "generator"
+        defaults = _generator_defaults()
+        rm.add("gen_start", access="rw", width=1, offset=GENERATOR_BASE, group=g,
+               doc="1: generators run (0 stops them at a frame boundary)")
+        for name, width, doc in GENERATOR_REGISTERS:
+            rm.add(f"gen_{name}", access="rw", width=width, reset=defaults[name], doc=doc,
+                   group=g)
+        rm.add("gen_close", access="w1p", width=1, group=g,
+               doc="close every generator lane's open wire frame now")
+
+    for i in range(p.num_intf):
+        g = f"host{i}"
+        base = HOST_BASE + HOST_STRIDE * i
+        for j, name in enumerate(TX_COUNTERS):
+            rm.add(f"host{i}_tx_{name}", access="ro", offset=base + 4 * j, group=g,
+                   doc=f"TX lane of interface {i}: {name}")
+        for j, name in enumerate(RX_COUNTERS):
+            rm.add(f"host{i}_rx_{name}", access="ro", offset=base + HOST_RX + 4 * j,
+                   group=g, doc=f"RX lane of interface {i}: {name}")
+
+    for k in range(p.gen_lanes):
+        g = f"lane{k}"
+        rm.add(f"lane{k}_frames_sent", access="ro", offset=LANE_BASE + LANE_STRIDE * k,
+               group=g, doc=f"host frames generator {k} has sent")
+        for name in TX_COUNTERS:
+            rm.add(f"lane{k}_tx_{name}", access="ro", group=g, doc=f"TX lane {k}: {name}")
+        for name in RX_COUNTERS:
+            rm.add(f"lane{k}_rx_{name}", access="ro", group=g, doc=f"RX lane {k}: {name}")
+        for name, bits in CHECKER_COUNTERS:
+            doc = f"checker {k}: {name}"
+            if bits == 64:
+                rm.add_counter64(f"lane{k}_chk_{name}", doc=doc, group=g)
+            else:
+                rm.add(f"lane{k}_chk_{name}", access="ro", group=g, doc=doc)
+    return rm
+
+
+def _generator_defaults():
+    from squeezenic_hw.spec.generator import config_values
+
+    values = config_values(GeneratorConfig())
+    values["n_frames"] = 0
+    return values
+
+
+def build_constants(params):
+    """Values of the read-only global registers."""
+    p = params
+    return {"id": PLUGIN_ID, "version": version_word(), "build_num_intf": p.num_intf,
+            "build_gen_lanes": p.gen_lanes, "build_codecs": p.codec_mask,
+            "build_mtu": p.mtu, "build_port": p.port,
+            "build_max_host_elements": p.max_host_elements,
+            "build_src_port_base": p.src_port_base}

@@ -1,0 +1,176 @@
+"""Frame-level AXI-Stream drivers: whole frames in and out of a 512-bit OpenNIC stream.
+
+:func:`frame_beats` cuts a frame (``bytes``) into :class:`AxisBeat` values,
+:class:`FrameSource` sends frames at given arrival cycles with random idle
+cycles between beats, and :class:`FrameSink` collects frames under random
+backpressure and checks the AXI-Stream rules on the way (``tkeep`` a prefix
+and only short on ``tlast``; ``tuser_*`` constant within a frame;
+``tuser_size`` equal to the bytes delivered). All randomness comes from seeded
+``random.Random`` objects, so a failing run repeats.
+
+Cycle numbers count clock edges from time zero in each testbench; a source
+and a sink built on the same simulator agree on them.
+"""
+
+import random
+from dataclasses import dataclass
+
+from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat
+
+__all__ = ["AxisFrame", "frame_beats", "FrameSource", "FrameSink"]
+
+
+@dataclass
+class AxisFrame:
+    """A frame with its OpenNIC side-band and, once collected, its timing."""
+    data: bytes
+    src: int = 0
+    dst: int = 0
+    size: int | None = None          # tuser_size; default len(data)
+    first_cycle: int | None = None   # cycle the first beat was transferred
+    last_cycle: int | None = None    # cycle the last beat was transferred
+
+
+def frame_beats(frame):
+    """The beats of ``frame`` (an :class:`AxisFrame` or ``bytes``) as ``AxisBeat`` ints."""
+    if not isinstance(frame, AxisFrame):
+        frame = AxisFrame(bytes(frame))
+    data = frame.data
+    size = len(data) if frame.size is None else frame.size
+    layout = AxisBeat
+    beats = []
+    n = max(1, -(-len(data) // DATA_BYTES))
+    for k in range(n):
+        chunk = data[k * DATA_BYTES:(k + 1) * DATA_BYTES]
+        beats.append(layout.const({
+            "data": int.from_bytes(chunk, "little"),
+            "keep": (1 << len(chunk)) - 1,
+            "last": int(k == n - 1),
+            "size": size & 0xFFFF,
+            "src": frame.src,
+            "dst": frame.dst,
+        }).as_value().value)
+    return beats
+
+
+class FrameSource:
+    """Drives frames into a stream (``valid``/``ready``/``payload`` of ``AxisBeat``).
+
+    Parameters
+    ----------
+    stream : the DUT's input stream interface
+    frames : list of AxisFrame or bytes
+    times : list of int, optional
+        Earliest cycle for each frame's first beat (frames never overlap; a
+        frame that cannot start on time starts as soon as it can).
+    idle : float
+        Probability of an idle cycle before each beat.
+    """
+
+    def __init__(self, stream, frames, *, times=None, idle=0.0, seed=0):
+        self.stream = stream
+        self.frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
+        self.times = times
+        self.idle = idle
+        self.rng = random.Random(seed * 7919 + 1)
+        self.accepted_cycles = []   # cycle each frame's first beat was accepted
+        self.done_cycle = None      # cycle after the last beat was accepted
+
+    async def run(self, ctx):
+        s, t = self.stream, 0
+        for k, frame in enumerate(self.frames):
+            if self.times is not None:
+                while t < self.times[k]:
+                    ctx.set(s.valid, 0)
+                    await ctx.tick()
+                    t += 1
+            for b, beat in enumerate(frame_beats(frame)):
+                while self.idle and self.rng.random() < self.idle:
+                    ctx.set(s.valid, 0)
+                    await ctx.tick()
+                    t += 1
+                ctx.set(s.payload.as_value(), beat)
+                ctx.set(s.valid, 1)
+                while True:
+                    _, _, ready = await ctx.tick().sample(s.ready)
+                    t += 1
+                    if ready:
+                        break
+                if b == 0:
+                    self.accepted_cycles.append(t)
+        ctx.set(s.valid, 0)
+        self.done_cycle = t
+
+
+class FrameSink:
+    """Collects frames from a stream under random backpressure.
+
+    Stops after ``n_frames`` frames or, when ``n_frames`` is ``None``, after
+    ``quiet`` cycles without a beat once ``source`` (a :class:`FrameSource`)
+    has finished. Raises ``AssertionError`` on an AXI-Stream rule broken and
+    ``TimeoutError`` after ``timeout`` cycles.
+    """
+
+    def __init__(self, stream, *, n_frames=None, backpressure=0.0, seed=0, quiet=200,
+                 source=None, timeout=1_000_000):
+        self.stream = stream
+        self.n_frames = n_frames
+        self.backpressure = backpressure
+        self.rng = random.Random(seed * 7919 + 2)
+        self.quiet = quiet
+        self.source = source
+        self.timeout = timeout
+        self.frames = []
+        self.beats = 0
+        self.cycles = 0
+        self.max_streak = 0   # longest run of back-to-back beats
+        self.gaps = 0         # cycles inside a frame with ready high and no beat
+
+    def _done(self, t, last_beat):
+        if self.n_frames is not None:
+            return len(self.frames) >= self.n_frames
+        if self.source is not None:
+            if self.source.done_cycle is None:
+                return False
+            last_beat = max(last_beat, self.source.done_cycle)
+        return t - last_beat >= self.quiet
+
+    async def run(self, ctx):
+        s, t, last_beat, streak = self.stream, 0, 0, 0
+        chunks, head = [], None
+        while not self._done(t, last_beat):
+            ready = not (self.backpressure and self.rng.random() < self.backpressure)
+            ctx.set(s.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(s.valid, s.payload)
+            t += 1
+            if t > self.timeout:
+                raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
+            if not (valid and ready):
+                streak = 0
+                if ready and head is not None:
+                    self.gaps += 1
+                continue
+            streak += 1
+            self.max_streak = max(self.max_streak, streak)
+            self.beats += 1
+            last_beat = t
+            keep, last = int(payload.keep), int(payload.last)
+            user = (int(payload.size), int(payload.src), int(payload.dst))
+            if head is None:
+                head = (user, t)
+            elif user != head[0]:
+                raise AssertionError(f"tuser changed within a frame: {head[0]} then {user}")
+            n = keep.bit_length()
+            if keep != (1 << n) - 1 or (not last and n != DATA_BYTES):
+                raise AssertionError(f"bad tkeep {keep:#x} (last={last})")
+            chunks.append(int(payload.data).to_bytes(DATA_BYTES, "little")[:n])
+            if last:
+                data = b"".join(chunks)
+                size, src, dst = head[0]
+                if size != len(data):
+                    raise AssertionError(f"tuser_size {size} but {len(data)} bytes")
+                self.frames.append(AxisFrame(data, src=src, dst=dst, size=size,
+                                             first_cycle=head[1], last_cycle=t))
+                chunks, head = [], None
+        ctx.set(s.ready, 0)
+        self.cycles = t

@@ -1,0 +1,144 @@
+"""Simulate a TX or RX lane on whole frames: the engine of ``squeezenic-hw simulate``.
+
+:func:`simulate_lane` drives frames (with their arrival cycles, ``tuser_src``
+and ``tuser_dst``) into a :class:`~squeezenic_hw.gateware.tx.lane.TxLane` or
+:class:`~squeezenic_hw.gateware.rx.lane.RxLane` under random idle cycles and
+backpressure, collects every output frame, and reads the lane's counters at
+the end. For TX, once the last input frame is in and no frame is arriving,
+``close`` is raised, so the open wire frame closes as the reference's ``end``
+close does.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from amaranth.sim import Simulator
+
+from .axis import AxisFrame, FrameSink, FrameSource
+
+__all__ = ["LaneRun", "simulate_lane"]
+
+
+@dataclass
+class LaneRun:
+    """What a lane simulation produced, with its timing."""
+    frames: list                       # AxisFrame outputs, in order
+    counters: dict                     # counter name -> value at the end
+    cycles: int = 0                    # first input beat to last output beat
+    beats_in: int = 0
+    beats_out: int = 0
+    first_beat_latency: int | None = None   # first input beat -> first output beat
+    max_out_streak: int = 0            # longest run of back-to-back output beats
+    gaps_in_frames: int = 0            # output cycles inside a frame, ready high, no beat
+    input_cycles: int = 0              # cycles the source took to deliver all beats
+    wall_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def beats_per_cycle_in(self):
+        return self.beats_in / self.input_cycles if self.input_cycles else 0.0
+
+    @property
+    def beats_per_cycle_out(self):
+        return self.beats_out / self.cycles if self.cycles else 0.0
+
+    @property
+    def sim_cycles_per_second(self):
+        return self.extra.get("sim_cycles", 0) / self.wall_seconds if self.wall_seconds else 0.0
+
+    def as_dict(self):
+        return {
+            "cycles": self.cycles,
+            "beats_in": self.beats_in,
+            "beats_out": self.beats_out,
+            "frames_out": len(self.frames),
+            "beats_per_cycle_in": round(self.beats_per_cycle_in, 4),
+            "beats_per_cycle_out": round(self.beats_per_cycle_out, 4),
+            "first_beat_latency": self.first_beat_latency,
+            "sim_cycles_per_second": round(self.sim_cycles_per_second, 1),
+            "counters": dict(self.counters),
+        }
+
+
+def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=0,
+                  vcd=None, quiet=None, timeout=2_000_000, close_at_end=True, progress=None):
+    """Run ``lane`` (a TxLane or RxLane) on ``frames``.
+
+    Parameters
+    ----------
+    frames : list of AxisFrame or bytes
+    times : list of int, optional
+        Earliest arrival cycle of each frame's first beat (default back to back).
+    idle, backpressure : float
+        Probability of an idle input cycle before each beat / of ``ready`` low
+        at the output in a cycle.
+    vcd : str, optional
+        Write a waveform file.
+    quiet : int, optional
+        Cycles without output, after the input is done, that end the run
+        (default: enough for the lane's pipeline to drain).
+    close_at_end : bool
+        TX only: raise ``close`` after the last frame is in.
+    progress : callable, optional
+        Called as ``progress(cycle, frames_in, frames_out)`` every 2000 cycles.
+    """
+    frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
+    source = FrameSource(lane.i, frames, times=times, idle=idle, seed=seed)
+    if quiet is None:
+        quiet = 200 + int(400 * backpressure / max(0.05, 1 - backpressure))
+    sink = FrameSink(lane.o, backpressure=backpressure, seed=seed, quiet=quiet, source=source,
+                     timeout=timeout)
+    counters = {}
+    has_close = hasattr(lane, "close")
+
+    async def closer(ctx):
+        # Raise `close` once the input is done and the classifier has drained.
+        while source.done_cycle is None:
+            await ctx.tick()
+        for _ in range(16):
+            await ctx.tick()
+        ctx.set(lane.close, 1)
+
+    async def bench(ctx):
+        await sink.run(ctx)
+        for name, _field in lane.counters.shape():
+            counters[name] = int(ctx.get(lane.counters[name]))
+
+    async def reporter(ctx):
+        cycle = 0
+        while True:
+            for _ in range(2000):
+                await ctx.tick()
+            cycle += 2000
+            progress(cycle, len(source.accepted_cycles), len(sink.frames))
+
+    sim = Simulator(lane)
+    sim.add_clock(4e-9)
+    sim.add_testbench(source.run, background=True)
+    sim.add_testbench(bench)
+    if has_close and close_at_end:
+        sim.add_testbench(closer, background=True)
+    if progress is not None:
+        sim.add_testbench(reporter, background=True)
+    start = time.perf_counter()
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    wall = time.perf_counter() - start
+    beats_in = sum(max(1, -(-len(f.data) // 64)) for f in frames)
+    first_in = source.accepted_cycles[0] if source.accepted_cycles else None
+    out = sink.frames
+    last_out = out[-1].last_cycle if out else None
+    run = LaneRun(frames=out, counters=counters, beats_in=beats_in, beats_out=sink.beats,
+                  max_out_streak=sink.max_streak, gaps_in_frames=sink.gaps,
+                  wall_seconds=wall,
+                  extra={"sim_cycles": sink.cycles,
+                         "input_first_cycles": list(source.accepted_cycles)})
+    if first_in is not None and out:
+        run.first_beat_latency = out[0].first_cycle - first_in
+        run.cycles = last_out - first_in + 1
+    if first_in is not None and source.done_cycle is not None:
+        run.input_cycles = source.done_cycle - first_in + 1
+    return run

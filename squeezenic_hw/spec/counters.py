@@ -1,0 +1,30 @@
+"""Counter names of the TX and RX lanes: the keys of the reference's counters, the
+hardware's counter structs and the register map, in one order."""
+
+from .frames import RX_REASONS, TX_REASONS
+
+__all__ = ["CLOSE_REASONS", "tx_counter_names", "rx_counter_names", "TX_COUNTERS", "RX_COUNTERS"]
+
+#: Reasons a TX wire frame closes (counter ``close_<reason>``).
+CLOSE_REASONS = ("full", "mismatch", "flush", "idle", "end")
+
+
+def tx_counter_names():
+    """The stable counter keys of the reference TX lane, in order."""
+    return (["host_frames", "wire_frames", "elements"]
+            + [f"close_{r}" for r in CLOSE_REASONS]
+            + ["bypass_frames"] + [f"bypass_{r.value}" for r in TX_REASONS])
+
+
+def rx_counter_names():
+    """The stable counter keys of the reference RX lane, in order."""
+    return (["wire_frames", "host_frames", "elements", "bypass_frames"]
+            + [f"bypass_{r.value}" for r in RX_REASONS]
+            + ["sparse_count_errors", "sparse_layout_errors"])
+
+
+#: Counter names of the TX lane hardware: the reference's keys, then ``size_errors``
+#: (frames whose ``tuser_size`` disagrees with their length).
+TX_COUNTERS = tuple(tx_counter_names()) + ("size_errors",)
+#: Counter names of the RX lane hardware: the reference's keys, then ``size_errors``.
+RX_COUNTERS = tuple(rx_counter_names()) + ("size_errors",)

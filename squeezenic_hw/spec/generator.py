@@ -1,0 +1,112 @@
+"""What configures an on-chip data generator run: its parameters, their ranges and their
+encoding as the generator's control inputs (``docs/generator.md``). The values it emits
+are defined by :mod:`squeezenic_hw.reference.generator`."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .frames import Header
+from .header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, FLAG_STOCHASTIC, HEADER_LEN, MAX_PKT_LEN
+
+__all__ = ["VALUE_SALT", "MAX_ELEMENTS", "DEFAULT_RATE", "rate_to_q8_8", "GeneratorConfig",
+           "config_values"]
+
+#: XOR-ed into ``value_seed`` so that values and stochastic-rounding draws differ
+#: even when ``value_seed`` equals the codec ``seed`` (first word of SHA-256's IV).
+VALUE_SALT = 0x6A09E667
+#: Most elements in one host frame: 64 + 4·2384 = 9600 bytes = ``MAX_PKT_LEN``.
+MAX_ELEMENTS = (MAX_PKT_LEN - HEADER_LEN) // 4
+#: Default rate: 100 Gb/s of frame bytes at 250 MHz = 50 bytes per cycle.
+DEFAULT_RATE = 50.0
+
+
+def rate_to_q8_8(rate):
+    """A rate in bytes per cycle as the Q8.8 word of the gateware (nearest 1/256).
+
+    Raises ``ValueError`` outside 0 … 255.996.
+    """
+    q = round(float(rate) * 256)
+    if not 0 <= q < 1 << 16:
+        raise ValueError(f"rate_bytes_per_cycle must be in [0, 256), got {rate}")
+    return q
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """What one generator run emits (the gateware's control inputs, plus its template).
+
+    ``template`` supplies every header field the generator does not set itself
+    (MACs, IPv4 addresses, TOS, TTL, DF, protocol, UDP destination port,
+    version); in the gateware they are the ``template`` constructor argument,
+    all the other fields are control inputs. ``tuser_src``/``tuser_dst`` and
+    ``rate_bytes_per_cycle`` do not change the frame bytes.
+    """
+    codec: int = 0
+    param: int = 0
+    stochastic: bool = False
+    scale_bits: int = 0x3F800000      # 1.0
+    aux_bits: int = 0x3F800000        # 1.0
+    seed: int = 0                     # the header's codec seed
+    value_seed: int = 0               # seed of the generated values
+    offset: int = 0                   # tensor index of element 0 of frame 0
+    elements: int = DEFAULT_HOST_ELEMENTS
+    flush_every: int = 0              # flush flag on every K-th frame; 0 = never
+    udp_src_port: int = DEFAULT_PORT
+    template: Header = field(default_factory=Header)
+    tuser_src: int = 0
+    tuser_dst: int = 0
+    rate_bytes_per_cycle: float = DEFAULT_RATE
+
+    def __post_init__(self):
+        bits = {"codec": 8, "param": 8, "scale_bits": 32, "aux_bits": 32, "seed": 32,
+                "value_seed": 32, "offset": 32, "flush_every": 16, "udp_src_port": 16,
+                "tuser_src": 16, "tuser_dst": 16}
+        for name, width in bits.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
+                    or not 0 <= v < 1 << width:
+                raise ValueError(f"{name} must be an integer in [0, 2**{width}), got {v!r}")
+        if isinstance(self.elements, bool) or not isinstance(self.elements, (int, np.integer)) \
+                or not 1 <= self.elements <= MAX_ELEMENTS:
+            raise ValueError(f"elements must be in 1…{MAX_ELEMENTS}, got {self.elements!r}")
+        if self.stochastic not in (0, 1):
+            raise ValueError(f"stochastic must be a bool, got {self.stochastic!r}")
+        if not isinstance(self.template, Header):
+            raise ValueError(f"template must be a frames.Header, got {self.template!r}")
+        rate_to_q8_8(self.rate_bytes_per_cycle)
+
+    @property
+    def frame_length(self):
+        """Bytes per frame: 64 + 4·elements."""
+        return HEADER_LEN + 4 * self.elements
+
+    @property
+    def flags(self):
+        """Header flags of a frame without ``flush``."""
+        return FLAG_STOCHASTIC if self.stochastic else 0
+
+
+def config_values(config):
+    """Control-input values for a :class:`~squeezenic_hw.reference.generator.GeneratorConfig`.
+
+    Returns ``{port name: int}`` for every control input but ``start`` and
+    ``n_frames`` (the template is a constructor argument, not a port). In a
+    testbench: ``for name, v in config_values(cfg).items(): ctx.set(getattr(dut, name), v)``.
+    """
+    return {
+        "elements": config.elements,
+        "codec": config.codec,
+        "param": config.param,
+        "stochastic": int(config.stochastic),
+        "scale": config.scale_bits,
+        "aux": config.aux_bits,
+        "seed": config.seed,
+        "value_seed": config.value_seed,
+        "offset": config.offset,
+        "flush_every": config.flush_every,
+        "udp_src_port": config.udp_src_port,
+        "tuser_src": config.tuser_src,
+        "tuser_dst": config.tuser_dst,
+        "rate_bytes_per_cycle": rate_to_q8_8(config.rate_bytes_per_cycle),
+    }

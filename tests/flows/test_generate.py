@@ -1,0 +1,232 @@
+# amaranth: UnusedElaboratable=no
+"""``squeezenic-hw generate``: the plugin directory, its Verilog in Icarus and Verilator."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from squeezenic_hw.cli import main
+from squeezenic_hw.flows.opennic import PLUGIN_FILES, write_opennic_plugin
+from squeezenic_hw.gateware.opennic.plugin import opennic_ports
+from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+
+REFERENCES = Path(__file__).resolve().parents[2] / "shared/spec/references.md"
+
+# The user-plugin ports of box_250mhz, transcribed from references.md (per lane widths;
+# N = NUM_PHYS_FUNC·NUM_QDMA, P = NUM_CMAC_PORT). box_rstn/box_rst_done stay in the box.
+_AXIL_TABLE = ("awvalid", "awaddr[31:0]", "awready", "wvalid", "wdata[31:0]", "wready",
+               "bvalid", "bresp[1:0]", "bready", "arvalid", "araddr[31:0]", "arready",
+               "rvalid", "rdata[31:0]", "rresp[1:0]", "rready")
+_STREAM_TABLE = {"s_axis_qdma_h2c": "in", "m_axis_qdma_c2h": "out",
+                 "m_axis_adap_tx_250mhz": "out", "s_axis_adap_rx_250mhz": "in"}
+_AXIL_OUT = {"awready", "wready", "bvalid", "bresp", "arready", "rvalid", "rdata", "rresp"}
+
+
+def _expected_ports(n):
+    ports = []
+    for entry in _AXIL_TABLE:
+        name, _, rng = entry.partition("[")
+        width = int(rng.split(":")[0]) + 1 if rng else 1
+        ports.append((f"s_axil_{name}", "out" if name in _AXIL_OUT else "in", width))
+    for prefix, d in _STREAM_TABLE.items():
+        ports.append((f"{prefix}_tvalid", d, n))
+        ports += [(f"{prefix}_{f}", d, w * n) for f, w in (
+            ("tdata", 512), ("tkeep", 64), ("tlast", 1), ("tuser_size", 16),
+            ("tuser_src", 16), ("tuser_dst", 16))]
+        ports.append((f"{prefix}_tready", "out" if d == "in" else "in", n))
+    ports += [("mod_rstn", "in", 16), ("mod_rst_done", "out", 16), ("axil_aclk", "in", 1),
+              ("ref_clk_100mhz", "in", 1), ("axis_aclk", "in", 1)]
+    return ports
+
+
+def test_reference_table_is_what_the_test_transcribed():
+    if not REFERENCES.exists():
+        pytest.skip("../shared/spec/references.md is outside this checkout")
+    text = REFERENCES.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `s_axil_*`"))
+    cells = [c.strip() for c in row.split("|")[2].split(",")]
+    assert cells == list(_AXIL_TABLE)
+    for prefix in _STREAM_TABLE:
+        assert f"`{prefix}_*`" in text
+    assert "tuser_size[16], tuser_src[16], tuser_dst[16]" in text
+    assert "mod_rstn[15:0] in, mod_rst_done[15:0] out" in text
+
+
+def _verilog_ports(text, module):
+    """``[(name, dir, width)]`` of ``module`` in yosys-written Verilog."""
+    body = text[text.index(f"module {module}("):]
+    body = body[:body.index("endmodule")]
+    ports = []
+    for d, rng, name in re.findall(r"^\s*(input|output)\s+(?:\[(\d+):0\]\s+)?(\w+);", body,
+                                   re.M):
+        ports.append((name, "in" if d == "input" else "out", int(rng) + 1 if rng else 1))
+    return ports
+
+
+@pytest.fixture(scope="module")
+def plugin_dirs(tmp_path_factory):
+    out = {}
+    for n in (1, 2):
+        d = tmp_path_factory.mktemp(f"opennic{n}")
+        out[n] = (d, write_opennic_plugin(d, PluginParams(num_intf=n, codecs=["sign"])))
+    # with generator and checker lanes (their TX controllers keep a constant idle timeout)
+    d = tmp_path_factory.mktemp("opennic_gen")
+    out["gen"] = (d, write_opennic_plugin(d, PluginParams(host_bw=200, codecs=["sign"])))
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_module_has_exactly_the_box_250mhz_plugin_ports(plugin_dirs, n):
+    d, _ = plugin_dirs[n]
+    text = (d / "squeezenic_250mhz.v").read_text()
+    assert sorted(_verilog_ports(text, "squeezenic_250mhz")) == sorted(_expected_ports(n))
+    assert sorted(opennic_ports(n)) == sorted(_expected_ports(n))
+
+
+def test_plugin_directory_has_every_file_and_a_manifest(plugin_dirs):
+    d, manifest = plugin_dirs[2]
+    for rel in PLUGIN_FILES:
+        assert (d / rel).is_file(), rel
+    on_disk = json.loads((d / "manifest.json").read_text())
+    assert on_disk == manifest
+    assert on_disk["params"]["num_intf"] == 2 and on_disk["params"]["codecs"] == [5]
+    assert on_disk["codecs"] == [{"id": 5, "name": "sign"}]
+    assert on_disk["opennic"]["NUM_CMAC_PORT"] == 2
+    import hashlib
+    for rel, info in on_disk["files"].items():
+        assert hashlib.sha256((d / rel).read_bytes()).hexdigest() == info["sha256"]
+    regs = json.loads((d / "registers.json").read_text())
+    rm = plugin_register_map(PluginParams(num_intf=2, codecs=["sign"]))
+    assert [r["name"] for r in regs["registers"]] == [r.name for r in rm]
+    header = (d / "squeezenic_regs.h").read_text()
+    for r in rm:
+        assert re.search(rf"#define SQZ_{r.name.upper()}\s+0x0*{r.offset:x}u?\b", header,
+                         re.I), r.name
+    assert (d / "build_box_250mhz.tcl").read_text().strip().endswith("squeezenic_250mhz.v")
+    assert "$fatal" in (d / "box_250mhz/user_plugin_250mhz_inst.vh").read_text()
+
+
+# A stand-in for OpenNIC's box_250mhz: its parameters and ports, and the two includes.
+_BOX_SHIM = """
+`timescale 1ns/1ps
+module box_250mhz #(
+  parameter int MIN_PKT_LEN = 64, parameter int MAX_PKT_LEN = 1518,
+  parameter int USE_PHYS_FUNC = 1, parameter int NUM_PHYS_FUNC = {n},
+  parameter int NUM_QDMA = 1, parameter int NUM_CMAC_PORT = {n}
+) (
+{ports},
+  input box_rstn, output box_rst_done
+);
+  assign box_rst_done = box_rstn;
+  `include "box_250mhz_address_map_inst.vh"
+  `include "user_plugin_250mhz_inst.vh"
+endmodule
+
+module tb;
+  box_250mhz #(.NUM_PHYS_FUNC({pf}), .NUM_CMAC_PORT({cp})) dut ();
+  initial begin #1 $display("ELABORATED"); $finish; end
+endmodule
+"""
+
+
+def _shim(n, pf, cp):
+    lines = [f"  {'input' if d == 'in' else 'output'} [{w - 1}:0] {name}"
+             for name, d, w in _expected_ports(n)]
+    return _BOX_SHIM.format(n=n, pf=pf, cp=cp, ports=",\n".join(lines))
+
+
+def _need(tool):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_icarus_compiles_the_plugin_inside_a_box(plugin_dirs, tmp_path, n):
+    _need("iverilog")
+    d, _ = plugin_dirs[n]
+    for pf, expect_ok in ((n, True), (3 - n, False)):
+        shim = tmp_path / f"box_{pf}.sv"
+        shim.write_text(_shim(n, pf, pf))
+        vvp = tmp_path / f"box_{pf}.vvp"
+        r = subprocess.run(["iverilog", "-g2012", "-D__au280__", "-I", str(d / "box_250mhz"),
+                            "-s", "tb", "-o", str(vvp), str(shim),
+                            str(d / "squeezenic_250mhz.v")], capture_output=True, text=True)
+        if not expect_ok and r.returncode:
+            continue     # widths already disagree at compile time: also a clear failure
+        assert r.returncode == 0, r.stderr[-2000:]
+        run = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True)
+        if expect_ok:
+            assert "ELABORATED" in run.stdout and "FATAL" not in run.stdout.upper()
+        else:
+            assert "built for NUM_PHYS_FUNC" in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("n", [1, 2, "gen"])
+def test_verilator_lints_both_modules(plugin_dirs, n):
+    _need("verilator")
+    d, _ = plugin_dirs[n]
+    for module in ("squeezenic_250mhz", "squeezenic_322mhz"):
+        r = subprocess.run(["verilator", "--lint-only", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE",
+                            "--top-module", module, str(d / f"{module}.v")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--host-bw", "150"], "--host-bw must be a multiple of 100"),
+    (["--codecs", "nope"], "--codecs: codec 'nope' is not a known codec"),
+    (["--mtu", "x"], "--mtu: expected an integer"),
+    (["--mtu", "40"], "--mtu must be"),
+    (["--num-intf", "3"], "--num-intf must be"),
+    (["--target", "vck"], "--target must be one of"),
+    (["--port", "70000"], "--port must be"),
+])
+def test_generate_bad_options_fail_with_one_line(capsys, tmp_path, argv, message):
+    assert main(["generate", "-o", str(tmp_path / "x"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "x").exists()
+
+
+def test_generate_prints_what_it_wrote(capsys, tmp_path):
+    assert main(["generate", "-o", str(tmp_path / "p"), "--codecs", "raw",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["target"] == "opennic"
+    files = {Path(f["file"]).relative_to(tmp_path / "p").as_posix() for f in out["files"]}
+    assert files == set(PLUGIN_FILES)
+    assert out["manifest"]["params"]["codecs"] == [0]
+
+
+def test_registers_option_prints_the_map(capsys):
+    assert main(["generate", "--registers", "--host-bw", "200", "--format", "json"]) == 0
+    regs = json.loads(capsys.readouterr().out)
+    names = [r["name"] for r in regs["registers"]]
+    assert "gen_start" in names and "lane1_chk_crc" in names and "lane2_chk_crc" not in names
+
+
+def test_generate_u280_target_lists_the_plan(capsys, tmp_path, monkeypatch):
+    """The CLI wiring of --target u280 (the plan itself: tests/test_u280.py)."""
+    import squeezenic_hw.flows.u280 as u280
+
+    calls = {}
+
+    def fake_plan(out_dir, **kw):
+        calls.update(kw)
+        out_dir.mkdir(parents=True)
+        paths = [out_dir / "top.v", out_dir / "build_top.sh"]
+        for p in paths:
+            p.write_text("x")
+        return paths
+
+    monkeypatch.setattr(u280, "write_u280_plan", fake_plan)
+    assert main(["generate", "--target", "u280", "-o", str(tmp_path / "u"), "--codecs",
+                 "sign", "--host-bw", "800"]) == 0
+    out = capsys.readouterr().out
+    assert "sh build_top.sh" in out and "top.v" in out
+    assert calls["host_bw"] == 800 and calls["codecs"] == ["sign"]
+    assert main(["generate", "--target", "u280", "--num-intf", "2"]) == 2

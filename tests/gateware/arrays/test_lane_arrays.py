@@ -1,0 +1,157 @@
+# amaranth: UnusedElaboratable=no
+"""Issue-5 arrays: generators → TX lanes → arbiter → wire → distributor → RX lanes → checkers."""
+
+import pytest
+from amaranth import Module
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
+from squeezenic_hw.reference.array import array_reference
+from squeezenic_hw.reference.checker import CHECKER_KEYS
+from squeezenic_hw.spec.generator import GeneratorConfig, config_values
+from squeezenic_hw.spec.scaling import lanes_for
+
+
+class Loopback(wiring.Component):
+    """TxArray → RxArray, the on-chip loopback of the paper's set-up."""
+
+    def __init__(self, host_bw, codecs):
+        self.tx = TxArray(host_bw, codecs=codecs)
+        self.rx = RxArray(host_bw, codecs=codecs)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.tx, m.submodules.rx = self.tx, self.rx
+        wiring.connect(m, self.tx.o, self.rx.i)
+        return m
+
+
+def _run_loopback(host_bw, cfg, n_frames, codecs, max_cycles=20000):
+    dut = Loopback(host_bw, codecs)
+    n = dut.tx.n_lanes
+    got = {}
+
+    async def bench(ctx):
+        ctrl = dut.tx.ctrl
+        for name, value in config_values(cfg).items():
+            if hasattr(ctrl, name):
+                ctx.set(getattr(ctrl, name), value)
+        ctx.set(ctrl.n_frames, n_frames)
+        ctx.set(ctrl.start, 1)
+        for _ in range(max_cycles):
+            await ctx.tick()
+            if all(ctx.get(dut.tx.frames_sent[k]) == n_frames for k in range(n)):
+                break
+        ctx.set(ctrl.start, 0)
+        for _ in range(40):      # the last host frames reach the controllers
+            await ctx.tick()
+        ctx.set(dut.tx.close, 1)
+        want = sum(len(r["wire"]) for r in expected)
+        for _ in range(max_cycles):
+            await ctx.tick()
+            seen = sum(ctx.get(dut.rx.rx_counters[k].wire_frames) for k in range(n))
+            if seen >= want:
+                break
+        for _ in range(120):     # the last host frames drain into the checkers
+            await ctx.tick()
+        for k in range(n):
+            got[k] = {name: ctx.get(getattr(dut.rx.checkers[k], name))
+                      for name in CHECKER_KEYS}
+            got[k]["tx"] = {name: ctx.get(dut.tx.tx_counters[k][name])
+                            for name in ("host_frames", "wire_frames", "elements")}
+
+    expected = array_reference(lanes_for(host_bw), cfg, n_frames, codecs=codecs)
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    return got, expected
+
+
+@pytest.mark.parametrize("codec,param", [(1, 0), (5, 0)])
+def test_loopback_two_lanes_matches_reference(codec, param):
+    cfg = GeneratorConfig(codec=codec, param=param, elements=100, flush_every=3,
+                          value_seed=5, seed=9, rate_bytes_per_cycle=64.0)
+    got, expected = _run_loopback(200, cfg, 5, ["fp16", "sign"])
+    for k, want in enumerate(expected):
+        assert got[k]["tx"]["host_frames"] == 5
+        assert got[k]["tx"]["wire_frames"] == want["tx"]["wire_frames"]
+        for name in CHECKER_KEYS:
+            assert got[k][name] == want["checker"][name], (k, name)
+        assert got[k]["gaps"] == 0 and got[k]["elements"] == 500
+
+
+@pytest.mark.parametrize("host_bw,codecs,codec", [
+    (400, ["sign"], 5),
+    (800, ["fp16", "sign"], 1),
+])
+def test_loopback_four_and_eight_lanes_match_reference(host_bw, codecs, codec):
+    """Every lane's counts and CRC equal the reference at 4 and 8 lanes."""
+    cfg = GeneratorConfig(codec=codec, elements=64, flush_every=2, value_seed=11, seed=3,
+                          rate_bytes_per_cycle=64.0)
+    got, expected = _run_loopback(host_bw, cfg, 3, codecs)
+    assert len(expected) == lanes_for(host_bw)
+    for k, want in enumerate(expected):
+        assert got[k]["tx"]["host_frames"] == 3
+        assert got[k]["tx"]["wire_frames"] == want["tx"]["wire_frames"]
+        for name in CHECKER_KEYS:
+            assert got[k][name] == want["checker"][name], (k, name)
+        assert got[k]["gaps"] == 0 and got[k]["elements"] == 3 * 64
+
+
+def test_host_bw_validated():
+    for bad in (0, 50, 150, 6500, 100.0, True):
+        with pytest.raises(ValueError, match="host_bw"):
+            TxArray(bad)
+    assert lanes_for(6400) == 64
+
+
+@pytest.mark.parametrize("host_bw", [
+    200,
+    pytest.param(800, marks=pytest.mark.slow),    # ~3 min on a loaded 2-core box
+    pytest.param(6400, marks=pytest.mark.slow),
+])
+def test_arrays_convert_to_verilog(host_bw):
+    for top in (TxArray(host_bw, codecs=["sign"]), RxArray(host_bw, codecs=["sign"])):
+        assert "module top" in verilog.convert(top, name="top")
+
+
+def test_eight_generators_keep_their_rate_onto_one_wire():
+    from squeezenic_hw.flows.throughput import by_host_bw
+
+    r = by_host_bw(800, "sign", 308, cycles=300, warmup=100)
+    assert r.lanes == 8 and r.all_full_rate and r.generator_gbps_min > 90
+
+
+def test_rx_array_takes_the_wire_at_full_rate_with_enough_lanes():
+    """fp16 doubles the bytes: two RX lanes keep a one-beat-per-cycle wire moving."""
+    from squeezenic_hw.sim.axis import FrameSource
+
+    cfg = GeneratorConfig(codec=1, elements=363, value_seed=3)
+    ref = array_reference(2, cfg, 6, codecs=["fp16"])
+    wire = [f for pair in zip(ref[0]["wire"], ref[1]["wire"], strict=True) for f in pair]
+    dut = RxArray(200, codecs=["fp16"])
+    source = FrameSource(dut.i, wire)
+    got = {}
+
+    async def bench(ctx):
+        while source.done_cycle is None:
+            await ctx.tick()
+        for _ in range(400):
+            await ctx.tick()
+        for k in range(2):
+            got[k] = {name: ctx.get(getattr(dut.checkers[k], name)) for name in CHECKER_KEYS}
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(source.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    beats = sum(-(-len(f) // 64) for f in wire)
+    cycles = source.done_cycle - source.accepted_cycles[0] + 1
+    assert beats / cycles > 0.95, beats / cycles
+    for k in range(2):
+        assert got[k] == ref[k]["checker"]

@@ -1,0 +1,134 @@
+# amaranth: UnusedElaboratable=no
+"""Encoder and decoder banks: mixed codecs back to back, bit-exact with the reference."""
+
+import numpy as np
+import pytest
+from amaranth import unsigned
+from amaranth.lib import data
+
+from squeezenic_hw.gateware.codecs.bank import DecoderBank, EncoderBank, codec_widths
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+from squeezenic_hw.reference import codecs as ref
+from squeezenic_hw.sim.streams import run_stream
+from squeezenic_hw.sim.vectors import EDGE_F32_BITS, random_f32_bits
+from squeezenic_hw.spec.codecs import codec_info
+
+ONE = 0x3F800000
+
+
+def _params(rng, codec):
+    info = codec_info(codec)
+    param = int(rng.integers(2, 17)) if info.param_range else 0
+    stochastic = int(info.stochastic and rng.random() < 0.5)
+    scale = int(np.float32(rng.uniform(0.5, 40)).view(np.uint32))
+    aux = int(np.float32(rng.uniform(-2, 2)).view(np.uint32))
+    return {"param": param, "stochastic": stochastic, "scale": scale, "aux": aux,
+            "seed": int(rng.integers(0, 2**32))}
+
+
+def _f32(bits):
+    return np.uint32(bits).view(np.float32)
+
+
+def _beats(rng, codecs, n_beats, encoder):
+    """Random beats, each of a random codec, with the expected 16 outputs."""
+    beats, expected = [], []
+    for _ in range(n_beats):
+        codec = codecs[int(rng.integers(len(codecs)))]
+        info = codec_info(codec)
+        p = _params(rng, codec)
+        count = int(rng.integers(1, ELEMENTS_PER_BEAT + 1))
+        offset = int(rng.integers(0, 2**32 - 16))
+        user = int(rng.integers(0, 16))
+        kw = dict(param=p["param"], scale=_f32(p["scale"]), aux=_f32(p["aux"]))
+        if encoder:
+            values = random_f32_bits(rng, count)
+            edge = rng.random(count) < 0.3
+            values[edge] = rng.choice(EDGE_F32_BITS, size=int(edge.sum()))
+            out = np.asarray(ref.encode(ref.from_bits(values), info, seed=p["seed"],
+                                        offset=offset, stochastic=bool(p["stochastic"]),
+                                        **kw), dtype=np.uint32)
+            field = "elements"
+        else:
+            b = info.bits_per_element(p["param"])
+            values = rng.integers(0, 2**b, size=count, dtype=np.uint64).astype(np.uint32)
+            out = ref.to_bits(ref.decode(values, info, **kw))
+            field = "codes"
+        lanes = [int(v) for v in values] + [0] * (ELEMENTS_PER_BEAT - count)
+        beat = {field: lanes, "valid": (1 << count) - 1, "params": p,
+                "meta": {"codec": info.id, "user": user}}
+        if encoder:
+            beat["offset"] = offset
+        beats.append(beat)
+        expected.append(([int(v) for v in out] + [0] * (ELEMENTS_PER_BEAT - count),
+                         (1 << count) - 1, info.id, user))
+    return beats, expected
+
+
+def _check(dut, beats, expected, field, **kw):
+    run = run_stream(dut, beats, **kw)
+    layout = dut.o.payload.shape()
+    for k, (word, (want, mask, codec, user)) in enumerate(zip(run.outputs, expected,
+                                                             strict=True)):
+        got = data.Const(layout, word)
+        values = [int(got[field][e]) for e in range(ELEMENTS_PER_BEAT)]
+        assert values == want, f"beat {k} (codec {codec}): {values} != {want}"
+        assert int(got.valid) == mask and int(got.meta.codec) == codec
+        assert int(got.meta.user) == user
+    return run
+
+
+@pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)])
+def test_encoder_bank_mixed_codecs(idle, backpressure):
+    codecs = ["raw", "fp16", "bf16", "sign", "natural"]
+    rng = np.random.default_rng([1, int(idle * 10), int(backpressure * 10)])
+    dut = EncoderBank(codecs, meta_shape=unsigned(4))
+    assert dut.latency == 9   # natural's
+    beats, expected = _beats(rng, codecs, 120, encoder=True)
+    run = _check(dut, beats, expected, "codes", idle=idle, backpressure=backpressure,
+                 seed=3)
+    if idle == backpressure == 0:
+        assert run.latency == dut.latency
+        assert run.max_ready_streak == len(beats)
+
+
+@pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.3)])
+def test_decoder_bank_mixed_codecs(idle, backpressure):
+    codecs = ["raw", "fp16", "bf16", "sign", "natural"]
+    rng = np.random.default_rng([2, int(idle * 10)])
+    dut = DecoderBank(codecs, meta_shape=unsigned(4))
+    beats, expected = _beats(rng, codecs, 120, encoder=False)
+    run = _check(dut, beats, expected, "elements", idle=idle, backpressure=backpressure,
+                 seed=4)
+    if idle == backpressure == 0:
+        assert run.max_ready_streak == len(beats)
+
+
+def test_banks_with_fixed_and_qsgd():
+    codecs = ["fixed", "qsgd", "sign"]
+    rng = np.random.default_rng(5)
+    enc = EncoderBank(codecs)
+    assert enc.latency == 11
+    beats, expected = _beats(rng, codecs, 24, encoder=True)
+    for b in beats:
+        b["meta"]["user"] = 0
+    expected = [(w, m, c, 0) for (w, m, c, _u) in expected]
+    _check(enc, beats, expected, "codes", idle=0.3, backpressure=0.3, seed=6)
+    dec = DecoderBank(codecs)
+    beats, expected = _beats(rng, codecs, 24, encoder=False)
+    for b in beats:
+        b["meta"]["user"] = 0
+    expected = [(w, m, c, 0) for (w, m, c, _u) in expected]
+    _check(dec, beats, expected, "elements", idle=0.3, backpressure=0.3, seed=7)
+
+
+def test_bank_rejects_bad_codecs():
+    with pytest.raises(ValueError, match="codecs"):
+        EncoderBank([])
+    with pytest.raises(ValueError, match="codec"):
+        DecoderBank(["nope"])
+
+
+def test_codec_widths():
+    assert codec_widths(["raw", "sign"]) == {32, 1}
+    assert codec_widths(["fixed"]) == set(range(2, 17))

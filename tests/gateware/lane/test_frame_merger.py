@@ -1,0 +1,217 @@
+"""Tests of :class:`FrameMerger`, the output stage of both lanes.
+
+Random mixes of built frames (header from the token, payload beats from their
+own stream; sizes 65…1518 and a few up to 9600) and bypassed frames (1…1518
+bytes, many of one beat) go through the merger with random idle cycles on each
+of the three inputs and random backpressure on the output. The expected output
+beats are those of the whole frames, cut into beats by ``sim.axis.frame_beats``
+(a built frame is ``header + payload bytes`` with the token's ``tuser``), and
+are compared bit for bit: data, ``tkeep``, ``tlast`` and ``tuser`` of every
+beat. The output must hold under backpressure, and with everything ready and
+no backpressure, frames leave back to back, one beat per cycle.
+"""
+
+import random
+
+import pytest
+from amaranth import Value
+from amaranth.back import verilog
+from amaranth.sim import Simulator
+
+from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat, FrameToken
+from squeezenic_hw.gateware.lane.merger import FrameMerger
+from squeezenic_hw.sim.axis import AxisFrame, FrameSource, frame_beats
+from squeezenic_hw.sim.streams import unpack_fields
+
+# --------------------------------------------------------------------------
+# Stimulus and expected output
+# --------------------------------------------------------------------------
+
+
+class Mix:
+    """Tokens, payload beats, bypass frames and the expected output beats."""
+
+    def __init__(self):
+        self.tokens = []      # packed FrameToken ints
+        self.payload = []     # payload beat ints
+        self.bypass = []      # AxisFrame
+        self.expected = []    # packed AxisBeat ints
+        self.frame_ends = []  # index into expected of each frame's last beat
+
+
+def built_frame(rng, mix, size):
+    header = rng.randbytes(DATA_BYTES)
+    body = rng.randbytes(size - DATA_BYTES)
+    src, dst = rng.getrandbits(16), rng.getrandbits(16)
+    mix.tokens.append(FrameToken.const({
+        "built": 1, "header": int.from_bytes(header, "little"),
+        "size": size, "src": src, "dst": dst}).as_value().value)
+    # payload beats as a packer delivers them: zero past the end of the frame
+    for k in range(0, len(body), DATA_BYTES):
+        mix.payload.append(int.from_bytes(body[k:k + DATA_BYTES], "little"))
+    mix.expected += frame_beats(AxisFrame(header + body, src=src, dst=dst))
+    mix.frame_ends.append(len(mix.expected) - 1)
+
+
+def bypass_frame(rng, mix, size):
+    frame = AxisFrame(rng.randbytes(size), src=rng.getrandbits(16), dst=rng.getrandbits(16))
+    mix.bypass.append(frame)
+    # a bypass token's other fields are ignored: fill them with garbage
+    mix.tokens.append(FrameToken.const({
+        "built": 0, "header": rng.getrandbits(512), "size": rng.getrandbits(16),
+        "src": rng.getrandbits(16), "dst": rng.getrandbits(16)}).as_value().value)
+    mix.expected += frame_beats(frame)
+    mix.frame_ends.append(len(mix.expected) - 1)
+
+
+def random_mix(rng, n_frames, mix=None):
+    mix = Mix() if mix is None else mix
+    for _ in range(n_frames):
+        if rng.random() < 0.5:
+            r = rng.random()
+            if r < 0.06:
+                size = rng.randint(1519, 9600)
+            elif r < 0.3:
+                size = rng.choice([65, 127, 128, 129, 192, 1518]) + rng.randint(0, 1) * 64
+            else:
+                size = rng.randint(65, 1518)
+            built_frame(rng, mix, size)
+        else:
+            size = rng.randint(1, 64) if rng.random() < 0.3 else rng.randint(1, 1518)
+            bypass_frame(rng, mix, size)
+    return mix
+
+
+# --------------------------------------------------------------------------
+# Simulation harness
+# --------------------------------------------------------------------------
+
+
+def _source(stream, values, idle, rng, accepted):
+    async def run(ctx):
+        t = 0
+        for value in values:
+            while idle and rng.random() < idle:
+                ctx.set(stream.valid, 0)
+                await ctx.tick()
+                t += 1
+            ctx.set(Value.cast(stream.payload), value)
+            ctx.set(stream.valid, 1)
+            while True:
+                _, _, ready = await ctx.tick().sample(stream.ready)
+                t += 1
+                if ready:
+                    break
+            accepted.append(t)
+        ctx.set(stream.valid, 0)
+    return run
+
+
+class MergeRun:
+    def __init__(self):
+        self.outputs = []
+        self.out_cycles = []
+        self.token_cycles = []
+        self.payload_cycles = []
+
+
+def run_merger(mix, *, idle=0.0, backpressure=0.0, seed=0, quiet=30):
+    dut = FrameMerger()
+    run = MergeRun()
+    n_out = len(mix.expected)
+    timeout = int(n_out * (2 + 10 * backpressure + 6 * idle)) + 500
+    bypass_src = FrameSource(dut.bypass, mix.bypass, idle=idle, seed=seed)
+
+    async def sink(ctx):
+        rng = random.Random(seed * 5 + 4)
+        t, held, last_beat = 0, None, 0
+        while len(run.outputs) < n_out or t < last_beat + quiet:
+            ready = not (backpressure and rng.random() < backpressure)
+            ctx.set(dut.o.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload.as_value())
+            t += 1
+            assert t <= timeout, f"{len(run.outputs)} of {n_out} beats after {t} cycles"
+            if held is not None:
+                assert valid and payload == held, f"o changed under backpressure at cycle {t}"
+            held = None
+            if valid and ready:
+                run.outputs.append(payload)
+                run.out_cycles.append(t)
+                last_beat = t
+            elif valid:
+                held = payload
+        ctx.set(dut.o.ready, 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(_source(dut.tokens, mix.tokens, idle, random.Random(seed * 5 + 1),
+                              run.token_cycles), background=True)
+    sim.add_testbench(_source(dut.payload, mix.payload, idle, random.Random(seed * 5 + 2),
+                              run.payload_cycles), background=True)
+    sim.add_testbench(bypass_src.run, background=True)
+    sim.add_testbench(sink)
+    sim.run()
+    return run
+
+
+def _fields(value):
+    beat = unpack_fields(AxisBeat, value)
+    return {k: int(beat[k]) for k in ("data", "keep", "last", "size", "src", "dst")}
+
+
+def check_output(run, mix):
+    assert len(run.outputs) == len(mix.expected), "missing or extra beats"
+    for j, (got, want) in enumerate(zip(run.outputs, mix.expected, strict=True)):
+        if got != want:
+            g, w = _fields(got), _fields(want)
+            diff = [k for k in g if g[k] != w[k]]
+            raise AssertionError(f"beat {j} differs in {diff}")
+    assert len(run.token_cycles) == len(mix.tokens)
+    assert len(run.payload_cycles) == len(mix.payload)
+
+
+def max_streak(cycles):
+    best = streak = 0
+    for k, c in enumerate(cycles):
+        streak = streak + 1 if k and c == cycles[k - 1] + 1 else 1
+        best = max(best, streak)
+    return best
+
+
+# --------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)])
+def test_random(idle, backpressure, seed):
+    rng = random.Random(seed * 100 + int(idle * 10) * 10 + int(backpressure * 10))
+    mix = random_mix(rng, 120)
+    run = run_merger(mix, idle=idle, backpressure=backpressure, seed=seed)
+    check_output(run, mix)
+
+
+def test_back_to_back():
+    """Everything ready, no backpressure: one beat per cycle from the first beat to
+    the last, across frame boundaries (1-beat bypass frames and 2-beat built ones
+    included), with the documented latencies."""
+    rng = random.Random(99)
+    mix = Mix()
+    for size, built in [(65, 1), (1, 0), (64, 0), (65, 1), (128, 1), (129, 1), (30, 0),
+                        (1518, 1), (1518, 0), (9600, 1), (65, 0), (60, 0), (200, 1)]:
+        (built_frame if built else bypass_frame)(rng, mix, size)
+    random_mix(rng, 30, mix)
+    run = run_merger(mix)
+    check_output(run, mix)
+    assert max_streak(run.out_cycles) == len(mix.expected)
+    assert run.out_cycles[0] - run.token_cycles[0] == 2
+    # the token of each frame after the first is taken with the previous frame's last beat
+    # (the output register delays that beat by one cycle)
+    ends = [run.out_cycles[j] for j in mix.frame_ends]
+    assert all(run.token_cycles[k + 1] == ends[k] - 1 for k in range(len(ends) - 1))
+
+
+def test_verilog():
+    text = verilog.convert(FrameMerger(), name="frame_merger")
+    assert "module frame_merger" in text

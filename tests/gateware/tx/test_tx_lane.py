@@ -1,0 +1,183 @@
+# amaranth: UnusedElaboratable=no
+"""The TX lane in simulation against the numpy reference lane, frame for frame, byte for byte."""
+
+import numpy as np
+import pytest
+from lane_scenarios import (
+    bad_frames,
+    check_against_reference,
+    check_tuser,
+    host_stream,
+    mixed_traffic,
+)
+
+from squeezenic_hw.gateware.tx.lane import TxLane
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.sim.axis import AxisFrame
+from squeezenic_hw.sim.lane import simulate_lane
+from squeezenic_hw.spec.frames import TX_REASONS, Header, build_host_frame
+from squeezenic_hw.spec.header import FLAG_FLUSH
+
+CHEAP = ["raw", "fp16", "bf16", "sign"]
+STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
+
+
+@pytest.mark.parametrize("mtu", [68, 200, 1518, 9600])
+@pytest.mark.parametrize("idle,backpressure", STALLS)
+def test_tx_matches_reference(mtu, idle, backpressure):
+    """Interleaved tensors (mismatch closes), straddling, flush, every bypass reason."""
+    rng = np.random.default_rng([mtu, int(idle * 10), int(backpressure * 10)])
+    frames = mixed_traffic(rng, CHEAP, n_streams=3, elements=(100, 700),
+                           max_k=int(rng.choice([16, 100, 363])))
+    run = simulate_lane(TxLane(codecs=CHEAP, mtu=mtu), frames, idle=idle,
+                        backpressure=backpressure, seed=mtu)
+    check_against_reference(run, frames, "tx", mtu=mtu, codecs=CHEAP)
+    check_tuser(run, frames, "tx")
+    if idle == 0:
+        # wire frames leave whole (bypassed ones as they came): no gap inside any frame
+        assert run.gaps_in_frames == 0
+
+
+def test_tx_every_bypass_reason_counted():
+    bad = bad_frames("tx")
+    frames = [AxisFrame(f, src=k, dst=100 + k) for k, f in enumerate(bad.values())]
+    run = simulate_lane(TxLane(codecs=CHEAP), frames, idle=0.2, backpressure=0.2)
+    check_against_reference(run, frames, "tx", codecs=CHEAP)
+    assert [(f.src, f.dst) for f in run.frames] == [(f.src, f.dst) for f in frames]
+    for reason in TX_REASONS:
+        assert run.counters[f"bypass_{reason.value}"] >= 1, reason
+
+
+@pytest.mark.parametrize("codec", ["raw", "fp16", "sign"])
+def test_tx_full_rate_every_host_frame_length(codec):
+    """One host beat per cycle, sustained, for host frames of 1…363 elements."""
+    rng = np.random.default_rng(7)
+    lengths = list(range(1, 364))
+    frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
+    run = simulate_lane(TxLane(codecs=[codec]), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=[codec])
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+    assert run.gaps_in_frames == 0
+
+
+@pytest.mark.parametrize("codec", ["bf16", "fixed", "qsgd", "natural"])
+def test_tx_full_rate_sample_of_lengths(codec):
+    rng = np.random.default_rng(8)
+    lengths = [1, 2, 15, 16, 17, 31, 100, 181, 182, 362, 363, 363]
+    frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
+    run = simulate_lane(TxLane(codecs=[codec]), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=[codec])
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+    assert run.gaps_in_frames == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("codec", ["bf16", "fixed", "qsgd", "natural"])
+@pytest.mark.parametrize("mtu", [1518, 9600])
+def test_tx_full_rate_every_length_slow(codec, mtu):
+    rng = np.random.default_rng(9)
+    lengths = list(range(1, 364))
+    frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
+    run = simulate_lane(TxLane(codecs=[codec], mtu=mtu), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=[codec], mtu=mtu)
+    assert run.input_cycles == run.beats_in
+
+
+def test_tx_full_rate_jumbo_mtu_and_bypass():
+    """MTU 9600 with raw (wire frames as long as the host data), bypass frames mixed in."""
+    rng = np.random.default_rng(10)
+    frames = host_stream(rng, "raw", n_total=3000, lengths=[363, 200, 17, 1])
+    bad = list(bad_frames("tx").values())
+    mixed = []
+    for k, f in enumerate(frames):
+        mixed.append(f)
+        if k % 3 == 0:
+            mixed.append(bad[k % len(bad)])
+    run = simulate_lane(TxLane(codecs=["raw"], mtu=9600), mixed, quiet=80)
+    check_against_reference(run, mixed, "tx", codecs=["raw"], mtu=9600)
+    assert run.input_cycles == run.beats_in
+
+
+def test_tx_bypass_only_full_rate_and_latency():
+    rng = np.random.default_rng(11)
+    frames = [bytes(rng.integers(0, 256, int(n), dtype=np.uint8))
+              for n in rng.integers(1, 1519, 40)]
+    run = simulate_lane(TxLane(codecs=CHEAP), frames, quiet=60)
+    assert [f.data for f in run.frames] == frames
+    assert run.input_cycles == run.beats_in
+    assert run.max_out_streak == run.beats_out      # not one bubble on the wire
+    assert run.first_beat_latency <= 12
+
+
+def test_tx_idle_timeout_exact_boundaries():
+    """Gaps of T-2, T-1, T, T+1 cycles, bypass frames in between: closes as the reference."""
+    T = 50
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        frames = host_stream(rng, "fp16", n_total=500, max_k=40)
+        bad = list(bad_frames("tx").values())
+        mixed = []
+        for f in frames:
+            mixed.append(f)
+            if rng.random() < 0.2:
+                mixed.append(bad[int(rng.integers(len(bad)))])
+        times, t = [], 5
+        for f in mixed:
+            times.append(t)
+            t += lr.frame_beats(f) + int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 300]))
+        run = simulate_lane(TxLane(codecs=["fp16"], idle_timeout=T), mixed, times=times,
+                            seed=seed)
+        check_against_reference(run, mixed, "tx", codecs=["fp16"], idle_timeout=T,
+                                times=times)
+        assert run.counters["close_idle"] >= 5
+
+
+def test_tx_straddling_flush_closes_two_frames_in_one_beat():
+    """Capacity 363 (raw, MTU 1518): a flush frame whose only beat crosses the boundary."""
+    x = np.arange(400, dtype=np.float32)
+    frames = [build_host_frame(Header(codec=0, offset=0), x[:360]),
+              build_host_frame(Header(codec=0, offset=360, flags=FLAG_FLUSH), x[360:370]),
+              build_host_frame(Header(codec=0, offset=370), x[370:400])]
+    run = simulate_lane(TxLane(codecs=["raw"]), frames, idle=0.2, backpressure=0.3)
+    check_against_reference(run, frames, "tx", codecs=["raw"])
+    assert run.counters["close_full"] == run.counters["close_flush"] == 1
+    assert run.counters["wire_frames"] == 3
+
+
+def test_tx_wrong_tuser_size_is_counted_never_dropped():
+    """Truncated frames are padded with zeros, excess beats dropped; both counted."""
+    x = np.linspace(-1, 1, 100, dtype=np.float32)
+    full = build_host_frame(Header(codec=1, offset=0), x[:40])
+    nxt = build_host_frame(Header(codec=1, offset=40, flags=FLAG_FLUSH), x[40:100])
+    truncated = AxisFrame(full[:100], size=len(full))       # says 224 bytes, carries 100
+    longer = AxisFrame(nxt + bytes(130), size=len(nxt))      # says 304, carries 434
+    run = simulate_lane(TxLane(codecs=["fp16"]), [truncated, longer], backpressure=0.2)
+    repaired = [full[:100] + bytes(len(full) - 100), nxt]
+    expected, _ = lr.tx(repaired, codecs=["fp16"])
+    assert [f.data for f in run.frames] == expected
+    assert run.counters["size_errors"] == 2
+    assert run.counters["elements"] == 100
+
+
+def test_tx_lane_parameters_checked():
+    with pytest.raises(ValueError, match="mtu"):
+        TxLane(mtu=67)
+    with pytest.raises(ValueError, match="idle_timeout"):
+        TxLane(idle_timeout=0)
+    with pytest.raises(ValueError, match="codec"):
+        TxLane(codecs=["nope"])
+    with pytest.raises(ValueError, match="mtu"):
+        TxLane(codecs=["threshold"], mtu=129)
+    with pytest.raises(ValueError, match="bypass_depth"):
+        TxLane(bypass_depth=1)
+
+
+def test_lanes_convert_to_verilog():
+    from amaranth.back import verilog
+
+    from squeezenic_hw.gateware.rx.lane import RxLane
+
+    for lane in (TxLane(codecs=["raw", "sign"], mtu=9600), RxLane(codecs=["fp16", "sign"])):
+        text = verilog.convert(lane, name="lane")
+        assert "module lane" in text
+        assert all(port in text for port in ("i__valid", "i__ready", "o__valid", "o__ready"))
