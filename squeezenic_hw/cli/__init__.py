@@ -2,12 +2,24 @@
 
 Each command is a module of this package with ``NAME``, ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``; add it to ``COMMANDS``.
-Errors the user can fix raise :class:`CliError`: one line on stderr, exit 2.
+
+Exit status (the ``EXIT_STATUS`` text of ``--help``):
+
+* 0 — done; every check the command makes passed.
+* 1 — done, but a check failed: the hardware disagreed with the reference, or a
+  synthesis run failed (the command says which and where its log is).
+* 2 — a user error: a bad option or parameter (:class:`CliError`, or a ``ValueError``
+  from the library naming the parameter), or an input file that is missing, unreadable
+  or not what the command reads (``OSError``). One line on stderr, no traceback.
+* 130 — interrupted.
 """
 
 import argparse
 import importlib
 import sys
+import warnings
+
+from amaranth.hdl import UnusedElaboratable
 
 from squeezenic_hw import __version__
 
@@ -24,6 +36,11 @@ COMMANDS = [
 ]
 
 
+EXIT_STATUS = ("exit status: 0 done and every check passed; 1 a check failed (hardware vs "
+               "reference, synthesis); 2 a user error (bad option or parameter, missing or "
+               "unreadable input file); 130 interrupted")
+
+
 class CliError(Exception):
     """A user error: printed as one line on stderr, exit status 2."""
 
@@ -32,13 +49,15 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="squeezenic-hw",
         description="Hardware generators, simulation and reports for the SqueezeNIC "
-                    "in-NIC gradient-compression FPGA NIC.")
+                    "in-NIC gradient-compression FPGA NIC.",
+        epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         mod = importlib.import_module(f".{name}", __name__)
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
+        p.epilog = f"{p.epilog} {EXIT_STATUS}" if p.epilog else EXIT_STATUS
         p.set_defaults(_run=mod.run)
     return parser
 
@@ -49,14 +68,15 @@ def main(argv=None):
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
+    # A component that rejects its parameters is never elaborated; the user should see
+    # the one-line error, not Amaranth's warning about the half-built object.
+    warnings.filterwarnings("ignore", category=UnusedElaboratable)
     try:
         return args._run(args) or 0
-    except CliError as exc:
-        print(f"squeezenic-hw {args.command}: error: {exc}", file=sys.stderr)
+    except (CliError, ValueError, OSError) as exc:
+        message = " ".join(str(exc).split())
+        print(f"squeezenic-hw {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except (ValueError, OSError) as exc:
-        print(f"squeezenic-hw {args.command}: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print(f"squeezenic-hw {args.command}: interrupted", file=sys.stderr)
         return 130

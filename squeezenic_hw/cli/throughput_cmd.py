@@ -4,6 +4,7 @@ host_bw sweep, from Amaranth simulation."""
 import sys
 
 from squeezenic_hw.flows.throughput import by_frame_length, by_host_bw, codec_setting
+from squeezenic_hw.spec.scaling import lanes_for
 
 from . import CliError
 from .output import add_format_option, render
@@ -49,6 +50,11 @@ def run(args):
     sweep = [] if args.host_bw == "none" else _ints(args.host_bw, "host-bw")
     if args.cycles < 100:
         raise CliError(f"--cycles must be at least 100, got {args.cycles}")
+    for bw in sweep:   # every point checked before the first simulation starts
+        try:
+            lanes_for(bw)
+        except ValueError as exc:
+            raise CliError(f"--host-bw: {exc}") from None
     rows = []
     total = len(lengths) * len(codecs) + len(sweep)
     done = 0

@@ -35,7 +35,6 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
 from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
-from squeezenic_hw.gateware.common.layouts import quiet_if_rejected
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.generator import MAX_ELEMENTS, GeneratorConfig, config_values
 from squeezenic_hw.spec.header import (
@@ -136,7 +135,6 @@ class U280Loopback(Elaboratable):
     (the checkers are always ready).
     """
 
-    @quiet_if_rejected
     def __init__(self, host_bw=400, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
                  max_host_elements=DEFAULT_HOST_ELEMENTS, config=None, n_frames=0,
                  idle_timeout=256):

@@ -86,6 +86,6 @@ def test_simulate_bad_file(tmp_path, capsys):
     (tmp_path / "bad.pcap").write_bytes(b"not a pcap at all")
     code = main(["simulate", "rx", str(tmp_path / "bad.pcap"), "-o", str(tmp_path / "o.pcap")])
     err = capsys.readouterr().err
-    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert code == 2 and len(err.strip().splitlines()) == 1
     code = main(["simulate", "rx", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "o")])
-    assert code == 1 and "missing.pcap" in capsys.readouterr().err
+    assert code == 2 and "missing.pcap" in capsys.readouterr().err

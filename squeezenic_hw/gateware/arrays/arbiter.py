@@ -12,7 +12,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature, quiet_if_rejected
+from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
 
 __all__ = ["FrameArbiter", "MAX_INPUTS", "thermometer_count"]
 
@@ -73,7 +73,6 @@ class FrameArbiter(wiring.Component):
     n = 64: 23k LUT, 0.7k FF, depth 7.
     """
 
-    @quiet_if_rejected
     def __init__(self, n_inputs):
         if isinstance(n_inputs, bool) or not isinstance(n_inputs, int) \
                 or not 1 <= n_inputs <= MAX_INPUTS:

@@ -33,7 +33,6 @@ from squeezenic_hw.gateware.common.layouts import (
     field_be,
     field_le,
     header_bytes,
-    quiet_if_rejected,
 )
 from squeezenic_hw.spec.header import DEFAULT_PORT, FLAG_ENCODED, HDR
 
@@ -167,7 +166,6 @@ class FrameChecker(wiring.Component):
     is 7 levels.
     """
 
-    @quiet_if_rejected
     def __init__(self, *, port=DEFAULT_PORT):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 2**16:
             raise ValueError(f"port must be an int from 0 to 65535, got {port!r}")

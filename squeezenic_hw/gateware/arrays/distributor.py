@@ -18,7 +18,6 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     field_be,
     header_bytes,
-    quiet_if_rejected,
 )
 from squeezenic_hw.spec.header import DEFAULT_PORT, HDR
 
@@ -120,7 +119,6 @@ class FrameDistributor(wiring.Component):
     n = 5: 71 LUT, depth 7; n = 64: 236 LUT, 1.3k FF, depth 5.
     """
 
-    @quiet_if_rejected
     def __init__(self, n_outputs, *, port=DEFAULT_PORT):
         if isinstance(n_outputs, bool) or not isinstance(n_outputs, int) \
                 or not 1 <= n_outputs <= MAX_OUTPUTS:

@@ -21,7 +21,6 @@ from squeezenic_hw.gateware.codecs.counter_rng import CounterRng
 from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
-    quiet_if_rejected,
 )
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.frames import Header
@@ -152,7 +151,6 @@ class GradientGenerator(wiring.Component):
 
     LATENCY = 2 + 1 + CounterRng.LATENCY
 
-    @quiet_if_rejected
     def __init__(self, max_elements=DEFAULT_HOST_ELEMENTS, *, template=None):
         if isinstance(max_elements, bool) or not isinstance(max_elements, int) \
                 or not 1 <= max_elements <= MAX_ELEMENTS:

@@ -27,7 +27,7 @@ from amaranth import Module, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import axis_signature, quiet_if_rejected
+from squeezenic_hw.gateware.common.layouts import axis_signature
 from squeezenic_hw.gateware.lane.control import close_when_idle
 from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
@@ -102,7 +102,6 @@ class TxArray(wiring.Component):
     lanes, then the generators; nothing is dropped.
     """
 
-    @quiet_if_rejected
     def __init__(self, host_bw, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
                  idle_timeout=None, max_elements=DEFAULT_HOST_ELEMENTS,
                  src_port_base=SRC_PORT_BASE):
@@ -174,7 +173,6 @@ class RxArray(wiring.Component):
     ready.
     """
 
-    @quiet_if_rejected
     def __init__(self, host_bw, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS,
                  port=DEFAULT_PORT):
         self._n = lanes_for(host_bw)

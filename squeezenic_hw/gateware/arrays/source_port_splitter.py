@@ -16,7 +16,6 @@ from squeezenic_hw.gateware.common.layouts import (
     AxisBeat,
     axis_signature,
     field_be,
-    quiet_if_rejected,
 )
 from squeezenic_hw.spec.header import DEFAULT_PORT, HDR
 
@@ -59,7 +58,6 @@ class SourcePortSplitter(wiring.Component):
     meanwhile (``i.ready = ~o_valid | ready of its output``).
     """
 
-    @quiet_if_rejected
     def __init__(self, base, count, *, port=DEFAULT_PORT):
         for name, value, lo, hi in (("base", base, 0, 0xFFFF), ("count", count, 1, 64),
                                     ("port", port, 0, 0xFFFF)):

@@ -15,7 +15,7 @@ the packer and unpacker see one layout for every codec.
 from amaranth import Signal, unsigned
 from amaranth.lib import data
 
-from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT, quiet_if_rejected
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.spec.codecs import codec_info
 
 from .bf16 import Bf16Decoder, Bf16Encoder
@@ -36,15 +36,15 @@ from .unit import (
 __all__ = ["ENCODERS", "DECODERS", "bank_meta_layout", "EncoderBank", "DecoderBank",
            "codec_widths"]
 
-#: Encoder unit class of each codec id.
-ENCODERS = {0: RawEncoder, 1: Fp16Encoder, 2: Bf16Encoder, 3: FixedEncoder,
-            4: QsgdEncoder, 5: SignEncoder, 6: NaturalEncoder}
-#: Decoder unit class of each codec id.
-DECODERS = {0: RawDecoder, 1: Fp16Decoder, 2: Bf16Decoder, 3: FixedDecoder,
-            4: QsgdDecoder, 5: SignDecoder, 6: NaturalDecoder,
+#: Encoder unit class of each codec, by registry name.
+ENCODERS = {"raw": RawEncoder, "fp16": Fp16Encoder, "bf16": Bf16Encoder, "fixed": FixedEncoder,
+            "qsgd": QsgdEncoder, "sign": SignEncoder, "natural": NaturalEncoder}
+#: Decoder unit class of each codec, by registry name.
+DECODERS = {"raw": RawDecoder, "fp16": Fp16Decoder, "bf16": Bf16Decoder, "fixed": FixedDecoder,
+            "qsgd": QsgdDecoder, "sign": SignDecoder, "natural": NaturalDecoder,
             # threshold: the RX lane's SparseExpander already put the kept values (or
             # +0.0) in the codes, so decoding is the identity
-            7: RawDecoder}
+            "threshold": RawDecoder}
 
 
 def codec_widths(codecs):
@@ -66,30 +66,25 @@ def bank_meta_layout(user_shape):
     return data.StructLayout({"codec": unsigned(3), "user": user_shape})
 
 
-def _resolve(codecs, table):
-    ids = sorted({codec_info(c).id for c in codecs})
-    if not ids:
+def _units_by_id(codecs, table):
+    """``{codec id: unit class}`` for ``codecs`` (names or ids), in id order; ``ValueError``
+    naming ``codecs`` for an unknown codec or one with no unit in ``table``."""
+    infos = sorted({codec_info(c) for c in codecs}, key=lambda info: info.id)
+    if not infos:
         raise ValueError("codecs: a bank needs at least one codec")
-    missing = [i for i in ids if i not in table]
+    missing = [info.name for info in infos if info.name not in table]
     if missing:
-        raise ValueError(f"codecs: no hardware for codec id(s) {missing}")
-    return ids
-
-
-def _unit(cls):
-    unit = cls()
-    # Only the unit's datapath is used (inside the bank's module); it is never elaborated.
-    unit._MustUse__silence = True
-    return unit
+        raise ValueError(f"codecs: no hardware for codec(s) {missing}")
+    return {info.id: table[info.name] for info in infos}
 
 
 class _Bank(PipelinedBeatUnit):
     _TABLE = None
 
-    @quiet_if_rejected
     def __init__(self, codecs, in_layout, out_layout):
-        self._codecs = _resolve(codecs, self._TABLE)
-        self._units = {c: _unit(self._TABLE[c]) for c in self._codecs}
+        # The units' datapaths are built inside the bank's module: classes, not instances.
+        self._units = _units_by_id(codecs, self._TABLE)
+        self._codecs = list(self._units)
         # An instance attribute: the base class reads ``self.LATENCY``.
         self.LATENCY = max(u.LATENCY for u in self._units.values())
         super().__init__(in_layout, out_layout)
@@ -172,7 +167,7 @@ class DecoderBank(_Bank):
     def _unit_input(self, m, unit, payload):
         # Truncate the codes to the unit's width: the view the unit was written for.
         layout = decoder_input_layout(unit.CODE_WIDTH, payload.meta.shape())
-        view = Signal(layout, name=f"{type(unit).__name__.lower()}_in")
+        view = Signal(layout, name=f"{unit.__name__.lower()}_in")
         m.d.comb += [
             view.valid.eq(payload.valid),
             view.params.eq(payload.params),

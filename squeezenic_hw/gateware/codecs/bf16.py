@@ -23,7 +23,8 @@ class Bf16Encoder(EncoderUnit):
     LATENCY = 1
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -48,6 +49,7 @@ class Bf16Decoder(DecoderUnit):
     LATENCY = 1
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         return [stager.reg(Cat(Const(0, 16), payload.codes[e]), name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -35,7 +35,8 @@ class FixedEncoder(EncoderUnit):
     LATENCY = ENCODE_LATENCY + 1
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         codes = []
         for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "fx")):
             code = Mux(negative, -level, level)[:16] & _mask(param)
@@ -52,7 +53,8 @@ class FixedDecoder(DecoderUnit):
     LATENCY = DECODE_LATENCY
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         def magnitude_sign(code, param):
             q = _clamped_param(param)
             code = code & _mask(param)

@@ -26,7 +26,8 @@ class Fp16Encoder(EncoderUnit):
     LATENCY = 2
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -92,7 +93,8 @@ class Fp16Decoder(DecoderUnit):
     LATENCY = 1
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         elements = []
         for e in range(ELEMENTS_PER_BEAT):
             h = payload.codes[e]

@@ -29,7 +29,8 @@ class NaturalEncoder(EncoderUnit):
     LATENCY = CounterRng.LATENCY + 1
     CODE_WIDTH = 9
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         # The generator registers on the pipeline's enable, so its draws stay
         # lined up with the delayed elements through stalls and bubbles.
         m.submodules.rng = rng = CounterRng()
@@ -60,7 +61,8 @@ class NaturalDecoder(DecoderUnit):
     LATENCY = 1
     CODE_WIDTH = 9
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         return [stager.reg(Cat(Const(0, 23), payload.codes[e][0:8], payload.codes[e][8]),
                            name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -18,7 +18,8 @@ class QsgdEncoder(EncoderUnit):
     LATENCY = ENCODE_LATENCY + 1
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         codes = []
         for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "qs")):
             sign = (negative & (level != 0)) << top_bit(param)
@@ -35,7 +36,8 @@ class QsgdDecoder(DecoderUnit):
     LATENCY = DECODE_LATENCY
     CODE_WIDTH = 16
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         def magnitude_sign(code, param):
             level = code & ((Const(1, 17) << top_bit(param)) - 1)[:16]
             return level, Const(0), (code >> top_bit(param))[0]

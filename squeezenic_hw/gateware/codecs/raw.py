@@ -16,7 +16,8 @@ class RawEncoder(EncoderUnit):
     LATENCY = 1
     CODE_WIDTH = 32
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         return [stager.reg(payload.elements[e]) for e in range(ELEMENTS_PER_BEAT)]
 
 
@@ -28,5 +29,6 @@ class RawDecoder(DecoderUnit):
     LATENCY = 1
     CODE_WIDTH = 32
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         return [stager.reg(payload.codes[e]) for e in range(ELEMENTS_PER_BEAT)]

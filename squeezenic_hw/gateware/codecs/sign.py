@@ -23,7 +23,8 @@ class SignEncoder(EncoderUnit):
     LATENCY = 1
     CODE_WIDTH = 1
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         return [stager.reg(payload.elements[e][31], name=f"code{e}")
                 for e in range(ELEMENTS_PER_BEAT)]
 
@@ -36,7 +37,8 @@ class SignDecoder(DecoderUnit):
     LATENCY = 1
     CODE_WIDTH = 1
 
-    def datapath(self, m, stager, payload):
+    @classmethod
+    def datapath(cls, m, stager, payload):
         scale, aux = payload.params.scale, payload.params.aux
         return [stager.reg(Mux(payload.codes[e][0], aux, scale), name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -10,10 +10,9 @@
   byte ``i`` is ``tdata[8i + 7 : 8i]``.
 """
 
-import functools
 import types
 
-from amaranth import Cat, Elaboratable, unsigned
+from amaranth import Cat, unsigned
 from amaranth.lib import data, enum, stream
 
 from squeezenic_hw.spec.frames import BypassReason
@@ -21,24 +20,9 @@ from squeezenic_hw.spec.frames import BypassReason
 __all__ = [
     "DATA_BYTES", "BEAT_BITS", "ELEMENTS_PER_BEAT", "CODES_PER_JOB", "AxisBeat",
     "axis_signature", "Reason", "reason_of", "PackMeta",
-    "header_bytes", "field_be", "field_le", "quiet_if_rejected",
+    "header_bytes", "field_be", "field_le",
 ]
 
-
-def quiet_if_rejected(init):
-    """Decorate a component's ``__init__``: when it rejects its parameters, the half-built
-    component (and any it made) is never elaborated, so Amaranth's ``UnusedElaboratable``
-    warning would only add noise to the one-line error the user should see."""
-    @functools.wraps(init)
-    def wrapper(self, *args, **kwargs):
-        try:
-            init(self, *args, **kwargs)
-        except Exception:
-            for value in [self, *vars(self).values()]:
-                if isinstance(value, Elaboratable):
-                    value._MustUse__silence = True
-            raise
-    return wrapper
 
 #: Bytes per 512-bit beat.
 DATA_BYTES = 64

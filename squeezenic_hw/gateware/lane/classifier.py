@@ -130,11 +130,7 @@ class FrameClassifier(wiring.Component):
     LATENCY = 3
 
     def __init__(self, lane, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS):
-        try:
-            self.lane, self.port, self.codecs = _check_parameters(lane, port, codecs)
-        except ValueError:
-            self._MustUse__silence = True   # no UnusedElaboratable warning for a rejected one
-            raise
+        self.lane, self.port, self.codecs = _check_parameters(lane, port, codecs)
         super().__init__({
             "i": In(axis_signature()),
             "o": Out(stream.Signature(ClassifiedBeat)),

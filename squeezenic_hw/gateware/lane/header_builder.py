@@ -90,7 +90,6 @@ class HeaderBuilder(wiring.Component):
         try:
             Shape.cast(tag_shape)
         except TypeError as e:
-            self._MustUse__silence = True   # no UnusedElaboratable warning for a rejected one
             raise ValueError(f"tag_shape must be a shape, got {tag_shape!r} ({e})") from None
         self.tag_shape = tag_shape
         super().__init__({

@@ -29,7 +29,6 @@ from squeezenic_hw.gateware.common.layouts import (
     Reason,
     axis_signature,
     field_le,
-    quiet_if_rejected,
 )
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.control import (
@@ -100,7 +99,6 @@ class RxController(wiring.Component):
     ``size_errors``.
     """
 
-    @quiet_if_rejected
     def __init__(self, *, codecs=None):
         self._codecs = sorted(resolve_codecs(codecs))
         self._sparse = THRESHOLD_ID in self._codecs

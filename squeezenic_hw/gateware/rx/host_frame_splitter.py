@@ -11,7 +11,7 @@ from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import desc_layout, quiet_if_rejected, token_tag_layout
+from squeezenic_hw.gateware.common.layouts import desc_layout, token_tag_layout
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     FLAG_FLUSH,
@@ -43,7 +43,6 @@ class HostFrameSplitter(wiring.Component):
     holds.
     """
 
-    @quiet_if_rejected
     def __init__(self, *, max_host_elements=DEFAULT_HOST_ELEMENTS):
         limit = (MAX_PKT_LEN - HEADER_LEN) // 4
         if not isinstance(max_host_elements, int) or not 1 <= max_host_elements <= limit:

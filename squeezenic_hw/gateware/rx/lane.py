@@ -30,7 +30,6 @@ from squeezenic_hw.gateware.codecs.bank import DecoderBank, codec_widths
 from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
-    quiet_if_rejected,
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between
@@ -77,7 +76,6 @@ class RxLane(wiring.Component):
     or less). Backpressure on ``o`` stalls the lane; nothing is dropped.
     """
 
-    @quiet_if_rejected
     def __init__(self, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS,
                  port=DEFAULT_PORT, bypass_depth=64, token_depth=16, payload_depth=16):
         check_fifo_depth("bypass_depth", bypass_depth, "beats")

@@ -145,11 +145,7 @@ class WireUnpacker(wiring.Component):
     LATENCY = 3
 
     def __init__(self, widths, *, max_host_elements=363, tag_shape=unsigned(1)):
-        try:
-            widths = _check_params(widths, max_host_elements, tag_shape)
-        except ValueError:
-            self._MustUse__silence = True   # no UnusedElaboratable warning for a rejected one
-            raise
+        widths = _check_params(widths, max_host_elements, tag_shape)
         self.widths = tuple(widths)
         self.max_host_elements = max_host_elements
         self.tag_shape = tag_shape

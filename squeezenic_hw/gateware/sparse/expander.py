@@ -14,7 +14,7 @@ from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal, signed, unsi
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB, quiet_if_rejected
+from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
 
 __all__ = [
     "VALUE_DESC_LAYOUT", "sparse_expander_job_layout", "SparseExpander",
@@ -140,7 +140,6 @@ class SparseExpander(wiring.Component):
 
     LATENCY = 3
 
-    @quiet_if_rejected
     def __init__(self, tag_shape=unsigned(1)):
         try:
             Shape.cast(tag_shape)

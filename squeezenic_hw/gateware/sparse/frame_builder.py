@@ -17,7 +17,6 @@ from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     ELEMENTS_PER_BEAT,
     RingWrite,
-    quiet_if_rejected,
 )
 
 __all__ = ["SparseFrameBuilder", "sparse_builder_input_layout", "region_beats"]
@@ -170,7 +169,6 @@ class SparseFrameBuilder(wiring.Component):
 
     LATENCY = 5
 
-    @quiet_if_rejected
     def __init__(self, mtu):
         if isinstance(mtu, bool) or not isinstance(mtu, int) or not _MIN_MTU <= mtu <= _MAX_MTU:
             raise ValueError(f"mtu must be an int from {_MIN_MTU} to {_MAX_MTU}, got {mtu!r}")

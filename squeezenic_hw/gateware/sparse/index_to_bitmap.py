@@ -16,8 +16,6 @@ from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import quiet_if_rejected
-
 __all__ = [
     "BITMAP_BEAT_BITS", "ENTRIES_PER_BEAT", "index_desc_layout", "bitmap_beat_layout",
     "IndexToBitmap",
@@ -93,7 +91,6 @@ class IndexToBitmap(wiring.Component):
     last beat (or while idle): frames are strictly sequential.
     """
 
-    @quiet_if_rejected
     def __init__(self, *, entries_per_cycle=2):
         if (not isinstance(entries_per_cycle, int) or isinstance(entries_per_cycle, bool)
                 or entries_per_cycle not in (1, 2)):

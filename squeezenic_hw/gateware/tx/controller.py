@@ -32,7 +32,6 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     desc_layout,
     field_le,
-    quiet_if_rejected,
     token_tag_layout,
 )
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
@@ -104,7 +103,6 @@ class TxController(wiring.Component):
     against broken producers, not a normal case).
     """
 
-    @quiet_if_rejected
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None):
         if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
             raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "

@@ -35,7 +35,6 @@ from squeezenic_hw.gateware.common.layouts import (
     FrameToken,
     PackMeta,
     axis_signature,
-    quiet_if_rejected,
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between
@@ -90,7 +89,6 @@ class TxLane(wiring.Component):
     ring are full; nothing is dropped.
     """
 
-    @quiet_if_rejected
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
                  bypass_depth=64, token_depth=16):
         check_fifo_depth("bypass_depth", bypass_depth, "beats")
