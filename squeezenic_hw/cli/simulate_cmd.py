@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (a lane that rejects its parameters is never elaborated; the user sees the one-line error)
 """``squeezenic-hw simulate tx|rx``: run the Amaranth simulation of a lane on a pcap of frames."""
 
 import sys
