@@ -2,6 +2,7 @@
 
 from squeezenic_hw.pcap import read_frames, write_frames
 from squeezenic_hw.reference import lane as lane_reference
+from squeezenic_hw.spec.codecs import resolve_codecs
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from . import CliError
@@ -42,7 +43,7 @@ def parse_codecs(text):
         raise CliError("--codecs: empty list")
     out = [int(s) if s.isdigit() else s for s in items]
     try:
-        lane_reference.resolve_codecs(out)
+        resolve_codecs(out)
     except ValueError as exc:
         raise CliError(f"--codecs: {exc}") from None
     return out

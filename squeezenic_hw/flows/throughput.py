@@ -1,4 +1,4 @@
-"""Cycle-accurate throughput measurements (issue 5): the paper's Table 5 and the host_bw sweep.
+"""Cycle-accurate throughput measurements: the paper's Table 5 and the host_bw sweep.
 
 * :func:`by_frame_length`: one generator at full bus rate → one TX lane →
   an always-ready wire. Host-side and wire-side Gb/s at 250 MHz for a host

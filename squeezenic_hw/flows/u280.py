@@ -192,7 +192,7 @@ class U280Loopback(Elaboratable):
             m.domains.sync = ClockDomain("sync")
         else:
             self._clocking(m, platform)
-            # HBM_CATTRIP: constant 0 (platforms/u280.py, HBM_CATTRIP_NOTE)
+            # HBM_CATTRIP: constant 0 (squeezenic_hw/platforms/u280.py, HBM_CATTRIP_NOTE)
             m.submodules.cattrip_buf = cattrip = io.Buffer(
                 "o", platform.request("hbm_cattrip", 0, dir="-"))
             m.d.comb += cattrip.o.eq(0)

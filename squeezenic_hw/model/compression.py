@@ -4,7 +4,7 @@
 partition g of |g| bytes goes on the wire as r|g| bytes. For a codec of b bits
 per element the payload alone gives ``r = b / 32`` (``1 / codec_info(c).ratio``).
 With ``header_overhead`` the model also charges the SqueezeNIC frame header
-(``shared/spec/wire-format.md`` section 2): a wire frame of at most ``mtu``
+(``docs/wire-format.md`` section 2): a wire frame of at most ``mtu``
 bytes is a 64-byte header (Ethernet + IPv4 + UDP + 22 SqueezeNIC bytes) and
 a packed payload of ``n`` codes, while the baseline is taken to send plain
 fp32 in Ethernet/IPv4/UDP frames (42 header bytes) of the same MTU, whose

@@ -1,6 +1,6 @@
 """The numpy reference codecs: the definition the hardware matches bit for bit.
 
-Implements ``shared/spec/wire-format.md`` sections 3–5 for codecs 0–6. All
+Implements ``docs/wire-format.md`` sections 3–5 for codecs 0–6. All
 functions are vectorised (no per-element Python loops) and take float32 arrays
 whose NaN payloads are kept (use :func:`from_bits` to build them from bit
 patterns).

@@ -1,8 +1,8 @@
-"""The per-lane data generator of issue 5: numpy reference ("SqzGen v1").
+"""The per-lane data generator, numpy reference ("SqzGen v1").
 
 Each lane of the host-bandwidth array has an on-chip generator that emits
 SqueezeNIC host frames of gradient-like fp32 values. This module defines those
-frames bit for bit; ``squeezenic_hw/gateware/gradient_generator.py`` produces
+frames bit for bit; ``squeezenic_hw/gateware/arrays/generator.py`` produces
 the same bytes. Every decision, with check values, is in ``docs/generator.md``.
 
 Values

@@ -1,4 +1,4 @@
-"""The numpy reference of the TX and RX lanes (``shared/spec/wire-format.md`` sections 6, 7).
+"""The numpy reference of the TX and RX lanes (``docs/wire-format.md`` sections 6, 7).
 
 Frames are ``bytes``; the hardware's ``tuser_src``/``tuser_dst`` are not modelled
 here (they are passed through by the lanes; see ``docs/frames.md``). The

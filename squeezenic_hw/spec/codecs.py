@@ -1,4 +1,4 @@
-"""The codec set of wire format v1 (``shared/spec/wire-format.md`` section 4).
+"""The codec set of wire format v1 (``docs/wire-format.md`` section 4).
 
 This module is the single source of truth for codec names, ids, code widths,
 parameter ranges and presets; the numpy reference (:mod:`.reference`), the

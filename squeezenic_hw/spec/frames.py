@@ -1,4 +1,4 @@
-"""The SqueezeNIC frame format (``shared/spec/wire-format.md`` sections 2, 6 and 7).
+"""The SqueezeNIC frame format (``docs/wire-format.md`` sections 2, 6 and 7).
 
 A frame is ``bytes``: the 64-byte header (Ethernet II, IPv4 without options,
 UDP, the SqueezeNIC fields) followed by the payload. :class:`Header` holds the

@@ -1,5 +1,5 @@
 """The 64-byte SqueezeNIC header: its length, field offsets, flags and the limits and defaults
-every frame obeys (``docs/wire-format.md``, "Header"). The header is the whole first 512-bit
+every frame obeys (``docs/wire-format.md`` section 2). The header is the whole first 512-bit
 beat of a frame: Ethernet II, IPv4 without options, UDP, then the SqueezeNIC fields."""
 
 __all__ = [

@@ -1,9 +1,9 @@
 """cocotb test of a ``--host-bw`` > 100 build with the wire looped back: the on-chip
 generators started over AXI-Lite, their wire frames merged with host traffic, looped
 into RX, split to the checkers and the host RX lane; every counter compared with
-``array_reference`` and ``lane_reference``.
+``squeezenic_hw.reference.array`` and ``squeezenic_hw.reference.lane``.
 
-Run by ``tests/test_cosim.py``; ``COSIM_PLUGIN_DIR`` names the plugin directory.
+Run by ``tests/cosim/test_cosim.py``; ``COSIM_PLUGIN_DIR`` names the plugin directory.
 """
 
 import struct

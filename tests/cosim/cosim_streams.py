@@ -1,7 +1,7 @@
 """cocotb tests of the generated plugin (one interface, no generators): registers and reset
 over AXI-Lite, H2C → adapter TX and adapter RX → C2H against the numpy reference.
 
-Run by ``tests/test_cosim.py`` through cocotb's runner; ``COSIM_PLUGIN_DIR`` names the
+Run by ``tests/cosim/test_cosim.py`` through cocotb's runner; ``COSIM_PLUGIN_DIR`` names the
 directory ``write_opennic_plugin`` wrote.
 """
 

@@ -1,5 +1,5 @@
 // Test harness for the cocotb co-simulation of the generated OpenNIC plugin
-// (tests/test_cosim.py). It instantiates `squeezenic_250mhz` exactly as written
+// (tests/cosim/test_cosim.py). It instantiates `squeezenic_250mhz` exactly as written
 // by `squeezenic-hw generate` (NUM_PHYS_FUNC = 1) and only renames wires:
 // cocotbext-axi's AxiStreamBus wants one `tuser`, so each stream's
 // tuser_size/src/dst become `<stream>_tuser` = {dst, src, size} (size in bits

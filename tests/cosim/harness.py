@@ -6,7 +6,7 @@ wrapper that only flattens each stream's three ``tuser_*`` ports into one.
 The plugin directory's own ``manifest.json`` and ``registers.json`` (what
 ``write_opennic_plugin`` wrote) give the build parameters and register offsets.
 
-Environment (set by ``tests/test_cosim.py``): ``COSIM_PLUGIN_DIR`` (the plugin
+Environment (set by ``tests/cosim/test_cosim.py``): ``COSIM_PLUGIN_DIR`` (the plugin
 directory), ``COSIM_REPORT`` (a JSON-lines file each test appends its
 statistics to: simulated cycles, wall seconds).
 """

@@ -1,4 +1,4 @@
-"""Co-simulation of the generated OpenNIC plugin (issue 7): the exact files that
+"""Co-simulation of the generated OpenNIC plugin: the exact files that
 ``write_opennic_plugin`` writes, in Icarus Verilog (and Verilator), driven by cocotb and
 cocotbext-axi, with frames made and read by scapy, against the numpy reference.
 

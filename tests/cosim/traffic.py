@@ -1,10 +1,10 @@
 """Frames for the co-simulation, built and parsed with scapy (no cocotb import here).
 
-The SqueezeNIC header is a scapy layer written from ``shared/spec/wire-format.md``
-section 2 (not from the project's ``frames.py``), so the frames the tests send
+The SqueezeNIC header is a scapy layer written from ``docs/wire-format.md``
+section 2 (not from the project's ``squeezenic_hw/spec/frames.py``), so the frames the tests send
 and the checks of what comes out are an independent reading of the spec. What
 the hardware must send is still the project's numpy reference
-(``lane_reference.tx``/``rx``, ``array_reference``): the tests compare bytes.
+(``squeezenic_hw.reference.lane``, ``squeezenic_hw.reference.array``): the tests compare bytes.
 
 Also imported by ``amaranth_speed.py`` (the same traffic in Amaranth's simulator).
 """

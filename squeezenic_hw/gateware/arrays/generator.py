@@ -1,4 +1,4 @@
-"""The per-lane data generator of issue 5, in gateware.
+"""The per-lane data generator, in gateware.
 
 Emits exactly the frames of :func:`squeezenic_hw.reference.generator.generate_frames`
 (``docs/generator.md``): SqueezeNIC host frames whose fp32 values are a pure

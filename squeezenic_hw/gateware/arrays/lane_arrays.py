@@ -1,4 +1,4 @@
-"""Host-bandwidth arrays of issue 5: N generators → N TX lanes → one wire, and one wire →
+"""Host-bandwidth arrays: N generators → N TX lanes → one wire, and one wire →
 N RX lanes → N checkers.
 
 ``host_bw`` in Gb/s (a multiple of 100 from 100 to 6400) gives
