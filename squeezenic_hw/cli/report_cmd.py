@@ -70,12 +70,12 @@ def _host_bws(text):
 
 
 def _codecs(text):
-    from squeezenic_hw.flows.report import _codec_name
+    from squeezenic_hw.flows.report import codec_name
 
     items = [s.strip() for s in text.split(",") if s.strip()]
     for item in items:
         try:
-            _codec_name(item)
+            codec_name(item)
         except ValueError as exc:
             raise CliError(f"--codecs: {exc}") from None
     return items

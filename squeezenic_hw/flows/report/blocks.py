@@ -1,0 +1,232 @@
+"""The blocks a plugin build is made of, each synthesised once and counted by instance."""
+
+import re
+from dataclasses import dataclass
+
+from amaranth import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
+
+from .policy import ordered_codecs
+
+#: LUTs a distributed-RAM or shift-register cell occupies (UltraScale+ primitives).
+LUTS_PER_MEMORY_CELL = {
+    "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM32X16DR8": 8,
+    "RAM64X1S": 1, "RAM64X1D": 2, "RAM64M": 4, "RAM64M8": 8, "RAM64X8SW": 8,
+    "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM256X1D": 8, "RAM512X1S": 8,
+    "SRL16E": 1, "SRLC16E": 1, "SRLC32E": 1,
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One distinct block to synthesise: a kind and its constructor parameters.
+
+    Picklable and hashable; :meth:`make` builds the component. Kinds:
+    ``tx_lane`` (codecs, mtu, port), ``rx_lane`` (codecs, max_host_elements, port),
+    ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
+    ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
+    (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
+    """
+    kind: str
+    params: tuple    # ((name, value), ...), sorted by name
+
+    @classmethod
+    def of(cls, kind, **params):
+        return cls(kind, tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                      for k, v in params.items())))
+
+    @property
+    def args(self):
+        return dict(self.params)
+
+    @property
+    def label(self):
+        a = self.args
+        if self.kind in ("tx_lane", "rx_lane"):
+            return f"{self.kind}({'+'.join(a['codecs'])})"
+        if self.kind in ("arbiter", "distributor", "splitter"):
+            return f"{self.kind}({a['n']})"
+        if self.kind == "register_file":
+            return f"register_file({a['host_bw']}G)"
+        if self.kind == "core":
+            return f"core({a['host_bw']}G,{'+'.join(a['codecs'])})"
+        return self.kind
+
+    @property
+    def top(self):
+        """Verilog name of the block's top module."""
+        return self.kind
+
+    def spec(self):
+        """JSON-able ``{"kind": ..., <params>}``."""
+        return {"kind": self.kind, **{k: list(v) if isinstance(v, tuple) else v
+                                      for k, v in self.params}}
+
+    def make(self):
+        """A fresh component of this block."""
+        a = self.args
+        k = self.kind
+        if k == "tx_lane":
+            from squeezenic_hw.gateware.tx.lane import TxLane
+            return TxLane(codecs=a["codecs"], mtu=a["mtu"], port=a["port"], idle_timeout=None)
+        if k == "rx_lane":
+            from squeezenic_hw.gateware.rx.lane import RxLane
+            return RxLane(codecs=a["codecs"], max_host_elements=a["max_host_elements"],
+                          port=a["port"])
+        if k == "generator":
+            from squeezenic_hw.gateware.arrays.generator import GradientGenerator
+            from squeezenic_hw.spec.frames import Header
+            # as TxArray builds it: frames to the lanes' port
+            return GradientGenerator(a["max_elements"], template=Header(dst_port=a["port"]))
+        if k == "checker":
+            from squeezenic_hw.gateware.arrays.checker import FrameChecker
+            return FrameChecker(port=a["port"])
+        if k == "arbiter":
+            from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
+            return FrameArbiter(a["n"])
+        if k == "distributor":
+            from squeezenic_hw.gateware.arrays.distributor import FrameDistributor
+            return FrameDistributor(a["n"], port=a["port"])
+        if k == "splitter":
+            from squeezenic_hw.gateware.arrays.source_port_splitter import SourcePortSplitter
+            return SourcePortSplitter(a["base"], a["n"], port=a["port"])
+        if k == "register_file":
+            from squeezenic_hw.regmap.plugin import plugin_register_map
+            return _RegisterFileHarness(plugin_register_map(_plugin_params(a)))
+        if k == "core":
+            from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
+            return SqueezeNicCore(_plugin_params(a))
+        raise ValueError(f"unknown block kind {k!r}")
+
+
+class _RegisterFileHarness(wiring.Component):
+    """The register file, each read-only input fed by a short shift register.
+
+    At 64 lanes the register file has ~125 k bits of read-only inputs, more than a
+    top-level design may have (Amaranth numbers the input bits in 16 bits). Each
+    read-only field gets its own shift register, fed by one bit of ``chain_in`` (one
+    bit per field) and ending at one bit of ``chain_out``; each of its flip-flops drives
+    the next one and one read-only input, so none is trimmed or becomes an SRL: exactly
+    ``chain_bits`` flip-flops and no LUT, which :func:`synth_block` subtracts
+    (``ff_wrapper``). The registers are short (≤ 64 bits) because one long chain
+    exhausts the call stack of Yosys's topological sort in WebAssembly.
+    """
+
+    def __init__(self, regmap):
+        from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
+        from squeezenic_hw.gateware.axil.register_file import AxiLiteRegisterFile
+
+        self.rf = AxiLiteRegisterFile(regmap)
+        self.chain_bits = sum(self.rf.ro_fields.values())
+        assert self.chain_bits == _ro_bits(regmap)
+        n = len(self.rf.ro_fields)
+        members = self.rf.signature.members
+        super().__init__({"axil": In(AxiLiteSignature()), "rw": members["rw"],
+                          "pulse": members["pulse"], "chain_in": In(max(n, 1)),
+                          "chain_out": Out(max(n, 1))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.rf = rf = self.rf
+        wiring.connect(m, wiring.flipped(self.axil), rf.axil)
+        wiring.connect(m, rf.rw, wiring.flipped(self.rw))
+        wiring.connect(m, rf.pulse, wiring.flipped(self.pulse))
+        for k, (name, width) in enumerate(rf.ro_fields.items()):
+            shift = Signal(width, name=f"shift_{name}")
+            m.d.sync += shift.eq(Cat(self.chain_in[k], shift[:-1]))
+            m.d.comb += [getattr(rf.ro, name).eq(shift), self.chain_out[k].eq(shift[-1])]
+        return m
+
+
+def _plugin_params(args):
+    from squeezenic_hw.regmap.plugin import PluginParams
+    return PluginParams(**{k: v for k, v in args.items()})
+
+
+def _params_of(params):
+    """``PluginParams`` fields as Block parameters (codecs as names)."""
+    d = params.as_dict()
+    d.pop("gen_lanes")
+    d["codecs"] = ordered_codecs(codec_info(c).name for c in params.codecs)
+    return d
+
+
+def plugin_blocks(params):
+    """``[(Block, count), ...]`` of the plugin built with ``params`` (a PluginParams).
+
+    Per interface a host TX and RX lane; with ``gen_lanes`` N > 0 on interface 0:
+    N generators, N more TX lanes, a FrameArbiter(N) over them (TxArray), a
+    FrameArbiter(2) of the host lane and the array, a SourcePortSplitter, a
+    FrameDistributor(N) (RxArray), N more RX lanes and N checkers; one register
+    file of :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`.
+    """
+    p = params
+    codecs = ordered_codecs(codec_info(c).name for c in p.codecs)
+    n, intf = p.gen_lanes, p.num_intf
+    out = [
+        (Block.of("tx_lane", codecs=codecs, mtu=p.mtu, port=p.port), n + intf),
+        (Block.of("rx_lane", codecs=codecs, max_host_elements=p.max_host_elements,
+                  port=p.port), n + intf),
+    ]
+    if n:
+        out += [
+            (Block.of("generator", max_elements=DEFAULT_HOST_ELEMENTS, port=p.port), n),
+            (Block.of("arbiter", n=n), 1),
+            (Block.of("arbiter", n=2), 1),
+            (Block.of("splitter", base=p.src_port_base, n=n, port=p.port), 1),
+            (Block.of("distributor", n=n, port=p.port), 1),
+            (Block.of("checker", port=p.port), n),
+        ]
+    reg = {k: v for k, v in _params_of(p).items()
+           if k in ("num_intf", "host_bw", "port", "idle_timeout")}
+    out.append((Block.of("register_file", **reg), 1))
+    counts = {}
+    for block, count in out:      # FrameArbiter(N) and (2) are one block when N = 2
+        counts[block] = counts.get(block, 0) + count
+    return list(counts.items())
+
+
+def core_block(params):
+    """The whole :class:`~squeezenic_hw.gateware.opennic.core.SqueezeNicCore` as a Block."""
+    return Block.of("core", **_params_of(params))
+
+
+def lut_mem(cells):
+    """LUTs used as distributed RAM or shift registers, from ``{cell type: count}``.
+
+    A memory cell type missing from :data:`LUTS_PER_MEMORY_CELL` counts one LUT.
+    """
+    total = 0
+    for cell, count in cells.items():
+        if cell in LUTS_PER_MEMORY_CELL:
+            total += LUTS_PER_MEMORY_CELL[cell] * count
+        elif re.fullmatch(r"RAM\d+(X\d+\w*|M\d*)|SRLC?(16|32)E?\w*", cell):
+            total += count
+    return total
+
+
+def _adjusted(block, record):
+    """A block's figures without its synthesis harness (the register file's chain)."""
+    if block.kind != "register_file" or "ff_wrapper" in record:
+        return record
+    from squeezenic_hw.regmap.plugin import plugin_register_map
+
+    bits = _ro_bits(plugin_register_map(_plugin_params(block.args)))
+    return record | {"ff": record["ff"] - bits, "ff_wrapper": bits}
+
+
+def _ro_bits(regmap):
+    """Bits of the register file's read-only inputs (its ``ro_fields``, from the map)."""
+    fields = {}
+    for r in regmap:
+        if r.access in ("rw", "w1p"):
+            continue
+        if r.counter64 is not None:
+            fields[r.counter64] = 64
+        else:
+            fields[r.name] = r.width
+    return sum(fields.values())
