@@ -138,17 +138,10 @@ class FrameToken(data.Struct):
     dst: unsigned(16)
 
 
-__all__ += ["RingWrite", "FrameToken", "token_tag_layout", "desc_layout"]
+__all__ += ["RingWrite", "FrameToken", "token_tag_layout"]
 
 
 def token_tag_layout():
     """What rides through the header builder with each descriptor, to become a FrameToken."""
     return data.StructLayout({"built": unsigned(1), "size": unsigned(16),
                               "src": unsigned(16), "dst": unsigned(16)})
-
-
-def desc_layout(tag_shape):
-    """The header builder's input: template header and the fields to rewrite."""
-    return data.StructLayout({"template": unsigned(512), "size": unsigned(16),
-                              "n": unsigned(16), "offset": unsigned(32), "flags": unsigned(8),
-                              "tag": tag_shape})

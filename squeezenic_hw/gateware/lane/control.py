@@ -5,8 +5,7 @@ import functools
 import operator
 
 from amaranth import Mux, Signal
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import stream
 
 from squeezenic_hw.gateware.common.layouts import FrameToken, Reason, field_le
 from squeezenic_hw.spec.codecs import CODECS
@@ -60,8 +59,7 @@ def bypass_and_drain_states(m, i, byp):
 def token_stream(m, builder):
     """A :class:`FrameToken` stream from a header builder whose tag is
     :func:`~.tx_controller.token_tag_layout`."""
-    token = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
-                              "ready": In(1)}).create()
+    token = stream.Signature(FrameToken).create()
     tag = builder.o.payload.tag
     m.d.comb += [
         token.valid.eq(builder.o.valid),

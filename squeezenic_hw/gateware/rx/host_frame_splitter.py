@@ -11,7 +11,8 @@ from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import desc_layout, token_tag_layout
+from squeezenic_hw.gateware.common.layouts import token_tag_layout
+from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     FLAG_FLUSH,
@@ -34,7 +35,7 @@ class HostFrameSplitter(wiring.Component):
         Most elements per host frame, 1…2384.
 
     Ports: ``i`` (:func:`~.rx_controller.wire_desc_layout`), ``o``
-    (:func:`~.tx_controller.desc_layout` with a
+    (:func:`~squeezenic_hw.gateware.lane.header_builder.header_request_layout` with a
     :func:`~.tx_controller.token_tag_layout` tag), ``host_frames`` (count of
     host frames described).
 
@@ -51,7 +52,7 @@ class HostFrameSplitter(wiring.Component):
         self._max = max_host_elements
         super().__init__({
             "i": In(stream.Signature(wire_desc_layout())),
-            "o": Out(stream.Signature(desc_layout(token_tag_layout()))),
+            "o": Out(stream.Signature(header_request_layout(token_tag_layout()))),
             "host_frames": Out(unsigned(32)),
         })
 

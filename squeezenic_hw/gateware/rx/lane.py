@@ -22,8 +22,8 @@ the decoders puts the frame's values where the bits are set::
     index ─► IndexToBitmap ─┴► (frame order) ─► WireUnpacker ─► SparseExpander ─► DecoderBank
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import fifo, wiring
+from amaranth import Cat, Const, Module, Signal
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.bank import DecoderBank, codec_widths
@@ -32,7 +32,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     token_tag_layout,
 )
-from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between
+from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between, merge_in_order
 from squeezenic_hw.gateware.lane.classifier import FrameClassifier
 from squeezenic_hw.gateware.lane.control import token_stream
 from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
@@ -132,8 +132,7 @@ class RxLane(wiring.Component):
         # The FIFO lets the controller reach the next wire header while this frame's
         # payload is still being decoded, so the next host header's token (a longer
         # path) is ready when the merger needs it: no bubble between host frames.
-        pay = wiring.Signature({"payload": Out(ctrl.payload.payload.shape()),
-                                "valid": Out(1), "ready": In(1)}).create()
+        pay = stream.Signature(ctrl.payload.payload.shape()).create()
         fifo_between(m, "payload_fifo", ctrl.payload, pay, self._payload_depth)
         if sparse:
             jobs = self._sparse_path(m, ctrl, pay, unpacker, sparse_counters)
@@ -182,27 +181,19 @@ class RxLane(wiring.Component):
             width=len(ctrl.order.payload.as_value()), depth=8)
         m.d.comb += [order.w_data.eq(ctrl.order.payload), order.w_en.eq(ctrl.order.valid),
                      ctrl.order.ready.eq(order.w_rdy)]
-        head_index = order.r_data[0]
-        head_n = order.r_data[1:17]
-        from_conv = order.r_rdy & head_index
-        from_pay = order.r_rdy & ~head_index
-        u = unpacker.i
+        # A bitmap beat of the IndexToBitmap as an unpacker beat: 1-bit codes of the
+        # frame's n elements (n from the order queue's head), threshold's codec id.
+        bitmap_beat = Signal(unpacker.i.payload.shape(), name="bitmap_beat")
         m.d.comb += [
-            u.valid.eq((from_pay & pay.valid) | (from_conv & conv.o.valid)),
-            pay.ready.eq(from_pay & u.ready),
-            conv.o.ready.eq(from_conv & u.ready),
-            u.payload.eq(pay.payload.beat),
-            order.r_en.eq(Mux(from_conv, conv.o.valid & conv.o.payload.last,
-                              pay.valid & pay.payload.last) & u.ready & order.r_rdy),
+            bitmap_beat.eq(pay.payload.beat),
+            bitmap_beat.data.eq(conv.o.payload.data),
+            bitmap_beat.n.eq(order.r_data[1:17]),
+            bitmap_beat.width.eq(1),
+            bitmap_beat.tag.codec.eq(THRESHOLD_ID),
+            bitmap_beat.tag.params.eq(0),
         ]
-        with m.If(from_conv):
-            m.d.comb += [
-                u.payload.data.eq(conv.o.payload.data),
-                u.payload.n.eq(head_n),
-                u.payload.width.eq(1),
-                u.payload.tag.codec.eq(THRESHOLD_ID),
-                u.payload.tag.params.eq(0),
-            ]
+        merge_in_order(m, order, [(pay, pay.payload.beat, pay.payload.last),
+                                  (conv.o, bitmap_beat, conv.o.payload.last)], unpacker.i)
 
         job = unpacker.o.payload
         m.d.comb += [

@@ -30,7 +30,6 @@ from squeezenic_hw.gateware.common.layouts import (
     PackMeta,
     Reason,
     axis_signature,
-    desc_layout,
     field_le,
     token_tag_layout,
 )
@@ -41,6 +40,7 @@ from squeezenic_hw.gateware.lane.control import (
     code_width_of,
     codec_params_of,
 )
+from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
 from squeezenic_hw.spec.counters import TX_COUNTERS
 from squeezenic_hw.spec.frames import TX_REASONS
@@ -122,7 +122,7 @@ class TxController(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(ClassifiedBeat)),
             "jobs": Out(stream.Signature(job)),
-            "desc": Out(stream.Signature(desc_layout(token_tag_layout()))),
+            "desc": Out(stream.Signature(header_request_layout(token_tag_layout()))),
             "bypass": Out(axis_signature()),
             "close": In(1),
             # ``close`` was acted on this cycle (the open frame closed, or none was open)

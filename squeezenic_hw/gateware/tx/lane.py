@@ -26,7 +26,7 @@ for the previous one to be sent.
 """
 
 from amaranth import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.bank import EncoderBank, codec_widths
@@ -37,7 +37,11 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     token_tag_layout,
 )
-from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between
+from squeezenic_hw.gateware.common.stream import (
+    check_fifo_depth,
+    fifo_between,
+    merge_in_order,
+)
 from squeezenic_hw.gateware.lane.classifier import FrameClassifier
 from squeezenic_hw.gateware.lane.control import token_stream
 from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
@@ -156,27 +160,35 @@ class TxLane(wiring.Component):
             tail = data.StructLayout({"close_end": unsigned(1), "layout": unsigned(1)})
             m.submodules.compactor = comp = SparseCompactor(meta_shape=tail)
             m.submodules.sparse_builder = spb = SparseFrameBuilder(mtu=self._mtu)
+            # a threshold job as the compactor's input: its elements and keep mask
             job = ctrl.jobs.payload
-            u = job.meta.user
+            pack = job.meta.user
             m.d.comb += [
                 comp.i.payload.values.as_value().eq(job.elements.as_value()),
-                comp.i.payload.keep.eq(u.keep),
-                comp.i.payload.count.eq(u.count),
-                comp.i.payload.base.eq(u.base),
-                comp.i.payload.split.eq(u.split),
-                comp.i.payload.close_mid.eq(u.close_mid),
-                comp.i.payload.meta.close_end.eq(u.close_end),
-                comp.i.payload.meta.layout.eq(u.layout),
+                comp.i.payload.keep.eq(pack.keep),
+                comp.i.payload.count.eq(pack.count),
+                comp.i.payload.base.eq(pack.base),
+                comp.i.payload.split.eq(pack.split),
+                comp.i.payload.close_mid.eq(pack.close_mid),
+                comp.i.payload.meta.close_end.eq(pack.close_end),
+                comp.i.payload.meta.layout.eq(pack.layout),
             ]
-            c = comp.o.payload
-            b = spb.i.payload
+            # compacted values and indices into the frame builder (the tail fields flat)
+            compacted = comp.o.payload
+            builder_in = spb.i.payload
             m.d.comb += [
                 spb.i.valid.eq(comp.o.valid),
                 comp.o.ready.eq(spb.i.ready),
-                b.values.eq(c.values), b.indices.eq(c.indices), b.kept.eq(c.kept),
-                b.kept_split.eq(c.kept_split), b.keep.eq(c.keep), b.count.eq(c.count),
-                b.split.eq(c.split), b.close_mid.eq(c.close_mid),
-                b.close_end.eq(c.meta.close_end), b.layout.eq(c.meta.layout),
+                builder_in.values.eq(compacted.values),
+                builder_in.indices.eq(compacted.indices),
+                builder_in.kept.eq(compacted.kept),
+                builder_in.kept_split.eq(compacted.kept_split),
+                builder_in.keep.eq(compacted.keep),
+                builder_in.count.eq(compacted.count),
+                builder_in.split.eq(compacted.split),
+                builder_in.close_mid.eq(compacted.close_mid),
+                builder_in.close_end.eq(compacted.meta.close_end),
+                builder_in.layout.eq(compacted.meta.layout),
             ]
             writers[1] = spb.o
             job_ready[1] = (comp.i, comp.i.ready)
@@ -184,23 +196,12 @@ class TxLane(wiring.Component):
         wiring.connect(m, ring.o, merger.payload)
 
         # tokens: controller → header builder → token FIFO → merger
-        d = ctrl.desc.payload
-        m.d.comb += [
-            builder.i.valid.eq(ctrl.desc.valid),
-            ctrl.desc.ready.eq(builder.i.ready),
-            builder.i.payload.template.eq(d.template),
-            builder.i.payload.size.eq(d.size),
-            builder.i.payload.n.eq(d.n),
-            builder.i.payload.offset.eq(d.offset),
-            builder.i.payload.flags.eq(d.flags),
-            builder.i.payload.tag.eq(d.tag),
-        ]
+        wiring.connect(m, ctrl.desc, builder.i)
         token = token_stream(m, builder)
         # A wire frame leaves only once all of it is in the ring, so that it goes out
         # without a gap (the MAC cannot pause inside a frame). Count the frames whose
         # first beat has reached the ring's output and hold built tokens until one is.
-        tokens = wiring.Signature({"payload": Out(FrameToken), "valid": Out(1),
-                                   "ready": In(1)}).create()
+        tokens = stream.Signature(FrameToken).create()
         fifo_between(m, "token_fifo", token, tokens, self._token_depth)
         committed = Signal(16)
         in_flight = Signal(ring.latency)
@@ -235,10 +236,10 @@ class TxLane(wiring.Component):
             wiring.connect(m, writers[kind], ring.i)
             return
         order = m.submodules.frame_order = fifo.SyncFIFOBuffered(width=1, depth=16)
-        u = jobs.payload.meta.user
+        pack = jobs.payload.meta.user
         kind = jobs.payload.meta.codec == THRESHOLD_ID
         is_open = Signal()          # a wire frame is open (as seen in the job stream)
-        opens = ((u.count != 0) & ~is_open) | u.close_mid
+        opens = ((pack.count != 0) & ~is_open) | pack.close_mid
         dense_port, dense_ready = targets[0]
         sparse_port, sparse_ready = targets[1]
         ready = Mux(kind, sparse_ready, dense_ready) & (~opens | order.w_rdy)
@@ -251,17 +252,12 @@ class TxLane(wiring.Component):
             order.w_en.eq(fire & opens),
         ]
         with m.If(fire):
-            with m.If(u.close_end):
+            with m.If(pack.close_end):
                 m.d.sync += is_open.eq(0)
-            with m.Elif((u.count != 0) | u.close_mid):
+            with m.Elif((pack.count != 0) | pack.close_mid):
                 m.d.sync += is_open.eq(1)
-        head_sparse = order.r_rdy & order.r_data
-        head_dense = order.r_rdy & ~order.r_data
-        dense_w, sparse_w = writers[0], writers[1]
-        m.d.comb += [
-            ring.i.payload.eq(Mux(head_sparse, sparse_w.payload, dense_w.payload)),
-            ring.i.valid.eq((head_sparse & sparse_w.valid) | (head_dense & dense_w.valid)),
-            sparse_w.ready.eq(head_sparse & ring.i.ready),
-            dense_w.ready.eq(head_dense & ring.i.ready),
-            order.r_en.eq(ring.i.valid & ring.i.ready & ring.i.payload.commit),
-        ]
+        dense_writes, sparse_writes = writers[0], writers[1]
+        merge_in_order(m, order, [
+            (dense_writes, dense_writes.payload, dense_writes.payload.commit),
+            (sparse_writes, sparse_writes.payload, sparse_writes.payload.commit),
+        ], ring.i)
