@@ -4,12 +4,13 @@ It sits after the :class:`~squeezenic_hw.gateware.lane.classifier.FrameClassifie
 and turns host frames into three streams, all in the order the reference
 (:func:`squeezenic_hw.reference.lane.tx`) emits frames:
 
-* ``jobs`` — payload beats for the :class:`~.codec_bank.EncoderBank`, each
-  tagged with a :class:`~.lane_layouts.PackMeta` that tells the packer how
-  many codes it carries, their width and where the open wire frame closes;
+* ``jobs`` — payload beats for the :class:`~squeezenic_hw.gateware.codecs.bank.EncoderBank`,
+  each tagged with a :class:`~squeezenic_hw.gateware.common.layouts.PackMeta` that tells
+  the packer how many codes it carries, their width and where the open wire frame closes;
 * ``desc`` — one descriptor per output frame for the
-  :class:`~.header_builder.HeaderBuilder`: a wire frame (``built = 1``) when it
-  closes, or a bypassed frame (``built = 0``) when its header arrives;
+  :class:`~squeezenic_hw.gateware.lane.header_builder.HeaderBuilder`: a wire frame
+  (``built = 1``) when it closes, or a bypassed frame (``built = 0``) when its header
+  arrives;
 * ``bypass`` — the beats of bypassed frames, unchanged.
 
 Wire frames close (section 6, ``docs/frames.md``) when full, on a mismatch
@@ -17,7 +18,18 @@ Wire frames close (section 6, ``docs/frames.md``) when full, on a mismatch
 contiguous), after a host frame with ``flush``, after ``idle_timeout`` cycles
 without a host frame, or when ``close`` is raised while no frame is arriving
 (the reference's ``end``).
+
+How it is built (:meth:`TxController.elaborate`): registers of the host frame being read
+(``_HostFrame``) and of the open wire frame (``_WireFrame``); each cycle the job frame
+(``_JobFrame``: the open frame, or a new one) and its sizing — dense room from the
+capacity, or with ``threshold`` the keep bits, fit and size tables (``_Sizes``,
+``_threshold_sizing``) — feed the close decision (``_Decision``, ``_close_decision``);
+the states ``IDLE`` (``_idle_state``: idle/``close`` closes, bypass, headers and
+mismatch closes) and ``PAYLOAD`` (``_payload_state``: jobs and close descriptors) drive
+the outputs.
 """
+
+from types import SimpleNamespace
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
@@ -31,6 +43,7 @@ from squeezenic_hw.gateware.common.layouts import (
     Reason,
     axis_signature,
     field_le,
+    header_bytes,
     token_tag_layout,
 )
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
@@ -44,13 +57,21 @@ from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
 from squeezenic_hw.spec.counters import TX_COUNTERS
 from squeezenic_hw.spec.frames import TX_REASONS
-from squeezenic_hw.spec.header import DEFAULT_MTU, HDR, HEADER_LEN, MAX_PKT_LEN
+from squeezenic_hw.spec.header import (
+    DEFAULT_MTU,
+    FLAG_FLUSH,
+    FLAG_STOCHASTIC,
+    HDR,
+    HEADER_LEN,
+    MAX_PKT_LEN,
+)
+from squeezenic_hw.spec.threshold import MAX_N, payload_size
 
 __all__ = ["TxController", "tx_counters_layout"]
 
-_MAX_N = 2**16 - 1
+_MAX_N = MAX_N
 #: Smallest MTU with ``threshold`` built in: 16 kept values (a whole beat) fit one frame.
-SPARSE_MIN_MTU = HEADER_LEN + 2 + 4 * 16
+SPARSE_MIN_MTU = HEADER_LEN + payload_size(ELEMENTS_PER_BEAT, ELEMENTS_PER_BEAT)
 
 
 def tx_counters_layout():
@@ -69,8 +90,95 @@ def _popcount(bits):
 def _keep_key(hdr):
     """The coalescing key of a header (section 6): addresses, ports, codec, param,
     ``stochastic``, scale, aux and seed."""
-    b = lambda start, length: hdr[8 * start:8 * (start + length)]  # noqa: E731
-    return Cat(b(0, 12), b(26, 12), b(43, 2), hdr[8 * 45 + 1], b(48, 12))
+    fields = [HDR.DST_MAC, HDR.SRC_MAC, HDR.SRC_IP, HDR.DST_IP, HDR.UDP_SRC, HDR.UDP_DST,
+              HDR.CODEC, HDR.PARAM]
+    return Cat(*[header_bytes(hdr, *f) for f in fields], stochastic_flag(hdr),
+               *[header_bytes(hdr, *f) for f in (HDR.SCALE, HDR.AUX, HDR.SEED)])
+
+
+def stochastic_flag(hdr):
+    """The ``stochastic`` bit of a header's flags."""
+    return field_le(hdr, *HDR.FLAGS)[FLAG_STOCHASTIC.bit_length() - 1]
+
+
+class _HostFrame:
+    """Registers of the host frame being cut into jobs."""
+
+    def __init__(self):
+        self.hdr = Signal(512, name="cur_hdr")
+        self.src = Signal(16, name="cur_src")
+        self.dst = Signal(16, name="cur_dst")
+        self.offset = Signal(32, name="cur_offset")   # tensor index of its next element
+        self.left = Signal(16, name="cur_left")       # its elements not yet sent as jobs
+        self.flush = Signal(name="cur_flush")
+        self.codec = Signal(3, name="cur_codec")
+        self.params = Signal(CodecParams, name="cur_params")
+        self.width = Signal(6, name="cur_width")
+        self.cap = Signal(16, name="cur_cap")
+        self.sparse = Signal(name="cur_sparse")       # threshold: size depends on the data
+        # elements of the current input beat already sent
+        self.shift = Signal(range(ELEMENTS_PER_BEAT), name="shift")
+        self.pad = Signal(name="pad")                 # truncated frame: zeros, consume nothing
+
+
+class _WireFrame:
+    """Registers of the open wire frame: the header it was opened with, where it starts,
+    how many elements (and, threshold, kept elements) it holds."""
+
+    def __init__(self):
+        self.is_open = Signal(name="is_open")
+        self.hdr = Signal(512, name="open_hdr")
+        self.src = Signal(16, name="open_src")
+        self.dst = Signal(16, name="open_dst")
+        self.offset = Signal(32, name="open_offset")
+        self.n = Signal(16, name="open_n")
+        self.k = Signal(16, name="open_k")
+
+
+class _JobFrame:
+    """The wire frame this cycle's job adds to: the open one, or else a new one with the
+    current host frame's header (then it holds nothing yet)."""
+
+    def __init__(self, cur, wire):
+        self.n = Mux(wire.is_open, wire.n, 0)
+        self.k = Mux(wire.is_open, wire.k, 0)
+        self.hdr = Mux(wire.is_open, wire.hdr, cur.hdr)
+        self.offset = Mux(wire.is_open, wire.offset, cur.offset)
+        self.src = Mux(wire.is_open, wire.src, cur.src)
+        self.dst = Mux(wire.is_open, wire.dst, cur.dst)
+
+
+class _Sizes:
+    """What the frame closing this cycle would be, for j = 0…16 elements of the job taken
+    into it: dense size, threshold layout and size, kept elements before j; and the
+    threshold layout of the frame that closes this cycle."""
+
+    def __init__(self):
+        beats = range(ELEMENTS_PER_BEAT + 1)
+        self.ranks = [Signal(5, name=f"kept_before{j}") for j in beats]
+        self.sparse_layout = [Signal(name=f"sparse_layout{j}") for j in beats]
+        self.sparse_size = [Signal(16, name=f"sparse_size{j}") for j in beats]
+        self.dense_size = [Signal(16, name=f"dense_size{j}") for j in beats]
+        self.close_layout = Signal(name="close_layout")
+
+
+class _Decision:
+    """The job of this cycle: how many of the beat's elements it carries, how many go into
+    the open frame, and whether a frame closes in the middle or at its end."""
+
+    def __init__(self):
+        self.take = Signal(range(ELEMENTS_PER_BEAT + 1), name="take")  # into the open frame
+        self.count = Signal(range(ELEMENTS_PER_BEAT + 1), name="count")   # codes in the job
+        self.close_mid = Signal(name="close_mid")
+        self.close_end = Signal(name="close_end")
+        self.beat_done = Signal(name="beat_done")   # the job finishes the input beat
+        self.all_fit = Signal(name="all_fit")       # every element goes into the open frame
+        self.exact_fit = Signal(name="exact_fit")   # and fills it (dense: a full close)
+        self.rest_fits = Signal(name="rest_fits")   # the rest of the beat fits a new frame
+
+    @property
+    def closes(self):
+        return self.close_mid | self.close_end
 
 
 class TxController(wiring.Component):
@@ -136,6 +244,121 @@ class TxController(wiring.Component):
         """Codes per wire frame for a code width (an int)."""
         return min(_MAX_N, (self._mtu - HEADER_LEN) * 8 // width)
 
+    def elaborate(self, platform):
+        m = Module()
+        cur, wire, sizes, decision = _HostFrame(), _WireFrame(), _Sizes(), _Decision()
+        hdr = self.i.payload.beat.data
+        header = self._incoming_header(m, hdr)
+        matches = (_keep_key(hdr) == _keep_key(wire.hdr)) & (header.offset == cur.offset)
+        idle_due, frame_ended = self._idle_timer(m)
+
+        # The elements of the current beat this job can carry: v of them from `shift` on.
+        elements = Signal(512)
+        m.d.comb += elements.eq(Mux(cur.pad, 0, hdr) >> Cat(Const(0, 5), cur.shift))
+        avail = Signal(range(ELEMENTS_PER_BEAT + 1))
+        m.d.comb += avail.eq(ELEMENTS_PER_BEAT - cur.shift)
+        v = Signal(range(ELEMENTS_PER_BEAT + 1))
+        m.d.comb += v.eq(Mux(cur.left < avail, cur.left, avail))
+        frame = _JobFrame(cur, wire)
+
+        # How many of the v elements the open frame takes: the dense room, or with
+        # threshold the count of elements that still fit under either layout.
+        room = Signal(17)
+        dense_room = Signal(17)
+        m.d.comb += dense_room.eq(cur.cap - frame.n)
+        kept = Signal(16)          # threshold: keep bits of this beat's v elements
+        if self._sparse:
+            sparse_all_fit, fitting = self._threshold_sizing(m, cur, frame, kept, v, sizes)
+            # All v fit: no close (a threshold frame closes only when an element does
+            # not fit, or on flush/mismatch/idle/end), so room must exceed v.
+            m.d.comb += room.eq(Mux(cur.sparse, Mux(sparse_all_fit, ELEMENTS_PER_BEAT + 1,
+                                                    fitting),
+                                    dense_room))
+        else:
+            sparse_all_fit = None
+            m.d.comb += room.eq(cur.cap - frame.n)
+        ends_frame = v == cur.left
+        self._close_decision(m, decision, cur, v, room, dense_room, sparse_all_fit,
+                             ends_frame & cur.flush)
+        self._job_payload(m, decision, cur, frame, elements, kept, sizes)
+
+        with m.FSM(name="tx_ctrl"):
+            with m.State("IDLE"):
+                self._idle_state(m, cur, wire, sizes, header, matches, idle_due)
+            with m.State("PAYLOAD"):
+                self._payload_state(m, cur, wire, frame, sizes, decision, ends_frame,
+                                    frame_ended)
+            bypass_and_drain_states(m, self.i, self.bypass)
+        return m
+
+    # ---- inputs: the incoming header and the idle timer --------------------------------
+
+    def _incoming_header(self, m, hdr):
+        """The fields of a header beat the controller reads, its code width and capacity."""
+        header = SimpleNamespace(
+            codec=field_le(hdr, *HDR.CODEC),
+            param=field_le(hdr, *HDR.PARAM),
+            flags=field_le(hdr, *HDR.FLAGS),
+            n=field_le(hdr, *HDR.N),
+            offset=field_le(hdr, *HDR.OFFSET),
+            width=Signal(6, name="h_width"),
+            cap=Signal(16, name="h_cap"),
+        )
+        m.d.comb += header.width.eq(code_width_of(header.codec, header.param))
+        with m.Switch(header.width):
+            for w in self._widths:
+                with m.Case(w):
+                    m.d.comb += header.cap.eq(self.capacity(w))
+        return header
+
+    def _idle_timer(self, m):
+        """``(idle_due, frame_ended)``: the open frame is due to close for idleness; the
+        last job of a host frame fires this cycle (drive it: it restarts the count)."""
+        idle_due = Signal()
+        since = Signal(32)
+        frame_ended = Signal()
+        timeout = self.cfg_idle_timeout    # 0: never
+        with m.If(frame_ended):
+            m.d.sync += since.eq(0)
+        with m.Elif(since != 2**32 - 1):
+            m.d.sync += since.eq(since + 1)
+        # Close one cycle early when no header is waiting, so that the close
+        # never delays a header that arrives exactly ``idle_timeout`` cycles late
+        # (the delay would shift that frame's own idle count by one).
+        # ``a >= b`` as the sign bit of a − b: with the timeout left at a constant 0 a
+        # compare would become ``since >= 0``, which Verilator's lint rejects.
+        late = Signal(34, name="idle_late")        # since − timeout, two's complement
+        late_soon = Signal(34, name="idle_late_soon")
+        m.d.comb += [late.eq(since - timeout), late_soon.eq(since + 1 - timeout)]
+        m.d.comb += idle_due.eq((timeout != 0)
+                                & (~late[-1] | (~late_soon[-1] & ~self.i.valid)))
+        return idle_due, frame_ended
+
+    # ---- sizing ------------------------------------------------------------------------
+
+    def _threshold_sizing(self, m, cur, frame, kept, v, sizes):
+        """threshold: the keep bits of the job, the size tables over j, and the fit.
+
+        Returns ``(all_fit, fitting)``: all v elements fit the open frame; how many do.
+        Also fills the dense size table, which with threshold built in replaces the
+        multiplier after ``take`` (which comes late, after the fit logic)."""
+        # the first v elements, as a thermometer of compares (no carry chain)
+        first_v = Cat(*[Const(e, 5) < v for e in range(ELEMENTS_PER_BEAT)])
+        m.d.comb += kept.eq((self.i.payload.keep >> cur.shift) & first_v)
+        fit = self._sparse_tables(m, frame.n, frame.k, kept, v, sizes.ranks,
+                                  sizes.sparse_layout, sizes.sparse_size)
+        n_bits = Signal(22, name="open_bits")        # registers only: early
+        m.d.comb += n_bits.eq(frame.n * cur.width)
+        for j, size_j in enumerate(sizes.dense_size):
+            m.d.comb += size_j.eq(HEADER_LEN + ((n_bits + j * cur.width + 7) >> 3))
+        fitting = Signal(range(ELEMENTS_PER_BEAT + 1))
+        m.d.comb += fitting.eq(_popcount(fit))
+        # fit is a thermometer (fits_j implies fits_i for i < j, and is 0 past v), so
+        # "all v fit" is one bit of it: a mux, not the count and a compare
+        all_fit = Signal(name="sparse_all_fit")
+        m.d.comb += all_fit.eq(Array(fit)[v - 1])
+        return all_fit, fitting
+
     def _sparse_tables(self, m, eff_n, eff_k, kept, v, ranks, lay, size):
         """threshold: for every j = 0…16 (elements of this job taken into the open frame),
         ``ranks[j]`` = kept among them, ``lay[j]``/``size[j]`` = the frame's layout and size
@@ -177,355 +400,254 @@ class TxController(wiring.Component):
                 fit.append(f)
         return fit
 
-    def elaborate(self, platform):
-        m = Module()
-        beat = self.i.payload.beat
-        reason = self.i.payload.reason
-        hdr = beat.data
+    # ---- the close decision and the job ------------------------------------------------
 
-        # ---- the current host frame ---------------------------------------------
-        cur_hdr = Signal(512)
-        cur_src = Signal(16)
-        cur_dst = Signal(16)
-        cur_offset = Signal(32)    # tensor index of its next element
-        cur_left = Signal(16)      # its elements not yet sent as jobs
-        cur_flush = Signal()
-        cur_codec = Signal(3)
-        cur_params = Signal(CodecParams)
-        cur_width = Signal(6)
-        cur_cap = Signal(16)
-        cur_sparse = Signal()      # threshold: size depends on the kept elements
-        shift = Signal(range(ELEMENTS_PER_BEAT))  # elements of this beat already sent
-        pad = Signal()             # truncated frame: send zeros, consume nothing
-
-        # ---- the open wire frame ------------------------------------------------
-        is_open = Signal()
-        o_hdr = Signal(512)
-        o_src = Signal(16)
-        o_dst = Signal(16)
-        o_offset = Signal(32)
-        o_n = Signal(16)
-        o_k = Signal(16)           # threshold: kept elements in it
-
-        counters = self.counters
-        jobs, desc, byp = self.jobs, self.desc, self.bypass
-
-        # Header fields of the incoming beat.
-        h_codec = field_le(hdr, *HDR.CODEC)
-        h_param = field_le(hdr, *HDR.PARAM)
-        h_flags = field_le(hdr, *HDR.FLAGS)
-        h_n = field_le(hdr, *HDR.N)
-        h_offset = field_le(hdr, *HDR.OFFSET)
-        h_width = Signal(6)
-        m.d.comb += h_width.eq(code_width_of(h_codec, h_param))
-        h_cap = Signal(16)
-        with m.Switch(h_width):
-            for w in self._widths:
-                with m.Case(w):
-                    m.d.comb += h_cap.eq(self.capacity(w))
-        matches = (_keep_key(hdr) == _keep_key(o_hdr)) & (h_offset == cur_offset)
-
-        # ---- idle timer -----------------------------------------------------------
-        idle_due = Signal()
-        since = Signal(32)
-        frame_ended = Signal()     # the last job of a host frame fires this cycle
-        timeout = self.cfg_idle_timeout    # 0: never
-        with m.If(frame_ended):
-            m.d.sync += since.eq(0)
-        with m.Elif(since != 2**32 - 1):
-            m.d.sync += since.eq(since + 1)
-        # Close one cycle early when no header is waiting, so that the close
-        # never delays a header that arrives exactly ``idle_timeout`` cycles late
-        # (the delay would shift that frame's own idle count by one).
-        # ``a >= b`` as the sign bit of a − b: with the timeout left at a constant 0 a
-        # compare would become ``since >= 0``, which Verilator's lint rejects.
-        late = Signal(34, name="idle_late")        # since − timeout, two's complement
-        late_soon = Signal(34, name="idle_late_soon")
-        m.d.comb += [late.eq(since - timeout), late_soon.eq(since + 1 - timeout)]
-        m.d.comb += idle_due.eq((timeout != 0)
-                                & (~late[-1] | (~late_soon[-1] & ~self.i.valid)))
-
-        # ---- wire descriptors for a closing frame ----------------------------------
-        def close_desc(template, offset, n, flush, src, dst, at=0):
-            """The descriptor of the frame closing after element ``at`` of the job."""
-            size = Signal(16, name="close_size")
-            bits = n * cur_width
-            dense_size = HEADER_LEN + ((bits + 7) >> 3)
-            if self._sparse:
-                # the dense size too from a table over j: no multiplier after `take`,
-                # which with threshold built in comes late (after the fit logic)
-                dense_size = (Array(dense_size_at)[at] if not isinstance(at, int)
-                              else dense_size_at[at])
-                # threshold: the shorter of bitmap ⌈n/8⌉ and index list 2k, then 4k values;
-                # the layout goes into the header's codec parameter
-                layout = Array(sparse_lay)[at] if not isinstance(at, int) else sparse_lay[at]
-                sparse_size = (Array(sparse_size_at)[at] if not isinstance(at, int)
-                               else sparse_size_at[at])
-                m.d.comb += [size.eq(Mux(cur_sparse, sparse_size, dense_size)),
-                             close_layout.eq(layout)]
-                p0, plen = HDR.PARAM
-                template = Mux(cur_sparse,
-                               Cat(template[:8 * p0], layout, Const(0, 7),
-                                   template[8 * (p0 + plen):]),
-                               template)
-            else:
-                m.d.comb += size.eq(dense_size)
-            flags = Cat(Const(1, 1), field_le(template, *HDR.FLAGS)[1], flush, Const(0, 5))
-            return [
-                desc.valid.eq(1),
-                desc.payload.template.eq(template),
-                desc.payload.size.eq(size),
-                desc.payload.n.eq(n),
-                desc.payload.offset.eq(offset),
-                desc.payload.flags.eq(flags),
-                desc.payload.tag.built.eq(1),
-                desc.payload.tag.size.eq(size),
-                desc.payload.tag.src.eq(src),
-                desc.payload.tag.dst.eq(dst),
-            ]
-
-        close_layout = Signal()    # layout of the frame closing this cycle (threshold)
-
-        def bump(name, amount=1):
-            field = counters[name]
-            m.d.sync += field.eq(field + amount)
-
-        def close_only_job():
-            # No codes, just "close the open frame" (its width for the size).
-            return [
-                jobs.valid.eq(1),
-                jobs.payload.valid.eq(0),
-                jobs.payload.meta.codec.eq(cur_codec),
-                jobs.payload.meta.user.width.eq(cur_width),
-                jobs.payload.meta.user.count.eq(0),
-                jobs.payload.meta.user.split.eq(0),
-                jobs.payload.meta.user.close_mid.eq(0),
-                jobs.payload.meta.user.close_end.eq(1),
-                jobs.payload.meta.user.layout.eq(close_layout),
-                jobs.payload.meta.user.base.eq(o_n),
-            ]
-
-        # ---- the job of a payload beat (PAYLOAD state) -----------------------------
-        elements = Signal(512)
-        m.d.comb += elements.eq(Mux(pad, 0, hdr) >> Cat(Const(0, 5), shift))
-        avail = Signal(range(ELEMENTS_PER_BEAT + 1))
-        m.d.comb += avail.eq(ELEMENTS_PER_BEAT - shift)
-        v = Signal(range(ELEMENTS_PER_BEAT + 1))
-        m.d.comb += v.eq(Mux(cur_left < avail, cur_left, avail))
-        eff_n = Mux(is_open, o_n, 0)
-        eff_hdr = Mux(is_open, o_hdr, cur_hdr)
-        eff_offset = Mux(is_open, o_offset, cur_offset)
-        eff_src = Mux(is_open, o_src, cur_src)
-        eff_dst = Mux(is_open, o_dst, cur_dst)
-        room = Signal(17)
-        dense_room = Signal(17)
-        m.d.comb += dense_room.eq(cur_cap - eff_n)
-        eff_k = Mux(is_open, o_k, 0)
-        kept = Signal(16)          # threshold: keep bits of this beat's v elements
-        ranks = [Signal(5, name=f"kept_before{j}") for j in range(ELEMENTS_PER_BEAT + 1)]
-        sparse_lay = [Signal(name=f"sparse_layout{j}") for j in range(ELEMENTS_PER_BEAT + 1)]
-        sparse_size_at = [Signal(16, name=f"sparse_size{j}")
-                          for j in range(ELEMENTS_PER_BEAT + 1)]
-        dense_size_at = [Signal(16, name=f"dense_size{j}")
-                         for j in range(ELEMENTS_PER_BEAT + 1)]
-        if self._sparse:
-            # the first v elements, as a thermometer of compares (no carry chain)
-            first_v = Cat(*[Const(e, 5) < v for e in range(ELEMENTS_PER_BEAT)])
-            m.d.comb += kept.eq((self.i.payload.keep >> shift) & first_v)
-            fit = self._sparse_tables(m, eff_n, eff_k, kept, v, ranks, sparse_lay,
-                                      sparse_size_at)
-            n_bits = Signal(22, name="open_bits")        # registers only: early
-            m.d.comb += n_bits.eq(eff_n * cur_width)
-            for j, size_j in enumerate(dense_size_at):
-                m.d.comb += size_j.eq(HEADER_LEN + ((n_bits + j * cur_width + 7) >> 3))
-            fitting = Signal(range(ELEMENTS_PER_BEAT + 1))
-            m.d.comb += fitting.eq(_popcount(fit))
-            # fit is a thermometer (fits_j implies fits_i for i < j, and is 0 past v), so
-            # "all v fit" is one bit of it: a mux, not the count and a compare
-            sparse_all_fit = Signal()
-            m.d.comb += sparse_all_fit.eq(Array(fit)[v - 1])
-            # All v fit: no close (a threshold frame closes only when an element does
-            # not fit, or on flush/mismatch/idle/end), so room must exceed v.
-            m.d.comb += room.eq(Mux(cur_sparse, Mux(sparse_all_fit, ELEMENTS_PER_BEAT + 1,
-                                                    fitting),
-                                    dense_room))
-        else:
-            m.d.comb += room.eq(cur_cap - eff_n)
-        ends_frame = v == cur_left
-        flush_end = ends_frame & cur_flush
-        take = Signal(range(ELEMENTS_PER_BEAT + 1))   # codes into the frame open now
-        count = Signal(range(ELEMENTS_PER_BEAT + 1))  # codes in this job
-        close_mid = Signal()
-        close_end = Signal()
-        beat_done = Signal()       # the job finishes the current input beat
-        # The branch conditions, each from the fast (register-based) dense room or the
-        # late threshold fit count, not from their mux: `room` itself is only a count.
-        all_fit = Signal()         # every element of the job goes into the open frame
-        exact_fit = Signal()       # and fills it (dense codecs: a full close)
-        rest_fits = Signal()       # the rest of the beat fits one new frame
+    def _close_decision(self, m, decision, cur, v, room, dense_room, sparse_all_fit,
+                        flush_end):
+        """How many elements the job carries and takes into the open frame, and where a
+        frame closes. Each branch condition comes from the fast (register-based) dense room
+        or the late threshold fit, not from their mux: ``room`` itself is only a count."""
+        d = decision
         if self._sparse:
             m.d.comb += [
-                all_fit.eq(Mux(cur_sparse, sparse_all_fit, v < dense_room)),
-                exact_fit.eq(~cur_sparse & (v == dense_room)),
-                rest_fits.eq(cur_sparse | ((v - dense_room) < cur_cap)),
+                d.all_fit.eq(Mux(cur.sparse, sparse_all_fit, v < dense_room)),
+                d.exact_fit.eq(~cur.sparse & (v == dense_room)),
+                d.rest_fits.eq(cur.sparse | ((v - dense_room) < cur.cap)),
             ]
         else:
-            m.d.comb += [all_fit.eq(v < room), exact_fit.eq(v == room),
-                         rest_fits.eq((v - room) < cur_cap)]
-        with m.If(all_fit):
-            m.d.comb += [take.eq(v), count.eq(v), close_end.eq(flush_end), beat_done.eq(1)]
-        with m.Elif(exact_fit):
-            m.d.comb += [take.eq(v), count.eq(v), close_end.eq(1), beat_done.eq(1)]
+            m.d.comb += [d.all_fit.eq(v < room), d.exact_fit.eq(v == room),
+                         d.rest_fits.eq((v - room) < cur.cap)]
+        with m.If(d.all_fit):
+            m.d.comb += [d.take.eq(v), d.count.eq(v), d.close_end.eq(flush_end),
+                         d.beat_done.eq(1)]
+        with m.Elif(d.exact_fit):
+            m.d.comb += [d.take.eq(v), d.count.eq(v), d.close_end.eq(1), d.beat_done.eq(1)]
         # (threshold: room can be 0, the first element of the beat does not fit; the
         # job then closes the frame with none of its elements, split = 0, and opens
         # the next one with all of them: no extra cycle)
-        with m.Elif(rest_fits & ~flush_end):
-            m.d.comb += [take.eq(room), count.eq(v), close_mid.eq(1), beat_done.eq(1)]
+        with m.Elif(d.rest_fits & ~flush_end):
+            m.d.comb += [d.take.eq(room), d.count.eq(v), d.close_mid.eq(1),
+                         d.beat_done.eq(1)]
         with m.Else():
             # The rest of the beat closes another frame: send it next cycle.
-            m.d.comb += [take.eq(room), count.eq(room), close_end.eq(1)]
-        closes = close_mid | close_end
+            m.d.comb += [d.take.eq(room), d.count.eq(room), d.close_end.eq(1)]
 
+    def _job_payload(self, m, decision, cur, frame, elements, kept, sizes):
+        """The ``jobs`` payload of a payload beat (valid is driven by the FSM)."""
+        user = self.jobs.payload.meta.user
+        count_mask = (Const(1, ELEMENTS_PER_BEAT + 1) << decision.count) - 1
         m.d.comb += [
-            jobs.payload.elements.as_value().eq(elements),
-            jobs.payload.valid.eq((Const(1, ELEMENTS_PER_BEAT + 1) << count) - 1),
-            jobs.payload.offset.eq(cur_offset),
-            jobs.payload.params.eq(cur_params),
-            jobs.payload.meta.codec.eq(cur_codec),
-            jobs.payload.meta.user.width.eq(cur_width),
-            jobs.payload.meta.user.count.eq(count),
-            jobs.payload.meta.user.split.eq(take),
-            jobs.payload.meta.user.close_mid.eq(close_mid),
-            jobs.payload.meta.user.close_end.eq(close_end),
-            jobs.payload.meta.user.keep.eq(
-                kept & ((Const(1, ELEMENTS_PER_BEAT + 1) << count) - 1)),
-            jobs.payload.meta.user.base.eq(eff_n),
-            jobs.payload.meta.user.layout.eq(close_layout),
+            self.jobs.payload.elements.as_value().eq(elements),
+            self.jobs.payload.valid.eq(count_mask),
+            self.jobs.payload.offset.eq(cur.offset),
+            self.jobs.payload.params.eq(cur.params),
+            self.jobs.payload.meta.codec.eq(cur.codec),
+            user.width.eq(cur.width),
+            user.count.eq(decision.count),
+            user.split.eq(decision.take),
+            user.close_mid.eq(decision.close_mid),
+            user.close_end.eq(decision.close_end),
+            user.keep.eq(kept & count_mask),
+            user.base.eq(frame.n),
+            user.layout.eq(sizes.close_layout),
         ]
 
-        # tuser_size says where the frame ends; the beats may disagree.
-        early_end = beat.last & ~pad & beat_done & ~ends_frame
-        late_end = ~beat.last & ~pad & beat_done & ends_frame
+    def _close_only_job(self, cur, wire, sizes):
+        """A job with no codes that only closes the open frame (its width for the size)."""
+        user = self.jobs.payload.meta.user
+        return [
+            self.jobs.valid.eq(1),
+            self.jobs.payload.valid.eq(0),
+            self.jobs.payload.meta.codec.eq(cur.codec),
+            user.width.eq(cur.width),
+            user.count.eq(0),
+            user.split.eq(0),
+            user.close_mid.eq(0),
+            user.close_end.eq(1),
+            user.layout.eq(sizes.close_layout),
+            user.base.eq(wire.n),
+        ]
 
-        with m.FSM(name="tx_ctrl"):
-            with m.State("IDLE"):
-                m.d.comb += self.close_done.eq(self.close & ~self.i.valid & ~is_open)
-                with m.If(is_open & (idle_due | (self.close & ~self.i.valid))):
-                    m.d.comb += close_only_job()
-                    m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
-                    m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
-                    with m.If(jobs.ready & desc.ready):
-                        m.d.sync += is_open.eq(0)
-                        m.d.comb += self.close_done.eq(self.close & ~self.i.valid)
-                        bump("wire_frames")
-                        with m.If(idle_due):
-                            bump("close_idle")
-                        with m.Else():
-                            bump("close_end")
-                with m.Elif(self.i.valid & (reason != Reason.NONE)):
-                    # Bypass: a token now (order), the frame's beats to the bypass FIFO.
-                    bypass_first_beat(m, self.i, desc, byp, built=desc.payload.tag.built,
-                                      size=desc.payload.tag.size, reasons=TX_REASONS,
-                                      bump=bump)
-                with m.Elif(self.i.valid):
-                    mismatch = is_open & ~matches
-                    with m.If(mismatch):
-                        m.d.comb += close_only_job()
-                        m.d.comb += close_desc(o_hdr, o_offset, o_n, 0, o_src, o_dst)
-                        m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
-                    ok = ~mismatch | (jobs.ready & desc.ready)
-                    m.d.comb += self.i.ready.eq(ok)
-                    with m.If(ok):
-                        with m.If(mismatch):
-                            m.d.sync += is_open.eq(0)
-                            bump("wire_frames")
-                            bump("close_mismatch")
-                        bump("host_frames")
-                        bump("elements", h_n)
-                        m.d.sync += [
-                            cur_hdr.eq(hdr),
-                            cur_src.eq(beat.src),
-                            cur_dst.eq(beat.dst),
-                            cur_offset.eq(h_offset),
-                            cur_left.eq(h_n),
-                            cur_flush.eq(h_flags[2]),
-                            cur_codec.eq(h_codec),
-                            *codec_params_of(cur_params, hdr),
-                            cur_width.eq(h_width),
-                            cur_cap.eq(Mux(h_codec == THRESHOLD_ID, _MAX_N, h_cap)),
-                            cur_sparse.eq(h_codec == THRESHOLD_ID),
-                            shift.eq(0),
-                            pad.eq(beat.last),
-                        ]
-                        with m.If(beat.last):
-                            bump("size_errors")
-                        m.next = "PAYLOAD"
+    def _close_descriptor(self, m, cur, sizes, template, offset, n, flush, src, dst, at=0):
+        """The descriptor of the wire frame closing after element ``at`` of the job."""
+        desc = self.desc
+        size = Signal(16, name="close_size")
+        dense_size = HEADER_LEN + ((n * cur.width + 7) >> 3)
+        if self._sparse:
+            def at_j(table):
+                return table[at] if isinstance(at, int) else Array(table)[at]
+            # the dense size too from a table over j: no multiplier after `take`,
+            # which with threshold built in comes late (after the fit logic)
+            dense_size = at_j(sizes.dense_size)
+            # threshold: the shorter of bitmap ⌈n/8⌉ and index list 2k, then 4k values;
+            # the layout goes into the header's codec parameter
+            layout = at_j(sizes.sparse_layout)
+            m.d.comb += [size.eq(Mux(cur.sparse, at_j(sizes.sparse_size), dense_size)),
+                         sizes.close_layout.eq(layout)]
+            p0, plen = HDR.PARAM
+            template = Mux(cur.sparse,
+                           Cat(template[:8 * p0], layout, Const(0, 7),
+                               template[8 * (p0 + plen):]),
+                           template)
+        else:
+            m.d.comb += size.eq(dense_size)
+        flags = Cat(Const(1, 1), stochastic_flag(template), flush, Const(0, 5))
+        return [
+            desc.valid.eq(1),
+            desc.payload.template.eq(template),
+            desc.payload.size.eq(size),
+            desc.payload.n.eq(n),
+            desc.payload.offset.eq(offset),
+            desc.payload.flags.eq(flags),
+            desc.payload.tag.built.eq(1),
+            desc.payload.tag.size.eq(size),
+            desc.payload.tag.src.eq(src),
+            desc.payload.tag.dst.eq(dst),
+        ]
 
-            with m.State("PAYLOAD"):
-                have = self.i.valid | pad
-                m.d.comb += [
-                    jobs.valid.eq(have & (~closes | desc.ready)),
+    def _bump(self, m, name, amount=1):
+        field = self.counters[name]
+        m.d.sync += field.eq(field + amount)
+
+    # ---- the states --------------------------------------------------------------------
+
+    def _idle_state(self, m, cur, wire, sizes, header, matches, idle_due):
+        """Between host frames: close the open frame (idle, ``close``), bypass a frame, or
+        take a header (closing the open frame first on a mismatch)."""
+        i, jobs, desc = self.i, self.jobs, self.desc
+        beat = i.payload.beat
+        hdr = beat.data
+
+        def bump(name, amount=1):
+            self._bump(m, name, amount)
+
+        def close_open_frame():
+            m.d.comb += self._close_only_job(cur, wire, sizes)
+            m.d.comb += self._close_descriptor(m, cur, sizes, wire.hdr, wire.offset, wire.n,
+                                               0, wire.src, wire.dst)
+            m.d.comb += [jobs.valid.eq(desc.ready), desc.valid.eq(jobs.ready)]
+
+        m.d.comb += self.close_done.eq(self.close & ~i.valid & ~wire.is_open)
+        with m.If(wire.is_open & (idle_due | (self.close & ~i.valid))):
+            close_open_frame()
+            with m.If(jobs.ready & desc.ready):
+                m.d.sync += wire.is_open.eq(0)
+                m.d.comb += self.close_done.eq(self.close & ~i.valid)
+                bump("wire_frames")
+                with m.If(idle_due):
+                    bump("close_idle")
+                with m.Else():
+                    bump("close_end")
+        with m.Elif(i.valid & (i.payload.reason != Reason.NONE)):
+            # Bypass: a token now (order), the frame's beats to the bypass FIFO.
+            bypass_first_beat(m, i, desc, self.bypass, built=desc.payload.tag.built,
+                              size=desc.payload.tag.size, reasons=TX_REASONS, bump=bump)
+        with m.Elif(i.valid):
+            mismatch = wire.is_open & ~matches
+            with m.If(mismatch):
+                close_open_frame()
+            ok = ~mismatch | (jobs.ready & desc.ready)
+            m.d.comb += i.ready.eq(ok)
+            with m.If(ok):
+                with m.If(mismatch):
+                    m.d.sync += wire.is_open.eq(0)
+                    bump("wire_frames")
+                    bump("close_mismatch")
+                bump("host_frames")
+                bump("elements", header.n)
+                sparse = header.codec == THRESHOLD_ID
+                m.d.sync += [
+                    cur.hdr.eq(hdr),
+                    cur.src.eq(beat.src),
+                    cur.dst.eq(beat.dst),
+                    cur.offset.eq(header.offset),
+                    cur.left.eq(header.n),
+                    cur.flush.eq(header.flags[FLAG_FLUSH.bit_length() - 1]),
+                    cur.codec.eq(header.codec),
+                    *codec_params_of(cur.params, hdr),
+                    cur.width.eq(header.width),
+                    cur.cap.eq(Mux(sparse, _MAX_N, header.cap)),
+                    cur.sparse.eq(sparse),
+                    cur.shift.eq(0),
+                    cur.pad.eq(beat.last),
                 ]
-                with m.If(closes):
-                    n_closed = Signal(16)
-                    m.d.comb += n_closed.eq(eff_n + take)
-                    # flush only on the frame that carries the host frame's last element
-                    m.d.comb += close_desc(eff_hdr, eff_offset, n_closed,
-                                           close_end & cur_flush & (count == cur_left),
-                                           eff_src, eff_dst, take)
-                    m.d.comb += desc.valid.eq(have & jobs.ready)
-                fire = have & jobs.ready & (~closes | desc.ready)
-                m.d.comb += self.i.ready.eq(fire & beat_done & ~pad)
-                with m.If(fire):
-                    m.d.sync += [
-                        cur_offset.eq(cur_offset + count),
-                        cur_left.eq(cur_left - count),
-                    ]
-                    with m.If(close_mid):
-                        # The rest of the beat opens the next wire frame.
-                        m.d.sync += [
-                            is_open.eq(1),
-                            o_hdr.eq(cur_hdr),
-                            o_src.eq(cur_src),
-                            o_dst.eq(cur_dst),
-                            o_offset.eq(cur_offset + take),
-                            o_n.eq(count - take),
-                            o_k.eq(Array(ranks)[count] - Array(ranks)[take]),
-                        ]
-                    with m.Elif(close_end):
-                        m.d.sync += is_open.eq(0)
-                    with m.Else():
-                        m.d.sync += [
-                            is_open.eq(1),
-                            o_hdr.eq(eff_hdr),
-                            o_src.eq(eff_src),
-                            o_dst.eq(eff_dst),
-                            o_offset.eq(eff_offset),
-                            o_n.eq(eff_n + count),
-                            o_k.eq(eff_k + Array(ranks)[count]),
-                        ]
-                    with m.If(closes):
-                        bump("wire_frames")
-                        with m.If(~all_fit):
-                            bump("close_full")
-                        with m.Else():
-                            bump("close_flush")
-                    with m.If(beat_done):
-                        m.d.sync += shift.eq(0)
-                    with m.Else():
-                        m.d.sync += shift.eq(shift + count)
-                    with m.If(early_end):
-                        bump("size_errors")
-                        m.d.sync += pad.eq(1)
-                    with m.If(beat_done & ends_frame):
-                        m.d.comb += frame_ended.eq(1)
-                        m.d.sync += pad.eq(0)
-                        with m.If(late_end):
-                            bump("size_errors")
-                            m.next = "DRAIN"
-                        with m.Else():
-                            m.next = "IDLE"
+                with m.If(beat.last):
+                    bump("size_errors")
+                m.next = "PAYLOAD"
 
-            bypass_and_drain_states(m, self.i, byp)
-        return m
+    def _payload_state(self, m, cur, wire, frame, sizes, decision, ends_frame, frame_ended):
+        """A host frame's payload beats: one job per cycle, a descriptor when it closes a
+        wire frame; the rest of a beat opens the next frame."""
+        i, jobs, desc = self.i, self.jobs, self.desc
+        d = decision
+        beat = i.payload.beat
 
+        def bump(name, amount=1):
+            self._bump(m, name, amount)
+
+        # tuser_size says where the frame ends; the beats may disagree.
+        early_end = beat.last & ~cur.pad & d.beat_done & ~ends_frame
+        late_end = ~beat.last & ~cur.pad & d.beat_done & ends_frame
+        have = i.valid | cur.pad
+        m.d.comb += jobs.valid.eq(have & (~d.closes | desc.ready))
+        with m.If(d.closes):
+            n_closed = Signal(16)
+            m.d.comb += n_closed.eq(frame.n + d.take)
+            # flush only on the frame that carries the host frame's last element
+            m.d.comb += self._close_descriptor(
+                m, cur, sizes, frame.hdr, frame.offset, n_closed,
+                d.close_end & cur.flush & (d.count == cur.left), frame.src, frame.dst,
+                d.take)
+            m.d.comb += desc.valid.eq(have & jobs.ready)
+        fire = have & jobs.ready & (~d.closes | desc.ready)
+        m.d.comb += i.ready.eq(fire & d.beat_done & ~cur.pad)
+        with m.If(fire):
+            m.d.sync += [
+                cur.offset.eq(cur.offset + d.count),
+                cur.left.eq(cur.left - d.count),
+            ]
+            ranks = Array(sizes.ranks)
+            with m.If(d.close_mid):
+                # The rest of the beat opens the next wire frame.
+                m.d.sync += [
+                    wire.is_open.eq(1),
+                    wire.hdr.eq(cur.hdr),
+                    wire.src.eq(cur.src),
+                    wire.dst.eq(cur.dst),
+                    wire.offset.eq(cur.offset + d.take),
+                    wire.n.eq(d.count - d.take),
+                    wire.k.eq(ranks[d.count] - ranks[d.take]),
+                ]
+            with m.Elif(d.close_end):
+                m.d.sync += wire.is_open.eq(0)
+            with m.Else():
+                m.d.sync += [
+                    wire.is_open.eq(1),
+                    wire.hdr.eq(frame.hdr),
+                    wire.src.eq(frame.src),
+                    wire.dst.eq(frame.dst),
+                    wire.offset.eq(frame.offset),
+                    wire.n.eq(frame.n + d.count),
+                    wire.k.eq(frame.k + ranks[d.count]),
+                ]
+            with m.If(d.closes):
+                bump("wire_frames")
+                with m.If(~d.all_fit):
+                    bump("close_full")
+                with m.Else():
+                    bump("close_flush")
+            with m.If(d.beat_done):
+                m.d.sync += cur.shift.eq(0)
+            with m.Else():
+                m.d.sync += cur.shift.eq(cur.shift + d.count)
+            with m.If(early_end):
+                bump("size_errors")
+                m.d.sync += cur.pad.eq(1)
+            with m.If(d.beat_done & ends_frame):
+                m.d.comb += frame_ended.eq(1)
+                m.d.sync += cur.pad.eq(0)
+                with m.If(late_end):
+                    bump("size_errors")
+                    m.next = "DRAIN"
+                with m.Else():
+                    m.next = "IDLE"
