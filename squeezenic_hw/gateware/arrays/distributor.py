@@ -19,7 +19,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_be,
     header_bytes,
 )
-from squeezenic_hw.spec.header import DEFAULT_PORT, HDR
+from squeezenic_hw.spec.header import DEFAULT_PORT, ETHERTYPE_IPV4, HDR, IPV4_VIHL, PROTO_UDP
 
 __all__ = ["FrameDistributor", "route_frame", "looks_squeezenic", "squeezenic_udp_match",
            "MAX_OUTPUTS", "ROUTE_MIN_BYTES"]
@@ -29,9 +29,6 @@ MAX_OUTPUTS = 64
 #: A frame needs bytes 0…37 (Ethernet, IPv4 without options, UDP ports) to be routed on them.
 ROUTE_MIN_BYTES = 38
 
-_ETHERTYPE_IPV4 = 0x0800
-_IPV4_IHL5 = 0x45
-_PROTO_UDP = 17
 
 
 def _check_port(port):
@@ -57,8 +54,8 @@ def looks_squeezenic(frame, port=DEFAULT_PORT):
     """At least 38 bytes, EtherType 0x0800, IPv4 without options, UDP, destination
     ``port``: the model of :func:`squeezenic_udp_match`."""
     return (len(frame) >= ROUTE_MIN_BYTES
-            and struct.unpack_from("!H", frame, 12)[0] == _ETHERTYPE_IPV4
-            and frame[14] == _IPV4_IHL5 and frame[23] == _PROTO_UDP
+            and struct.unpack_from("!H", frame, 12)[0] == ETHERTYPE_IPV4
+            and frame[14] == IPV4_VIHL and frame[23] == PROTO_UDP
             and struct.unpack_from("!H", frame, 36)[0] == port)
 
 
@@ -66,9 +63,9 @@ def squeezenic_udp_match(beat, port):
     """The first ``beat`` (an ``AxisBeat`` view) of a frame :func:`looks_squeezenic`."""
     d = beat.data
     return (beat.keep[ROUTE_MIN_BYTES - 1]
-            & (field_be(d, *HDR.ETHERTYPE) == _ETHERTYPE_IPV4)
-            & (header_bytes(d, *HDR.IP_VIHL) == _IPV4_IHL5)
-            & (header_bytes(d, *HDR.IP_PROTO) == _PROTO_UDP)
+            & (field_be(d, *HDR.ETHERTYPE) == ETHERTYPE_IPV4)
+            & (header_bytes(d, *HDR.IP_VIHL) == IPV4_VIHL)
+            & (header_bytes(d, *HDR.IP_PROTO) == PROTO_UDP)
             & (field_be(d, *HDR.UDP_DST) == port))
 
 

@@ -27,13 +27,18 @@ from squeezenic_hw.spec.codecs import (
     codec_info,
     resolve_codecs,
 )
-from squeezenic_hw.spec.header import DEFAULT_PORT, HDR, HEADER_LEN, VERSION
+from squeezenic_hw.spec.header import (
+    DEFAULT_PORT,
+    ETHERTYPE_IPV4,
+    HDR,
+    HEADER_LEN,
+    IPV4_VIHL,
+    PROTO_UDP,
+    VERSION,
+)
 
 __all__ = ["ClassifiedBeat", "FrameClassifier"]
 
-_ETHERTYPE_IPV4 = 0x0800
-_PROTO_UDP = 17
-_VIHL = 0x45
 
 
 class ClassifiedBeat(data.Struct):
@@ -198,10 +203,10 @@ class FrameClassifier(wiring.Component):
         beat1 = st.reg(beat.as_value(), name="beat_s1")
         f = {
             Reason.SHORT_FRAME: (size < HEADER_LEN) | ~beat.keep[HEADER_LEN - 1],
-            Reason.NOT_IPV4: field_be(d, *HDR.ETHERTYPE) != _ETHERTYPE_IPV4,
-            Reason.IP_OPTIONS: _byte(d, HDR.IP_VIHL[0]) != _VIHL,
+            Reason.NOT_IPV4: field_be(d, *HDR.ETHERTYPE) != ETHERTYPE_IPV4,
+            Reason.IP_OPTIONS: _byte(d, HDR.IP_VIHL[0]) != IPV4_VIHL,
             Reason.FRAGMENTED: field_be(d, *HDR.IP_FRAG)[:14] != 0,  # DF (bit 14) is fine
-            Reason.NOT_UDP: _byte(d, HDR.IP_PROTO[0]) != _PROTO_UDP,
+            Reason.NOT_UDP: _byte(d, HDR.IP_PROTO[0]) != PROTO_UDP,
             Reason.OTHER_PORT: (field_be(d, *HDR.UDP_DST) != self.cfg_port) | ~self.cfg_enable,
             Reason.IP_LENGTH: field_be(d, *HDR.IP_TOTAL_LENGTH) != (size - 14)[:16],
             Reason.UDP_LENGTH: field_be(d, *HDR.UDP_LENGTH) != (size - 34)[:16],

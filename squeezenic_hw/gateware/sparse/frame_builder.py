@@ -18,12 +18,13 @@ from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     RingWrite,
 )
+from squeezenic_hw.spec.header import HEADER_LEN, MAX_PKT_LEN
+from squeezenic_hw.spec.threshold import payload_size
 
 __all__ = ["SparseFrameBuilder", "sparse_builder_input_layout", "region_beats"]
 
-_HEADER = 64
-_MIN_MTU = 130      # TxController's SPARSE_MIN_MTU: 16 kept values (a whole job) fit a frame
-_MAX_MTU = 9600
+#: Smallest MTU the sparse path takes: 16 kept values (a whole job) fit one frame.
+SPARSE_MIN_MTU = HEADER_LEN + payload_size(ELEMENTS_PER_BEAT, ELEMENTS_PER_BEAT)
 _BEAT = unsigned(8 * DATA_BYTES)
 _LANES = ELEMENTS_PER_BEAT
 _WORDS = 32         # 16-bit words (bitmap) or uint16 entries (index list) per beat
@@ -52,7 +53,7 @@ def region_beats(mtu):
     ``value_beats`` ``⌊B/4⌋`` values (``B = mtu − 64``), both rounded up to an
     even number of beats (two banks).
     """
-    b = mtu - _HEADER
+    b = mtu - HEADER_LEN
     layout = -(-(b // 3) // DATA_BYTES)
     values = -(-(b // 4) // _LANES)
     return layout + layout % 2, values + values % 2
@@ -170,8 +171,10 @@ class SparseFrameBuilder(wiring.Component):
     LATENCY = 5
 
     def __init__(self, mtu):
-        if isinstance(mtu, bool) or not isinstance(mtu, int) or not _MIN_MTU <= mtu <= _MAX_MTU:
-            raise ValueError(f"mtu must be an int from {_MIN_MTU} to {_MAX_MTU}, got {mtu!r}")
+        if isinstance(mtu, bool) or not isinstance(mtu, int) \
+                or not SPARSE_MIN_MTU <= mtu <= MAX_PKT_LEN:
+            raise ValueError(f"mtu must be an int from {SPARSE_MIN_MTU} to {MAX_PKT_LEN}, "
+                             f"got {mtu!r}")
         self._mtu = mtu
         self._layout_beats, self._value_beats = region_beats(mtu)
         super().__init__({

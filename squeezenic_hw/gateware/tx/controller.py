@@ -54,6 +54,7 @@ from squeezenic_hw.gateware.lane.control import (
     codec_params_of,
 )
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
+from squeezenic_hw.gateware.sparse.frame_builder import SPARSE_MIN_MTU
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
 from squeezenic_hw.spec.counters import TX_COUNTERS
 from squeezenic_hw.spec.frames import TX_REASONS
@@ -65,13 +66,11 @@ from squeezenic_hw.spec.header import (
     HEADER_LEN,
     MAX_PKT_LEN,
 )
-from squeezenic_hw.spec.threshold import MAX_N, payload_size
+from squeezenic_hw.spec.threshold import MAX_N
 
 __all__ = ["TxController", "tx_counters_layout"]
 
 _MAX_N = MAX_N
-#: Smallest MTU with ``threshold`` built in: 16 kept values (a whole beat) fit one frame.
-SPARSE_MIN_MTU = HEADER_LEN + payload_size(ELEMENTS_PER_BEAT, ELEMENTS_PER_BEAT)
 
 
 def tx_counters_layout():
