@@ -1,0 +1,1 @@
+"""The AXI-Lite register map: the generic model and the plugin's map."""

@@ -1,0 +1,1 @@
+"""AXI-Lite: the bus signature, the register file and the clock bridge."""

@@ -1,1 +1,2 @@
-"""Per-codec encoder/decoder units, one module per codec."""
+"""One encoder/decoder pair per codec, the banks that put every codec of a lane in one
+pipeline, the pipelined fp32 multiplier and the counter RNG."""

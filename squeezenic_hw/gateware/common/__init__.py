@@ -1,0 +1,1 @@
+"""Beat layouts and stream plumbing every pipeline uses."""

@@ -1,0 +1,2 @@
+"""The RX lane (wire to host) and its own stages: controller, unpacker, host-frame
+splitter."""

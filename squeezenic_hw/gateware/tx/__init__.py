@@ -1,0 +1,1 @@
+"""The TX lane (host to wire) and its own stages: controller, packer, ring."""

@@ -70,7 +70,6 @@ from squeezenic_hw.spec.threshold import MAX_N
 
 __all__ = ["TxController", "tx_counters_layout"]
 
-_MAX_N = MAX_N
 
 
 def tx_counters_layout():
@@ -241,7 +240,7 @@ class TxController(wiring.Component):
 
     def capacity(self, width):
         """Codes per wire frame for a code width (an int)."""
-        return min(_MAX_N, (self._mtu - HEADER_LEN) * 8 // width)
+        return min(MAX_N, (self._mtu - HEADER_LEN) * 8 // width)
 
     def elaborate(self, platform):
         m = Module()
@@ -378,7 +377,7 @@ class TxController(wiring.Component):
             bm.eq((eff_n + 7) >> 3),
             s_bitmap.eq(budget - bm - (eff_k << 2)),
             s_index.eq(budget - (eff_k << 2) - (eff_k << 1)),
-            s_n.eq(_MAX_N - eff_n),
+            s_n.eq(MAX_N - eff_n),
             e.eq(bm - (eff_k << 1)),
         ]
         fit = []
@@ -565,7 +564,7 @@ class TxController(wiring.Component):
                     cur.codec.eq(header.codec),
                     *codec_params_of(cur.params, hdr),
                     cur.width.eq(header.width),
-                    cur.cap.eq(Mux(sparse, _MAX_N, header.cap)),
+                    cur.cap.eq(Mux(sparse, MAX_N, header.cap)),
                     cur.sparse.eq(sparse),
                     cur.shift.eq(0),
                     cur.pad.eq(beat.last),
