@@ -1,13 +1,12 @@
 # amaranth: UnusedElaboratable=no
 """Alveo U280 platform and the Vivado build plan of the on-chip loopback (no Vivado needed).
 
-The pins are checked against values hard-coded here from the OpenNIC shell's board
-files (github.com/Xilinx/open-nic-shell, ``board_files/Xilinx/au280/production/1.1/
-part0_pins.xml`` and ``constr/au280/pins.xdc``); when a mirror of that repository is
-on this machine (``/work/.mirror/Xilinx+open-nic-shell/repo``) they are also
-cross-checked against the files themselves.
+The pins are checked against values hard-coded here and against ``u280_pins.json``, a
+transcription of the OpenNIC shell's board files (github.com/Xilinx/open-nic-shell,
+``board_files/Xilinx/au280/production/1.1/part0_pins.xml`` and ``constr/au280/pins.xdc``).
 """
 
+import json
 import re
 import shutil
 import subprocess
@@ -28,9 +27,8 @@ from squeezenic_hw.platforms.u280 import AlveoU280Platform
 from squeezenic_hw.reference.array import array_reference
 from squeezenic_hw.spec.generator import GeneratorConfig
 
-MIRROR = Path("/work/.mirror/Xilinx+open-nic-shell/repo")
-BOARD_PINS = "board_files/Xilinx/au280/production/1.1/part0_pins.xml"
-PINS_XDC = "constr/au280/pins.xdc"
+#: The U280 pins transcribed from AMD's board file and the OpenNIC shell's pins.xdc.
+PIN_TABLE = json.loads((Path(__file__).resolve().parent / "u280_pins.json").read_text())
 
 # (resource, number) -> {subsignal path: pins}; "p"/"n" for differential pairs.
 EXPECTED = {
@@ -79,13 +77,6 @@ def _resource(platform, name, number):
     return res, pins, attrs
 
 
-def _mirror_text(path):
-    if not MIRROR.exists() or shutil.which("git") is None:
-        pytest.skip("no OpenNIC shell mirror on this machine (the hard-coded pins are checked)")
-    return subprocess.run(["git", "-C", str(MIRROR), "show", f"HEAD:{path}"],
-                          check=True, capture_output=True, text=True).stdout
-
-
 # ---- the platform ---------------------------------------------------------------------
 
 def test_part_family_and_toolchain():
@@ -130,10 +121,8 @@ def test_pcie_lanes():
     assert pins["rx.p"][0] == "AL2" and pins["tx.n"][15] == "BC6"
 
 
-def test_pins_match_the_mirrored_board_file():
-    xml = _mirror_text(BOARD_PINS)
-    board = {name: loc for name, loc in
-             re.findall(r'name\s*=\s*"([^"]+)"[^>]*?loc\s*=\s*"([^"]+)"', xml)}
+def test_pins_match_the_board_file():
+    board = PIN_TABLE["board_file"]
     platform = AlveoU280Platform()
     expect = {
         ("sysclk", 0): {"p": ["sysclk0_p"], "n": ["sysclk0_n"]},
@@ -159,10 +148,8 @@ def test_pins_match_the_mirrored_board_file():
         assert pins == {path: [board[n] for n in ns] for path, ns in names.items()}, key
 
 
-def test_pins_match_the_mirrored_opennic_xdc():
-    xdc = _mirror_text(PINS_XDC)
-    loc = dict((port, pin) for pin, port in
-               re.findall(r"PACKAGE_PIN\s+(\w+).*?\[get_ports\s+([\w\[\]]+)\]", xdc))
+def test_pins_match_the_opennic_xdc():
+    loc = PIN_TABLE["opennic_xdc"]
     platform = AlveoU280Platform()
     assert _resource(platform, "hbm_cattrip", 0)[1][""] == [loc["hbm_cattrip"]]
     assert _resource(platform, "pcie_perst", 0)[1][""] == [loc["pcie_rstn"]]
@@ -173,7 +160,10 @@ def test_pins_match_the_mirrored_opennic_xdc():
             "p": [loc[f"qsfp_refclk_p[{q}]"]], "n": [loc[f"qsfp_refclk_n[{q}]"]]}
     assert _resource(platform, "satellite_gpio", 0)[1][""] == [
         loc[f"satellite_gpio[{i}]"] for i in range(4)]
-    assert "PULLDOWN TRUE" in xdc.split("hbm_cattrip")[0].splitlines()[-1]
+    # OpenNIC pulls hbm_cattrip down; so must the platform
+    cattrip, _, _ = _resource(platform, "hbm_cattrip", 0)
+    assert PIN_TABLE["opennic_xdc_hbm_cattrip_pulldown"] == (
+        dict(cattrip.attrs).get("PULLDOWN") == "TRUE")
 
 
 # ---- the loopback top and its build plan ------------------------------------------------
