@@ -59,6 +59,7 @@ of YoWASP Yosys on a machine compiles the WebAssembly module (tens of seconds,
 then cached under ``~/.cache/YoWASP``) and is counted in that run's time.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -140,6 +141,7 @@ class SynthResult:
     peak_mib: float        # peak RSS of the Yosys process, MiB
     yosys_version: str
     log_path: Path
+    netlist_path: Path | None = None   # the JSON netlist, when asked for
 
     def summary(self):
         """The figures as a flat dict with upper-case resource names."""
@@ -280,20 +282,23 @@ def utilization(result):
 
 
 def yosys_script(*, top="top", family="xcup", verilog_file="top.v", stat_file="stat.json",
-                 synth_args=()):
-    """The Yosys script :func:`synthesize` runs (one command per line)."""
+                 synth_args=(), netlist_file=None):
+    """The Yosys script :func:`synthesize` runs (one command per line); with
+    ``netlist_file`` it also writes the mapped netlist as JSON (for
+    :mod:`~squeezenic_hw.flows.timing`)."""
     synth = " ".join(["synth_xilinx", "-family", family, "-top", top, "-flatten",
                       "-noiopad", "-noclkbuf", *synth_args])
     return "\n".join([
         f"read_verilog {verilog_file}",
         synth,
         f"tee -o {stat_file} stat -json",
+        *([f"write_json {netlist_file}"] if netlist_file else []),
         f"ltp -noff {ENDPOINTS_SELECTION} %n",
     ]) + "\n"
 
 
 def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=None,
-               ports=None, synth_args=()):
+               ports=None, synth_args=(), netlist=False):
     """Synthesize ``component`` for Xilinx ``family`` and return its figures.
 
     Parameters
@@ -313,6 +318,9 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
         Passed to ``amaranth.back.verilog.convert`` for a non-component design.
     synth_args : sequence of str
         Extra ``synth_xilinx`` options (for instance ``("-nodsp",)``).
+    netlist : bool
+        Also write the mapped netlist, ``netlist.json`` in the work directory
+        (:attr:`SynthResult.netlist_path`), for a timing estimate.
 
     Returns
     -------
@@ -330,10 +338,14 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
     kwargs = {} if ports is None else {"ports": ports}
     (workdir / "top.v").write_text(verilog.convert(component, name=name, **kwargs))
     (workdir / "synth.ys").write_text(
-        yosys_script(top=name, family=family, synth_args=synth_args))
+        yosys_script(top=name, family=family, synth_args=synth_args,
+                     netlist_file="netlist.json" if netlist else None))
     log_path = workdir / "yosys.log"
     wall_time, peak_mib = _run_yosys(workdir, log_path, timeout)
-    return _collect(workdir, log_path, wall_time, peak_mib)
+    result = _collect(workdir, log_path, wall_time, peak_mib)
+    if netlist:
+        result = dataclasses.replace(result, netlist_path=workdir / "netlist.json")
+    return result
 
 
 def _yosys_command():

@@ -1,0 +1,160 @@
+"""The timing estimate on circuits whose answer is known: hand-built netlists (exact), and
+small Amaranth circuits through Yosys (a LUT chain, a 32-bit adder, a DSP multiply with
+and without registers)."""
+
+import pytest
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.flows import synth
+from squeezenic_hw.flows.timing import BUDGET_NS, DelayModel, estimate, estimate_json
+
+M = DelayModel()
+_FF_DIRS = {"C": "input", "CE": "input", "D": "input", "R": "input", "Q": "output"}
+
+
+def _ff(d, q, clk=2):
+    return {"type": "FDRE", "port_directions": _FF_DIRS,
+            "connections": {"C": [clk], "CE": ["1"], "D": [d], "R": ["0"], "Q": [q]}}
+
+
+def _lut(inputs, out):
+    pins = {f"I{k}": [b] for k, b in enumerate(inputs)}
+    return {"type": f"LUT{len(inputs)}",
+            "port_directions": {**dict.fromkeys(pins, "input"), "O": "output"},
+            "connections": {**pins, "O": [out]}}
+
+
+def _netlist(cells, netnames, ports=None):
+    ports = ports or {"clk": {"direction": "input", "bits": [2]}}
+    return {"modules": {"top": {
+        "attributes": {"top": "00000000000000000000000000000001"},
+        "ports": ports,
+        "cells": {f"c{k}": c for k, c in enumerate(cells)},
+        "netnames": {n: {"bits": b, "hide_name": 0} for n, b in netnames.items()},
+    }}}
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 7])
+def test_chain_of_k_luts_between_registers(k):
+    # launch FF: q = bit 10; LUT j drives bit 11 + j; capture FF takes the last one
+    cells = [_ff(50, 10)] + [_lut([10 + j], 11 + j) for j in range(k)] + [_ff(10 + k, 60)]
+    est = estimate_json(_netlist(cells, {"launch": [10], "capture": [60],
+                                          "last": [10 + k]}))
+    assert est.est_ns == pytest.approx(M.ff_clk_to_q + k * M.lut)
+    assert est.lut_levels == k and est.worst.carry_cells == 0
+    assert est.worst.start == "launch" and est.worst.end == ("last" if k else "launch")
+    assert est.worst.cells == ("FDRE",) + ("LUT1",) * k
+    assert est.over_budget == (est.est_ns > BUDGET_NS)
+
+
+def test_the_longest_of_two_paths_and_endpoints_over_budget():
+    # a 2-LUT path and an 8-LUT path (0.15 + 8·0.45 = 3.75 ns > 3.2) into two registers
+    cells = [_ff(50, 10), _lut([10], 11), _lut([11], 12), _ff(12, 70)]
+    cells += [_lut([19 + j if j else 10], 20 + j) for j in range(8)] + [_ff(27, 71)]
+    est = estimate_json(_netlist(cells, {"q": [10], "short": [12], "long": [27]}))
+    assert est.est_ns == pytest.approx(M.ff_clk_to_q + 8 * M.lut)
+    assert est.worst.end == "long" and est.lut_levels == 8
+    assert est.over_budget == 1 and est.est_ns > BUDGET_NS
+    assert est.fmax_mhz_est == pytest.approx(1000 / est.est_ns)
+
+
+def test_fanout_and_a_loop_is_cut_and_counted():
+    # bit 10 drives four LUTs; two LUTs feed each other (a loop)
+    cells = [_ff(50, 10)] + [_lut([10], 20 + j) for j in range(4)]
+    cells += [_lut([10, 31], 30), _lut([30], 31), _ff(31, 60)]
+    est = estimate_json(_netlist(cells, {"fan": [10]}))
+    assert est.max_fanout == 5 and est.max_fanout_net == "fan"
+    assert est.loops >= 1
+
+
+def test_port_to_register_and_model_constants():
+    cells = [_lut([5], 11), _ff(11, 60)]
+    ports = {"clk": {"direction": "input", "bits": [2]},
+             "x": {"direction": "input", "bits": [5]}}
+    slow = DelayModel(lut=1.0)
+    est = estimate_json(_netlist(cells, {"x": [5]}, ports), model=slow)
+    assert est.est_ns == pytest.approx(1.0) and est.worst.start == "x"
+
+
+# ---- through Yosys ---------------------------------------------------------------------
+
+class _Registered(wiring.Component):
+    """``o`` = f(``a``, ``b``) between registers (datapath registers: no reset)."""
+
+    def __init__(self, width, out_width, function, *, reset_less=True):
+        self._function = function
+        self._reset_less = reset_less
+        super().__init__({"a": In(width), "b": In(width), "o": Out(out_width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        a = Signal.like(self.a, reset_less=self._reset_less)
+        b = Signal.like(self.b, reset_less=self._reset_less)
+        o = Signal.like(self.o, reset_less=self._reset_less)
+        m.d.sync += [a.eq(self.a), b.eq(self.b), o.eq(self._function(a, b))]
+        m.d.comb += self.o.eq(o)
+        return m
+
+
+class _Combinational(wiring.Component):
+    a: In(16)
+    b: In(16)
+    o: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.o.eq(self.a * self.b)
+        return m
+
+
+def _estimate(component, tmp_path):
+    result = synth.synthesize(component, workdir=tmp_path, netlist=True)
+    return result, estimate(result.netlist_path)
+
+
+def test_adder_32_bits_is_one_lut_and_a_carry_chain(tmp_path):
+    result, est = _estimate(_Registered(32, 32, lambda a, b: a + b), tmp_path)
+    # the propagate LUT, then 8 CARRY4 (Yosys maps to CARRY4; Vivado packs CARRY8)
+    assert est.worst.carry_cells == result.carry == 8 and est.lut_levels == 1
+    assert est.est_ns == pytest.approx(M.ff_clk_to_q + M.lut + M.carry_in
+                                       + 7 * M.carry_chain)
+    assert est.over_budget == 0 and not est.unknown_cells
+
+
+def _dsp(params, a, b, p):
+    """A DSP48E2 with A, B (one bit each here) and P, and ``params`` (e.g. AREG=1)."""
+    return {"type": "DSP48E2",
+            "parameters": {k: format(v, "032b") for k, v in params.items()},
+            "port_directions": {"CLK": "input", "A": "input", "B": "input", "CEP": "input",
+                                "P": "output"},
+            "connections": {"CLK": [2], "A": [a], "B": [b], "CEP": ["1"], "P": [p]}}
+
+
+@pytest.mark.parametrize("regs,expected", [
+    ({}, M.ff_clk_to_q + M.dsp_comb),                                # FF → DSP → FF
+    ({"AREG": 1, "BREG": 1}, M.dsp_comb),                            # DSP(in regs) → FF
+    ({"AREG": 1, "BREG": 1, "MREG": 1}, M.dsp_mreg_to_out),
+    ({"AREG": 1, "BREG": 1, "MREG": 1, "PREG": 1}, M.dsp_clk_to_out),
+])
+def test_dsp_registers_decide_the_path(regs, expected):
+    cells = [_ff(50, 10), _ff(51, 11), _dsp(regs, 10, 11, 12), _ff(12, 60)]
+    est = estimate_json(_netlist(cells, {"a": [10], "p": [12]}))
+    assert est.est_ns == pytest.approx(expected)
+    assert "DSP48E2" in est.worst.cells
+
+
+def test_dsp_multiply_through_yosys(tmp_path):
+    result, registered = _estimate(_Registered(16, 32, lambda a, b: a * b), tmp_path / "reg")
+    assert result.dsp == 1
+    # with the pipeline registers folded into the DSP48E2 no path crosses the multiplier;
+    # where Yosys leaves them as flip-flops, the path is clock-to-Q plus the whole DSP
+    folded = result.ff < 64
+    expected = M.dsp_clk_to_out if folded else M.ff_clk_to_q + M.dsp_comb
+    assert registered.est_ns == pytest.approx(expected)
+    assert "DSP48E2" in registered.worst.cells
+    # port to port through an unregistered DSP: the whole combinational delay
+    _, comb = _estimate(_Combinational(), tmp_path / "comb")
+    assert comb.est_ns == pytest.approx(M.dsp_comb)
+    assert comb.worst.cells == ("input", "DSP48E2")
