@@ -71,6 +71,8 @@ def render(rows, columns, fmt, *, title=None, json_obj=None):
         for row in rows:
             writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
         return buf.getvalue()
+    if fmt == "markdown":
+        return markdown_table(rows, columns)
     return render_table(rows, columns, title=title)
 
 
@@ -82,3 +84,26 @@ def _json_default(value):
     except ImportError:  # pragma: no cover
         pass
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _md_cell(value):
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(rows, columns):
+    """A GitHub-flavoured Markdown table; numeric columns right-aligned."""
+    def numeric(c):
+        vals = [r.get(c) for r in rows if r.get(c) is not None]
+        return bool(vals) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  for v in vals)
+
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---:" if numeric(c) else "---" for c in columns) + "|"]
+    lines += ["| " + " | ".join(_md_cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ host bandwidth (a sum of per-block Yosys syntheses, cached; ``docs/report.md``).
 import sys
 
 from . import CliError
-from .output import add_format_option, render
+from .output import add_format_option, markdown_table, render
 
 NAME = "report"
 HELP = ("U280 resources of the plugin by host bandwidth: per-block Yosys synthesis "
@@ -153,26 +153,3 @@ def format_report(report, fmt, *, breakdown=False):
     else:
         out.append("".join(f"Note: {line}\n" for line in lines))
     return "\n".join(out)
-
-
-def _md_cell(value):
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value).replace("|", "\\|")
-
-
-def markdown_table(rows, columns):
-    """A GitHub-flavoured Markdown table; numeric columns right-aligned."""
-    def numeric(c):
-        vals = [r.get(c) for r in rows if r.get(c) is not None]
-        return bool(vals) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                  for v in vals)
-
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---:" if numeric(c) else "---" for c in columns) + "|"]
-    lines += ["| " + " | ".join(_md_cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
