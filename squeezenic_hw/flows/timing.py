@@ -148,7 +148,7 @@ class _Graph:
                     self.names[bit] = (label, hidden)
         self.arcs = {}                  # output bit -> [(input bit, delay, cell, kind)]
         self.starts = {}                # bit -> (delay at the bit, description)
-        self.ends = []                  # (bit, description)
+        self.ends = []                  # (bit, the bit that names the endpoint)
         self.loads = {}                 # bit -> load count
         self.unknown = set()
         for port in module.get("ports", {}).values():
@@ -158,7 +158,7 @@ class _Graph:
                 if port["direction"] == "input":
                     self.starts.setdefault(bit, (0.0, "input"))
                 else:
-                    self.ends.append((bit, "output"))
+                    self.ends.append((bit, bit))
         for cell in module.get("cells", {}).values():
             self._add_cell(cell)
 
@@ -197,12 +197,15 @@ class _Graph:
                             self._arc(ob, ib, d, kind)
 
         def state(clock_to_out, end_pins):
-            for o in outputs:
-                for ob in self._bits(conns, o):
-                    self.starts[ob] = (clock_to_out, kind)
+            out_bits = [ob for o in outputs for ob in self._bits(conns, o)]
+            for ob in out_bits:
+                self.starts[ob] = (clock_to_out, kind)
+            # a register's endpoint is named by what it holds (its output), not by the
+            # internal net that drives it
+            label = out_bits[0] if len(out_bits) == 1 else None
             for i in end_pins:
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, kind))
+                    self.ends.append((ib, label if label is not None else ib))
 
         if kind in _IGNORED:
             return
@@ -226,7 +229,7 @@ class _Graph:
                 if i.startswith(("WCLK", "CLK")) or re.fullmatch(r"ADDR[A-G]|DPRA\d*", i):
                     continue
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, kind))
+                    self.ends.append((ib, ib))
         elif _BRAM.match(kind):
             state(m.bram_clk_to_out, [p for p in inputs if not p.startswith("CLK")])
         elif kind == "DSP48E2":
@@ -248,16 +251,16 @@ class _Graph:
         ctrl_in = [p for p in inputs if p.startswith(("CE", "RST"))]
         for i in ctrl_in:
             for ib in self._bits(conns, i):
-                self.ends.append((ib, "DSP48E2"))
+                self.ends.append((ib, ib))
         comb_in = []
         for i in data_in:
             base = {"ACIN": "A", "BCIN": "B"}.get(i, i)   # cascades share A's/B's registers
             if base in registered:
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, "DSP48E2"))
+                    self.ends.append((ib, ib))
             elif mreg and base in ("A", "B", "D"):
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, "DSP48E2"))   # into the multiplier register
+                    self.ends.append((ib, ib))   # into the multiplier register
             else:
                 comb_in.append(i)
         out_start = (m.dsp_clk_to_out if preg else m.dsp_mreg_to_out if mreg
@@ -320,15 +323,15 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS)
 
     worst = None
     over = 0
-    for bit, _ in graph.ends:
+    for bit, label in graph.ends:
         t = time_of(bit)
         if t > budget_ns + 1e-9:
             over += 1
         if worst is None or t > worst[0]:
-            worst = (t, bit)
+            worst = (t, bit, label)
     path = None
     if worst is not None and worst[0] > 0:
-        t, end = worst
+        t, end, end_label = worst
         cells, b = [], end
         while via.get(b):
             b, kind = via[b]
@@ -336,7 +339,7 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS)
         start_kind = graph.starts.get(b, (0.0, "input"))[1]
         cells = tuple([start_kind] + cells[::-1])
         path = TimingPath(
-            ns=t, start=graph.name(b), end=graph.name(end), cells=cells,
+            ns=t, start=graph.name(b), end=graph.name(end_label), cells=cells,
             lut_levels=sum(1 for c in cells[1:] if _LUT.match(c)),
             carry_cells=sum(1 for c in cells[1:] if _CARRY.match(c)))
     fanout_bit, fanout = max(graph.loads.items(), key=lambda kv: kv[1], default=(None, 0))
