@@ -73,6 +73,8 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from .timing import estimate as timing_estimate
+
 __all__ = [
     "SynthesisError", "SynthResult", "synthesize", "yosys_script",
     "parse_stat_json", "parse_ltp", "count_loops", "parse_yosys_version", "classify_cells",
@@ -142,13 +144,15 @@ class SynthResult:
     yosys_version: str
     log_path: Path
     netlist_path: Path | None = None   # the JSON netlist, when asked for
+    timing: object = None              # a flows.timing.TimingEstimate, when asked for
 
     def summary(self):
         """The figures as a flat dict with upper-case resource names."""
         return {"LUT": self.lut, "FF": self.ff, "CARRY": self.carry, "DSP": self.dsp,
                 "BRAM": self.bram, "URAM": self.uram, "LUTRAM": self.lutram, "SRL": self.srl,
                 "MUXF": self.muxf, "depth": self.depth, "synth_s": round(self.wall_time, 2),
-                "peak_mib": round(self.peak_mib, 1)}
+                "peak_mib": round(self.peak_mib, 1),
+                **(self.timing.as_dict() if self.timing is not None else {})}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,7 +302,7 @@ def yosys_script(*, top="top", family="xcup", verilog_file="top.v", stat_file="s
 
 
 def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=None,
-               ports=None, synth_args=(), netlist=False):
+               ports=None, synth_args=(), netlist=False, timing=False):
     """Synthesize ``component`` for Xilinx ``family`` and return its figures.
 
     Parameters
@@ -321,6 +325,9 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
     netlist : bool
         Also write the mapped netlist, ``netlist.json`` in the work directory
         (:attr:`SynthResult.netlist_path`), for a timing estimate.
+    timing : bool
+        Write the netlist and estimate its longest path
+        (:attr:`SynthResult.timing`, :mod:`~squeezenic_hw.flows.timing`).
 
     Returns
     -------
@@ -339,12 +346,19 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
     (workdir / "top.v").write_text(verilog.convert(component, name=name, **kwargs))
     (workdir / "synth.ys").write_text(
         yosys_script(top=name, family=family, synth_args=synth_args,
-                     netlist_file="netlist.json" if netlist else None))
+                     netlist_file="netlist.json" if netlist or timing else None))
     log_path = workdir / "yosys.log"
     wall_time, peak_mib = _run_yosys(workdir, log_path, timeout)
     result = _collect(workdir, log_path, wall_time, peak_mib)
-    if netlist:
+    if netlist or timing:
         result = dataclasses.replace(result, netlist_path=workdir / "netlist.json")
+    if timing:
+        try:
+            estimate = timing_estimate(result.netlist_path)
+        except (OSError, ValueError, KeyError) as exc:
+            raise SynthesisError(f"cannot read the netlist for the timing estimate: {exc}",
+                                 log_path) from exc
+        result = dataclasses.replace(result, timing=estimate)
     return result
 
 

@@ -83,6 +83,20 @@ class Counter(wiring.Component):
         return m
 
 
+# A flip-flop, one LUT, a flip-flop: a 0.15 + 0.45 = 0.60 ns path (docs/timing.md).
+NETLIST_JSON = json.dumps({"modules": {"top": {
+    "attributes": {"top": "00000000000000000000000000000001"},
+    "ports": {"clk": {"direction": "input", "bits": [2]}},
+    "cells": {
+        "q": {"type": "FDRE", "port_directions": {"C": "input", "D": "input", "Q": "output"},
+              "connections": {"C": [2], "D": [5], "Q": [3]}},
+        "f": {"type": "LUT1", "port_directions": {"I0": "input", "O": "output"},
+              "connections": {"I0": [3], "O": [4]}},
+        "r": {"type": "FDRE", "port_directions": {"C": "input", "D": "input", "Q": "output"},
+              "connections": {"C": [2], "D": [4], "Q": [5]}}},
+    "netnames": {"count": {"bits": [3], "hide_name": 0}}}}})
+
+
 @pytest.fixture
 def fake_yosys(monkeypatch):
     """Replace the Yosys run of synth.synthesize by the fixture files; count the runs."""
@@ -91,6 +105,7 @@ def fake_yosys(monkeypatch):
     def run(workdir, log_path, timeout):
         calls.append(workdir)
         (workdir / "stat.json").write_text(STAT_JSON)
+        (workdir / "netlist.json").write_text(NETLIST_JSON)
         log_path.write_text(LOG)
         return 1.5, 200.0
 
@@ -502,3 +517,11 @@ def test_sources_digest_covers_the_whole_package(monkeypatch):
     names = {p.relative_to(root).as_posix() for p in read}
     assert {"gateware/tx/lane.py", "spec/header.py", "flows/report/cache.py",
             "reference/lane.py"} <= names
+
+
+def test_records_carry_the_timing_estimate(tmp_path, fake_yosys):
+    rec = report.synth_cached(lambda: Counter(), {"kind": "counter"}, name="counter",
+                              cache_dir=tmp_path)
+    assert rec["est_ns"] == pytest.approx(0.60) and rec["lut_levels"] == 1
+    assert rec["worst_path"].startswith("count") and rec["over_budget"] == 0
+    assert rec["schema"] == 2

@@ -4,6 +4,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from squeezenic_hw.flows import synth
+from squeezenic_hw.flows.timing import BUDGET_NS
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.scaling import LANE_GBPS, lanes_for
 
@@ -119,14 +120,15 @@ SUMMARY_COLUMNS = [
     "LUT", "LUT_mem", "FF", "CARRY", "DSP", "BRAM", "URAM", "CLB_est",
     "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "BRAM_pct", "URAM_pct", "CLB_pct",
     "paper_LUT_pct", "paper_FF_pct", "paper_CLB_pct",
-    "depth", "blocks", "synth_s", "peak_mib", "cached",
+    "depth", "est_ns", "blocks", "synth_s", "peak_mib", "cached",
 ]
 
 
 #: Columns of the per-block rows (``--breakdown``): resources are count × one instance.
 BLOCK_COLUMNS = [
     "host_bw", "block", "count", "LUT_each", "FF_each", "LUT", "LUT_mem", "FF", "CARRY",
-    "DSP", "BRAM", "URAM", "LUT_share_pct", "depth", "synth_s", "peak_mib", "cached", "log",
+    "DSP", "BRAM", "URAM", "LUT_share_pct", "depth", "est_ns", "fmax_mhz_est", "lut_levels",
+    "over_budget", "worst_path", "synth_s", "peak_mib", "cached", "log",
 ]
 
 
@@ -270,6 +272,7 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs
             "CLB_pct": _pct(clbs, DEVICE_TOTALS["CLB"]),
             **{f"paper_{k}_pct": paper.get(k) for k in ("LUT", "FF", "CLB")},
             "depth": max(r["depth"] for r in recs),
+            "est_ns": max((r.get("est_ns") or 0.0 for r in recs), default=0.0),
             "blocks": len(recs),
             "synth_s": round(sum(r["synth_s"] for r in recs), 1),
             "peak_mib": max(r["peak_mib"] for r in recs),
@@ -286,7 +289,10 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs
                                                 "BRAM", "URAM")},
                 "LUT_share_pct": round(100.0 * count * each["LUT"] / tot["LUT"], 2)
                 if tot["LUT"] else 0.0,
-                "depth": rec["depth"], "synth_s": rec["synth_s"], "peak_mib": rec["peak_mib"],
+                "depth": rec["depth"],
+                **{k: rec.get(k) for k in ("est_ns", "fmax_mhz_est", "lut_levels",
+                                           "over_budget", "worst_path")},
+                "synth_s": rec["synth_s"], "peak_mib": rec["peak_mib"],
                 "cached": rec["cached"], "log": rec["log"], "key": rec["key"],
                 "spec": rec["spec"], "ff_wrapper": rec.get("ff_wrapper", 0),
             })
@@ -332,6 +338,11 @@ def notes(report):
             out.append(f"{r['host_bw']} Gb/s needs a ratio of {r['host_bw'] / WIRE_GBPS:g}; "
                        f"the best codec, {r['codec']}, gives {r['ratio']:g}: the wire would "
                        f"carry {r['wire_gbps_at_full_rate']:g} Gb/s at full host rate.")
+    late = sorted({(b["block"], b["est_ns"]) for b in report["blocks"]
+                   if (b.get("est_ns") or 0) > BUDGET_NS})
+    if late:
+        out.append(f"Over the {BUDGET_NS} ns timing budget (docs/timing.md): "
+                   + ", ".join(f"{name} {ns:g} ns" for name, ns in late) + ".")
     t = report["totals"]
     out.append(f"{t['distinct_blocks']} distinct blocks ({t['cached_blocks']} from the cache); "
                f"synthesis {t['synth_s']:g} s in all, peak {t['peak_mib']:g} MiB per Yosys "

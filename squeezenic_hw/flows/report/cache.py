@@ -120,7 +120,7 @@ class BlockSynthesisError(RuntimeError):
 
 def index_key(spec, *, name, family="xcup"):
     """The ``index/`` key of a block: no elaboration, no process (see the module docstring)."""
-    script = synth.yosys_script(top=name, family=family)
+    script = synth.yosys_script(top=name, family=family, netlist_file="netlist.json")
     return _sha256(json.dumps(spec, sort_keys=True), json.dumps(tool_versions(), sort_keys=True),
                    _sources_digest(), script, sys.version_info[:2])
 
@@ -179,7 +179,7 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
     workdir = cache.workdir(label, key) if cache is not None else None
     try:
         result = synth.synthesize(make(), name=name, family=family, workdir=workdir,
-                                  timeout=timeout)
+                                  timeout=timeout, timing=True)
     except synth.SynthesisError as exc:
         raise BlockSynthesisError(label, str(exc), exc.log_path) from None
     synthesized = Path(result.log_path).parent / "top.v"
@@ -196,7 +196,7 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
 
 def _record(result, *, key, label, spec, script, verilog_sha256, versions):
     return {
-        "schema": 1, "key": key, "block": label, "spec": spec,
+        "schema": 2, "key": key, "block": label, "spec": spec,
         "lut": result.lut, "ff": result.ff, "carry": result.carry, "dsp": result.dsp,
         "bram": result.bram, "uram": result.uram, "lutram": result.lutram, "srl": result.srl,
         "muxf": result.muxf, "lut_mem": lut_mem(result.cells), "depth": result.depth,
@@ -205,6 +205,8 @@ def _record(result, *, key, label, spec, script, verilog_sha256, versions):
         "yosys_version": result.yosys_version, "log": str(result.log_path),
         "script_sha256": _sha256(script), "verilog_sha256": verilog_sha256,
         "versions": versions, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # the timing estimate (docs/timing.md): est_ns, fmax_mhz_est, lut_levels, ...
+        **(result.timing.as_dict() if result.timing is not None else {}),
     }
 
 
