@@ -22,7 +22,8 @@ For each unit of :data:`UNITS` it measures
   field is random too: good for timing, not for checking results;
 * with :func:`squeezenic_hw.flows.synth.synthesize` (Yosys ``synth_xilinx -family
   xcup``, out of context): ``LUT``, ``FF``, ``CARRY``, ``DSP``, ``depth`` (cells
-  on the longest path between registers/ports, see ``squeezenic_hw/synth.py``),
+  on the longest path between registers/ports, see ``squeezenic_hw/flows/synth.py``),
+  ``est_ns`` and ``lut_levels`` (the timing estimate, ``docs/timing.md``),
   ``synth_s`` (Yosys wall time) and ``peak_mib`` (Yosys peak memory). Logs are
   kept in ``--workdir`` (default ``build/synth/<unit>/yosys.log``).
 
@@ -67,7 +68,7 @@ UNITS = [
 ]
 
 COLUMNS = ["unit", "latency", "declared", "beats_per_cycle", "max_run",
-           "LUT", "FF", "CARRY", "DSP", "depth", "synth_s", "peak_mib"]
+           "LUT", "FF", "CARRY", "DSP", "depth", "est_ns", "lut_levels", "synth_s", "peak_mib"]
 
 DEFAULT_WORKDIR = Path(__file__).resolve().parents[1] / "build" / "synth"
 
@@ -115,8 +116,9 @@ def measure_synth(dut, workdir, timeout):
     """Synthesis figures of ``dut`` (see :func:`squeezenic_hw.flows.synth.synthesize`)."""
     from squeezenic_hw.flows.synth import synthesize
 
-    summary = synthesize(dut, workdir=workdir, timeout=timeout).summary()
-    return {key: summary[key] for key in ("LUT", "FF", "CARRY", "DSP", "depth",
+    summary = synthesize(dut, workdir=workdir, timeout=timeout, timing=True).summary()
+    return {key: summary[key] for key in ("LUT", "FF", "CARRY", "DSP", "depth", "est_ns",
+                                          "lut_levels",
                                           "synth_s", "peak_mib")}
 
 

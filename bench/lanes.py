@@ -73,7 +73,7 @@ def synth_rows(codecs):
     rows = []
     for name, make in [("TxLane", lambda: TxLane(codecs=codecs)),
                        ("RxLane", lambda: RxLane(codecs=codecs))]:
-        r = synthesize(make(), name=name.lower())
+        r = synthesize(make(), name=name.lower(), timing=True)
         rows.append({"block": name, "codecs": ",".join(map(str, codecs)), **r.summary(),
                      "log": str(r.log_path)})
     return rows

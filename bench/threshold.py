@@ -121,7 +121,7 @@ def synth_rows():
                        ("IndexToBitmap", IndexToBitmap),
                        ("SparseExpander", SparseExpander)]:
         print(f"synthesising {name} …", file=sys.stderr, flush=True)
-        r = synthesize(make(), name=name.split("(")[0].lower())
+        r = synthesize(make(), name=name.split("(")[0].lower(), timing=True)
         rows.append({"block": name, **r.summary()})
     return rows
 
