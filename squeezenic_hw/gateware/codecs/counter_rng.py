@@ -65,7 +65,7 @@ class CounterRng(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        st = Stager(m, self.en)
+        st = Stager(m, self.en, reset_less=True)   # draws only: nothing to reset
         # Key: K = W(seed ^ GOLDEN), over two stages, offset riding beside it.
         key_a = st.reg(_wang_first_half(self.seed ^ Const(GOLDEN, 32)), name="key_a")
         offset = st.delay(self.offset, 2, name="offset")

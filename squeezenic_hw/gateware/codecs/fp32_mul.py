@@ -112,7 +112,8 @@ def _lzc(bits):
 
 
 class Fp32Multiplier(wiring.Component):
-    """Pipelined binary32 multiplier, bit-exact with :func:`fp32_mul_model`.
+    """Pipelined binary32 multiplier, bit-exact with
+    :func:`squeezenic_hw.reference.fp32_mul.fp32_mul_model`.
 
     See the module docstring for the semantics and the algorithm (steps 1-15).
     One multiplication per enabled cycle; a DSP48-style shared clock enable.
@@ -179,8 +180,10 @@ class Fp32Multiplier(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
+        # a datapath: no register here needs a reset
         def reg(value, name, shape=None):
-            r = Signal(shape if shape is not None else value.shape(), name=name)
+            r = Signal(shape if shape is not None else value.shape(), name=name,
+                       reset_less=True)
             with m.If(self.en):
                 m.d.sync += r.eq(value)
             return r

@@ -125,12 +125,13 @@ class PipelinedBeatUnit(wiring.Component):
             enable.eq(~self.o.valid | self.o.ready),
             self.i.ready.eq(enable),
         ]
-        stager = Stager(m, enable)
+        # Only the valid bits take a reset: the data behind a clear valid bit is never used.
+        stager = Stager(m, enable, reset_less=True)
         valid = self.i.valid
         mask = self.i.payload.valid
         meta = self.i.payload.meta
         for k in range(self.LATENCY):
-            valid = stager.reg(valid, name=f"valid_d{k + 1}")
+            valid = stager.reg(valid, name=f"valid_d{k + 1}", reset_less=False)
             mask = stager.reg(mask, name=f"mask_d{k + 1}")
             meta = stager.reg(meta, name=f"meta_d{k + 1}")
         result = self.datapath(m, stager, self.i.payload)

@@ -8,20 +8,28 @@ __all__ = ["Stager", "fifo_between", "check_fifo_depth", "merge_in_order"]
 
 
 class Stager:
-    """Inserts pipeline registers that all advance on one shared enable."""
+    """Inserts pipeline registers that all advance on one shared enable.
 
-    def __init__(self, m, enable):
+    With ``reset_less`` its registers take no reset by default (datapath registers: a
+    reset only has to clear what says whether the data is valid); ``reg(...,
+    reset_less=False)`` makes one that does (a valid bit).
+    """
+
+    def __init__(self, m, enable, *, reset_less=False):
         self._m = m
         self.enable = enable
+        self.reset_less = reset_less
         self._count = 0
 
-    def reg(self, value, *, name=None, reset=0):
+    def reg(self, value, *, name=None, reset=0, reset_less=None):
         """Return a register holding ``value`` one (enabled) cycle later."""
         self._count += 1
         shape = value.shape() if hasattr(value, "shape") else Signal.like(value).shape()
         # Structured shapes take no integer ``init``; zero is their default anyway.
         init = {"init": reset} if reset else {}
-        r = Signal(shape, name=name or f"stage{self._count}", **init)
+        if reset_less is None:
+            reset_less = self.reset_less
+        r = Signal(shape, name=name or f"stage{self._count}", reset_less=reset_less, **init)
         with self._m.If(self.enable):
             self._m.d.sync += r.eq(value)
         return r
