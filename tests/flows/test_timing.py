@@ -85,18 +85,23 @@ def test_port_to_register_and_model_constants():
 class _Registered(wiring.Component):
     """``o`` = f(``a``, ``b``) between registers (datapath registers: no reset)."""
 
-    def __init__(self, width, out_width, function, *, reset_less=True):
+    def __init__(self, width, out_width, function, *, reset_less=True, stages=1):
         self._function = function
         self._reset_less = reset_less
+        self._stages = stages
         super().__init__({"a": In(width), "b": In(width), "o": Out(out_width)})
 
     def elaborate(self, platform):
         m = Module()
         a = Signal.like(self.a, reset_less=self._reset_less)
         b = Signal.like(self.b, reset_less=self._reset_less)
-        o = Signal.like(self.o, reset_less=self._reset_less)
-        m.d.sync += [a.eq(self.a), b.eq(self.b), o.eq(self._function(a, b))]
-        m.d.comb += self.o.eq(o)
+        m.d.sync += [a.eq(self.a), b.eq(self.b)]
+        value = self._function(a, b)
+        for k in range(self._stages):
+            o = Signal.like(self.o, reset_less=self._reset_less, name=f"o{k}")
+            m.d.sync += o.eq(value)
+            value = o
+        m.d.comb += self.o.eq(value)
         return m
 
 
@@ -142,20 +147,70 @@ def _dsp(params, a, b, p):
 ])
 def test_dsp_registers_decide_the_path(regs, expected):
     cells = [_ff(50, 10), _ff(51, 11), _dsp(regs, 10, 11, 12), _ff(12, 60)]
-    est = estimate_json(_netlist(cells, {"a": [10], "p": [12]}))
+    est = estimate_json(_netlist(cells, {"a": [10], "p": [12]}), fold_dsp_registers=False)
     assert est.est_ns == pytest.approx(expected)
-    assert "DSP48E2" in est.worst.cells
+    assert "DSP48E2" in est.worst.cells and est.dsp_folded == 0
+
+
+def test_dsp_fold_one_stage_is_input_registers_and_preg():
+    # FF → DSP → FF: Vivado folds the flip-flops as AREG/BREG and PREG; the whole multiply
+    # is the path from the input registers, and PREG's clock-to-out starts the next one
+    cells = [_ff(50, 10), _ff(51, 11), _dsp({}, 10, 11, 12), _ff(12, 60), _lut([60], 61),
+             _ff(61, 62)]
+    est = estimate_json(_netlist(cells, {"a": [10], "p": [12], "q": [60]}))
+    assert est.dsp_folded == 1
+    assert est.est_ns == pytest.approx(M.dsp_comb)
+    assert est.worst.cells == ("DSP48E2",) and est.worst.end == "q"
+    by_end = {b.name: b for b in est.blocks}
+    assert by_end["(top)"].endpoints == len([c for c in cells if c["type"] == "FDRE"]) + 2
+
+
+def test_dsp_fold_two_stages_are_mreg_and_preg():
+    # FF → DSP → FF → FF: the stages become MREG and PREG; no path crosses the DSP whole
+    cells = [_ff(50, 10), _ff(51, 11), _dsp({}, 10, 11, 12), _ff(12, 60), _ff(60, 61),
+             _lut([61], 62), _ff(62, 63)]
+    est = estimate_json(_netlist(cells, {"a": [10], "p": [12], "m": [60], "q": [61]}))
+    assert est.dsp_folded == 1
+    assert est.est_ns == pytest.approx(max(M.dsp_to_mreg, M.dsp_mreg_to_out,
+                                           M.dsp_clk_to_out + M.lut))
+    assert est.worst.ns < M.dsp_comb
+
+
+def test_dsp_fold_needs_flip_flops_on_every_input():
+    # A from a LUT: Vivado cannot fold A's register; the multiply stays combinational
+    cells = [_ff(50, 9), _lut([9], 10), _ff(51, 11), _dsp({}, 10, 11, 12), _ff(12, 60)]
+    est = estimate_json(_netlist(cells, {"a": [10], "p": [12]}))
+    assert est.dsp_folded == 0
+    assert est.est_ns == pytest.approx(M.ff_clk_to_q + M.lut + M.dsp_comb)
+
+
+def test_blocks_group_endpoints_by_submodule():
+    cells = [_ff(50, 10), _lut([10], 11), _lut([11], 12), _ff(12, 13), _ff(13, 14),
+             _lut([14], 15), _ff(15, 16)]
+    names = {"u.a": [10], "u.b": [13], "v.c": [14], "v.d": [16]}
+    est = estimate_json(_netlist(cells, names), budget_ns=0.5)
+    blocks = {b.name: b for b in est.blocks}
+    assert est.blocks[0].name == "u" and blocks["u"].est_ns == pytest.approx(
+        M.ff_clk_to_q + 2 * M.lut)
+    assert blocks["v"].est_ns == pytest.approx(M.ff_clk_to_q + M.lut)
+    assert blocks["u"].over_budget == 1 and blocks["v"].over_budget == 1
 
 
 def test_dsp_multiply_through_yosys(tmp_path):
     result, registered = _estimate(_Registered(16, 32, lambda a, b: a * b), tmp_path / "reg")
     assert result.dsp == 1
-    # with the pipeline registers folded into the DSP48E2 no path crosses the multiplier;
-    # where Yosys leaves them as flip-flops, the path is clock-to-Q plus the whole DSP
-    folded = result.ff < 64
-    expected = M.dsp_clk_to_out if folded else M.ff_clk_to_q + M.dsp_comb
-    assert registered.est_ns == pytest.approx(expected)
-    assert "DSP48E2" in registered.worst.cells
+    # Yosys leaves the flip-flops in fabric for UltraScale+; folded as Vivado does, the
+    # path is the multiply from the input registers into PREG
+    assert result.ff >= 64 and registered.dsp_folded == 1
+    assert registered.est_ns == pytest.approx(M.dsp_comb)
+    assert registered.worst.cells == ("DSP48E2",)
+    unfolded = estimate(result.netlist_path, fold_dsp_registers=False)
+    assert unfolded.est_ns == pytest.approx(M.ff_clk_to_q + M.dsp_comb)
+    # a second register stage after the product: MREG and PREG, no path crosses it whole
+    result, piped = _estimate(_Registered(16, 32, lambda a, b: a * b, stages=2),
+                              tmp_path / "piped")
+    assert result.dsp == 1 and piped.dsp_folded == 1
+    assert piped.est_ns == pytest.approx(M.dsp_to_mreg)
     # port to port through an unregistered DSP: the whole combinational delay
     _, comb = _estimate(_Combinational(), tmp_path / "comb")
     assert comb.est_ns == pytest.approx(M.dsp_comb)
