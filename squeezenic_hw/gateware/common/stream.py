@@ -1,10 +1,13 @@
-"""Stream plumbing every pipeline uses: pipeline registers on one enable, a FIFO between
-two streams, the FIFO depth check, and the merge of two streams in a queued order."""
+"""Stream plumbing every pipeline uses: pipeline registers on one enable, a skid buffer (the
+registered ready at a block boundary), a FIFO between two streams, the FIFO depth check, and
+the merge of two streams in a queued order."""
 
-from amaranth import Mux, Signal
-from amaranth.lib import fifo
+from amaranth import Module, Mux, Shape, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["Stager", "fifo_between", "check_fifo_depth", "merge_in_order"]
+__all__ = ["Stager", "SkidBuffer", "skid_between", "fifo_between", "check_fifo_depth",
+           "merge_in_order"]
 
 
 class Stager:
@@ -38,6 +41,82 @@ class Stager:
         for k in range(cycles):
             value = self.reg(value, name=f"{name}_d{k + 1}" if name else None)
         return value
+
+
+class SkidBuffer(wiring.Component):
+    """A stream register whose ``ready`` is a flip-flop: what a block boundary needs so that
+    no ready chain crosses it.
+
+    Two payload registers: the output register, and a skid register that catches the beat
+    sent in the cycle ``o.ready`` fell (the sender saw ``i.ready`` of the cycle before).
+
+    Parameters
+    ----------
+    shape : shape-castable
+        The payload.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(shape))
+    o : Out(stream.Signature(shape))
+
+    Notes
+    -----
+    Latency: 1 cycle (a beat accepted in cycle ``t`` is offered on ``o`` from ``t + 1``).
+    Throughput: one beat per cycle, sustained, while ``o.ready`` is high.
+    Backpressure: ``i.ready`` is a register (high while the skid register is empty); it
+    falls one cycle after ``o`` stalls with a beat held, the beat then in flight waits in
+    the skid register. Nothing is dropped or reordered. ``o.valid`` and ``o.payload`` are
+    registers. Only the two valid bits are reset.
+    Resources: two registers of the payload's width and a 2:1 mux in front of the output
+    register.
+    """
+
+    def __init__(self, shape):
+        try:
+            Shape.cast(shape)
+        except TypeError as e:
+            raise ValueError(f"shape must be shape-castable, got {shape!r} ({e})") from None
+        self._shape = shape
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+
+    def elaborate(self, platform):
+        m = Module()
+        skid_valid = Signal()
+        skid = Signal(self._shape, reset_less=True)
+        out_valid = Signal()
+        out = Signal(self._shape, reset_less=True)
+        m.d.comb += [
+            self.i.ready.eq(~skid_valid),
+            self.o.valid.eq(out_valid),
+            self.o.payload.eq(out),
+        ]
+        with m.If(~out_valid | self.o.ready):
+            m.d.sync += [
+                out_valid.eq(skid_valid | self.i.valid),
+                out.eq(Mux(skid_valid, skid, self.i.payload)),
+                skid_valid.eq(0),
+            ]
+        with m.Elif(self.i.valid & ~skid_valid):
+            m.d.sync += [skid_valid.eq(1), skid.eq(self.i.payload)]
+        return m
+
+
+def skid_between(m, name, source, sink):
+    """A :class:`SkidBuffer` from stream ``source`` to stream ``sink`` (interfaces whose
+    payloads have one shape), as submodule ``name``; returns it."""
+    shape = source.payload.shape() if hasattr(source.payload, "shape") else Shape.cast(
+        len(source.payload))
+    buf = m.submodules[name] = SkidBuffer(shape)
+    m.d.comb += [
+        buf.i.valid.eq(source.valid),
+        buf.i.payload.eq(source.payload),
+        source.ready.eq(buf.i.ready),
+        sink.valid.eq(buf.o.valid),
+        sink.payload.eq(buf.o.payload),
+        buf.o.ready.eq(sink.ready),
+    ]
+    return buf
 
 
 def fifo_between(m, name, source, sink, depth):
