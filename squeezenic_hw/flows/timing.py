@@ -71,6 +71,7 @@ class TimingPath:
     start: str
     end: str
     cells: tuple = ()            # cell types along the path, start to end
+    nets: tuple = ()             # the nets it crosses, start to end (names as in ``start``)
     lut_levels: int = 0          # LUTs (and INVs) on it
     carry_cells: int = 0         # carry cells on it
 
@@ -456,14 +457,16 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
         return arrival[bit]
 
     def path_to(t, end, end_label):
-        cells, b = [], end
+        cells, nets, b = [], [graph.name(end)], end
         while via.get(b):
             b, kind = via[b]
             cells.append(kind)
+            nets.append(graph.name(b))
         start_kind = graph.starts.get(b, (0.0, "input"))[1]
         cells = tuple([start_kind] + cells[::-1])
         return TimingPath(
             ns=t, start=graph.name(b), end=graph.name(end_label), cells=cells,
+            nets=tuple(nets[::-1]),
             lut_levels=sum(1 for c in cells[1:] if _LUT.match(c)),
             carry_cells=sum(1 for c in cells[1:] if _CARRY.match(c)))
 

@@ -91,6 +91,10 @@ class SkidBuffer(wiring.Component):
             self.o.valid.eq(out_valid),
             self.o.payload.eq(out),
         ]
+        # The skid register takes whatever is offered while it is free: its enable, like
+        # the output register's, comes from registers only; ``i.valid`` only sets valid bits.
+        with m.If(~skid_valid):
+            m.d.sync += skid.eq(self.i.payload)
         with m.If(~out_valid | self.o.ready):
             m.d.sync += [
                 out_valid.eq(skid_valid | self.i.valid),
@@ -98,7 +102,7 @@ class SkidBuffer(wiring.Component):
                 skid_valid.eq(0),
             ]
         with m.Elif(self.i.valid & ~skid_valid):
-            m.d.sync += [skid_valid.eq(1), skid.eq(self.i.payload)]
+            m.d.sync += skid_valid.eq(1)
         return m
 
 

@@ -1,0 +1,172 @@
+"""The TX controller's descriptors: the coalescer's records in, one header request per output
+frame out, in output order.
+
+The sizer follows the coalescer's records to know, for every wire frame, the host header
+it copies (that of the host frame holding its first element), its ``tuser_src`` /
+``tuser_dst`` and the tensor index of its first element; when a frame closes it sizes it
+(wire format sections 2–4): ``64 + ⌈n·b/8⌉`` bytes for a dense codec of ``b`` bits,
+``64 + 4k + min(⌈n/8⌉, 2k)`` for ``threshold`` (whose layout goes into the header's
+``param``), and writes the request for the
+:class:`~squeezenic_hw.gateware.lane.header_builder.HeaderBuilder`. A bypassed frame's
+record becomes its token (``built = 0``) at its place in the order.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.common.layouts import field_le, token_tag_layout
+from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.lane.header_builder import header_request_layout
+from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
+
+from .coalescer import RecordKind, close_record_layout
+from .job_shaper import index_layout_shorter
+
+__all__ = ["TxCloseSizer"]
+
+
+class TxCloseSizer(wiring.Component):
+    """Header requests for the TX lane's output frames (see the module docstring).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(close_record_layout()))
+    o : Out(stream.Signature(header_request_layout(token_tag_layout())))
+
+    Notes
+    -----
+    Latency: 4 cycles (stage 1: which frame closes, its template, offset, ``n`` and
+    ``k``; stage 2: ``n·b`` into a DSP48E2, the threshold layout; stage 3: the product's
+    second register; stage 4: the size and the request). Throughput: one request per
+    cycle; a record that closes two frames takes two cycles, a record that only opens a
+    frame none. Backpressure: the pipeline holds while ``o.valid & ~o.ready``; nothing is
+    dropped.
+    """
+
+    LATENCY = 4
+
+    def __init__(self):
+        super().__init__({
+            "i": In(stream.Signature(close_record_layout())),
+            "o": Out(stream.Signature(header_request_layout(token_tag_layout()))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        enable = Signal()
+        m.d.comb += enable.eq(~self.o.valid | self.o.ready)
+        st = Stager(m, enable, reset_less=True)
+        rec = self.i.payload
+        kind = rec.kind
+
+        # ---- stage 1: the frame that closes --------------------------------------------
+        cur_hdr = Signal(512, reset_less=True)
+        cur_src = Signal(16, reset_less=True)
+        cur_dst = Signal(16, reset_less=True)
+        open_hdr = Signal(512, reset_less=True)
+        open_src = Signal(16, reset_less=True)
+        open_dst = Signal(16, reset_less=True)
+        open_offset = Signal(32, reset_less=True)
+
+        second = Signal()           # the second close of a record that closes two frames
+        double = (kind == RecordKind.BEAT) & rec.close1 & rec.close2
+        last_of_record = ~double | second
+        m.d.comb += self.i.ready.eq(enable & last_of_record)
+        advance = enable & self.i.valid
+        with m.If(advance):
+            m.d.sync += second.eq(~last_of_record)
+
+        emit = Signal()
+        built = Signal()
+        template = Signal(512)
+        src = Signal(16)
+        dst = Signal(16)
+        n = Signal(16)
+        k = Signal(16)
+        offset = Signal(32)
+        flush = Signal()
+        # the frame open before the record (a beat's element 0 may open it)
+        beat_opens = (kind == RecordKind.BEAT) & rec.opens
+        first_hdr = Mux(beat_opens, cur_hdr, open_hdr)
+        m.d.comb += [
+            built.eq(1),
+            template.eq(first_hdr),
+            src.eq(Mux(beat_opens, cur_src, open_src)),
+            dst.eq(Mux(beat_opens, cur_dst, open_dst)),
+            offset.eq(Mux(beat_opens, rec.offset, open_offset)),
+            n.eq(rec.n_before + rec.take),
+            k.eq(rec.k_before + rec.prefix_take),
+        ]
+        rest_offset = rec.offset + rec.take
+        with m.Switch(kind):
+            with m.Case(RecordKind.HEADER):
+                m.d.comb += emit.eq(rec.mismatch)
+                with m.If(advance):
+                    m.d.sync += [cur_hdr.eq(rec.hdr), cur_src.eq(rec.src),
+                                 cur_dst.eq(rec.dst)]
+            with m.Case(RecordKind.CLOSE):
+                m.d.comb += emit.eq(1)
+            with m.Case(RecordKind.BYPASS):
+                m.d.comb += [emit.eq(1), built.eq(0)]
+            with m.Case(RecordKind.BEAT):
+                with m.If(second):
+                    m.d.comb += [emit.eq(1), template.eq(cur_hdr), src.eq(cur_src),
+                                 dst.eq(cur_dst), offset.eq(rest_offset),
+                                 n.eq(rec.rest), k.eq(rec.suffix_take), flush.eq(1)]
+                with m.Else():
+                    m.d.comb += [emit.eq(rec.close1), flush.eq(rec.flush1)]
+                with m.If(advance & last_of_record):
+                    with m.If(rec.rest_opens):
+                        m.d.sync += [open_hdr.eq(cur_hdr), open_src.eq(cur_src),
+                                     open_dst.eq(cur_dst), open_offset.eq(rest_offset)]
+                    with m.Elif(beat_opens):
+                        m.d.sync += [open_hdr.eq(cur_hdr), open_src.eq(cur_src),
+                                     open_dst.eq(cur_dst), open_offset.eq(rec.offset)]
+
+        s1_valid = st.reg(self.i.valid & emit, name="s1_valid", reset_less=False)
+        s1 = {name: st.reg(value, name=f"s1_{name}") for name, value in {
+            "built": built, "template": template, "src": src, "dst": dst, "n": n, "k": k,
+            "offset": offset, "flush": flush, "size": rec.size, "width": rec.width,
+            "sparse": rec.sparse}.items()}
+
+        # ---- stages 2 and 3: n·b (registered twice: a DSP48E2's MREG and PREG) ---------
+        bits = st.reg(s1["n"] * s1["width"], name="s2_bits")
+        layout = st.reg(index_layout_shorter(s1["n"], s1["k"]), name="s2_index")
+        s2 = {name: st.reg(value, name=f"s2_{name}") for name, value in s1.items()}
+        s3_valid = st.reg(st.reg(s1_valid, name="s2_valid", reset_less=False),
+                          name="s3_valid", reset_less=False)
+        bits = st.reg(bits, name="s3_bits")
+        layout = st.reg(layout, name="s3_index")
+        s3 = {name: st.reg(value, name=f"s3_{name}") for name, value in s2.items()}
+
+        # ---- stage 4: the size and the request -----------------------------------------
+        k3, n3 = s3["k"], s3["n"]
+        sparse_size = HEADER_LEN + (k3 << 2) + Mux(layout, k3 << 1, (n3 + 7) >> 3)
+        size = Signal(16)
+        m.d.comb += size.eq(Mux(s3["built"],
+                                Mux(s3["sparse"], sparse_size,
+                                    (bits + 7 + 8 * HEADER_LEN) >> 3),
+                                s3["size"]))
+        hdr = s3["template"]
+        p0, plen = HDR.PARAM
+        template = Mux(s3["sparse"],
+                       Cat(hdr[:8 * p0], layout, Const(0, 7), hdr[8 * (p0 + plen):]), hdr)
+        stochastic = field_le(hdr, *HDR.FLAGS)[FLAG_STOCHASTIC.bit_length() - 1]
+        req = Signal.like(self.o.payload)
+        m.d.comb += [
+            req.template.eq(template),
+            req.size.eq(size),
+            req.n.eq(n3),
+            req.offset.eq(s3["offset"]),
+            req.flags.eq(Cat(Const(1, 1), stochastic, s3["flush"], Const(0, 5))),
+            req.tag.built.eq(s3["built"]),
+            req.tag.size.eq(size),
+            req.tag.src.eq(s3["src"]),
+            req.tag.dst.eq(s3["dst"]),
+        ]
+        m.d.comb += [
+            self.o.valid.eq(st.reg(s3_valid, name="s4_valid", reset_less=False)),
+            self.o.payload.eq(st.reg(req, name="s4_request")),
+        ]
+        return m

@@ -1,0 +1,594 @@
+"""The TX controller's decision: which wire frame each element goes into, and where frames close.
+
+Wire frames close (wire format section 6, ``docs/frames.md``) when full, on a mismatch (the
+next SqueezeNIC host frame has another coalescing key or is not contiguous), after a host
+frame with ``flush``, after ``idle_timeout`` cycles without a host frame, or when
+``close`` is raised while no frame is arriving (the reference's ``end``).
+
+The decision is made once per prepared beat (:class:`~.prep.TxBeatPrep`), in one cycle,
+from registers only:
+
+* dense codecs: the open frame's element count ``n`` against ``cap − 16`` (is there room
+  for a whole beat?) and the low bits of ``cap − n``; the beat is all in (``v < room``),
+  fills the frame exactly, or straddles it (the rest, fewer than ``cap`` elements, opens
+  the next frame);
+* ``threshold``: a frame's size depends on which elements are kept, so whether ``j``
+  elements of a beat fit is a compare per ``j`` against the frame's slack under either
+  layout (bitmap ``⌈n/8⌉ + 4k``, index list ``6k``) and the 65535-element limit. These
+  compares are made a stage earlier (``F``, the beat before the decision stage ``D``),
+  against the frame as it will be once the beat in ``D`` is in, assuming it is all in. When
+  ``D`` closes a frame instead, that guess is wrong for the next two beats; they fit anyway
+  whenever the MTU is at least :data:`SPARSE_SPECULATION_MTU` (a frame with up to 48
+  elements, all kept, fits it), and below that MTU a threshold beat enters ``D`` only when
+  ``D`` is empty, so no guess is made (half rate for threshold frames at such MTUs).
+
+Outputs, all in the order of the reference's decisions: ``jobs`` (one per payload beat, and
+one with no elements for each close between beats), ``records`` (what the
+:class:`~.close_sizer.TxCloseSizer` needs to write headers: host headers, frame opens and
+closes, bypassed frames' tokens) and ``bypass`` (the beats of bypassed frames).
+"""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.codecs.unit import CodecParams
+from squeezenic_hw.gateware.common.layouts import (
+    ELEMENTS_PER_BEAT,
+    Reason,
+    axis_signature,
+    field_le,
+)
+from squeezenic_hw.gateware.lane.control import codec_params_of
+from squeezenic_hw.spec.counters import TX_COUNTERS
+from squeezenic_hw.spec.frames import TX_REASONS
+from squeezenic_hw.spec.header import HDR, HEADER_LEN
+from squeezenic_hw.spec.threshold import MAX_N
+
+from .prep import PrepKind, popcount, prepared_beat_layout
+
+__all__ = ["RecordKind", "job_record_layout", "close_record_layout", "TxCoalescer",
+           "tx_counters_layout", "SPARSE_SPECULATION_MTU"]
+
+_COUNT = unsigned(5)
+#: Elements that fit a fresh threshold frame at any MTU this guess is made for: the rest
+#: of a beat that closed one (up to 16) and the two beats after it.
+_GUESS_ELEMENTS = 3 * ELEMENTS_PER_BEAT
+#: Smallest MTU at which the threshold fit is guessed a beat ahead (see the module
+#: docstring): 48 kept elements, bitmap layout.
+SPARSE_SPECULATION_MTU = HEADER_LEN + (_GUESS_ELEMENTS + 7) // 8 + 4 * _GUESS_ELEMENTS
+
+
+def tx_counters_layout():
+    return data.StructLayout({name: unsigned(32) for name in TX_COUNTERS})
+
+
+class RecordKind(enum.Enum, shape=2):
+    """What a record tells the close sizer."""
+    HEADER = 0      # a SqueezeNIC host frame starts (its header; maybe a mismatch close)
+    BYPASS = 1      # a bypassed frame's place in the output order
+    BEAT = 2        # a payload beat that opens and/or closes wire frames
+    CLOSE = 3       # the open frame closes between host frames (idle, end)
+
+
+def _frame_fields():
+    """How a beat (or a close between beats) cuts wire frames; shared by jobs and records.
+
+    The frame that is open before the beat (or that the beat's element 0 opens) takes
+    elements ``0 … take-1``; with ``close1`` it closes after them. With ``rest_opens``
+    elements ``take … v-1`` open the next frame, and with ``close2`` that one closes after
+    element ``v-1`` too (a flush). ``n_before``/``k_before``: elements and kept elements
+    of the frame before the beat; ``prefix_take``/``suffix_take``: kept elements among
+    ``0 … take-1`` and ``take … v-1``.
+    """
+    return {
+        "v": _COUNT,
+        "take": _COUNT,
+        "rest": _COUNT,            # v − take
+        "close1": unsigned(1),
+        "flush1": unsigned(1),
+        "rest_opens": unsigned(1),
+        "close2": unsigned(1),
+        "n_before": unsigned(16),
+        "k_before": unsigned(16),
+        "prefix_take": _COUNT,
+        "suffix_take": _COUNT,
+        "offset": unsigned(32),    # tensor index of the beat's element 0
+        "width": unsigned(6),
+        "sparse": unsigned(1),
+    }
+
+
+def job_record_layout():
+    """One job for the :class:`~.job_shaper.TxJobShaper`: a payload beat (``v`` ≥ 1) or a
+    close with no elements (``v`` = 0, ``close1``)."""
+    return data.StructLayout({
+        **_frame_fields(),
+        "elements": data.ArrayLayout(unsigned(32), ELEMENTS_PER_BEAT),
+        "keep": unsigned(ELEMENTS_PER_BEAT),
+        "keep_taken": unsigned(ELEMENTS_PER_BEAT),   # the kept among elements 0 … take-1
+        "codec": unsigned(3),
+        "params": CodecParams,
+    })
+
+
+def close_record_layout():
+    """One record for the :class:`~.close_sizer.TxCloseSizer`."""
+    return data.StructLayout({
+        **_frame_fields(),
+        "kind": RecordKind,
+        "hdr": unsigned(512),      # HEADER: the host frame's header
+        "src": unsigned(16),       # HEADER: its tuser_src / tuser_dst
+        "dst": unsigned(16),
+        "size": unsigned(16),      # BYPASS: the bypassed frame's length
+        "mismatch": unsigned(1),   # HEADER: the open frame closes first
+        "opens": unsigned(1),      # BEAT: no frame was open; element 0 opens one
+    })
+
+
+def _ceil8_step(r8, j):
+    """``⌈(n + j)/8⌉ − ⌈n/8⌉`` for ``n mod 8`` = ``r8`` (a Value) and a constant ``j`` ≤ 16."""
+    return Array(Const(((r + j + 7) >> 3) - ((r + 7) >> 3), 2) for r in range(8))[r8]
+
+
+class _Budget:
+    """A slack kept as ``reg − pending`` (the pending amount is subtracted a cycle later,
+    so no update chains two subtractions), with ``reg − limit`` beside it for a quick
+    "at least ``limit`` left" test."""
+
+    def __init__(self, name, fresh, limit, pending_bits):
+        # reset: a fresh frame
+        self.reg = Signal(signed(18), name=f"{name}_slack", init=fresh)
+        self.reg_minus_limit = Signal(signed(18), name=f"{name}_slack_m{limit}",
+                                      init=fresh - limit)
+        self.pending = Signal(pending_bits, name=f"{name}_pending")
+        self.fresh = fresh
+        self.limit = limit
+
+    def big(self):
+        """At least ``limit`` left."""
+        return self.reg_minus_limit >= self.pending
+
+    def negative(self):
+        return self.reg < self.pending
+
+    def low(self, bits):
+        """The slack's low bits (exact when it is from 0 to ``limit − 1``)."""
+        return (self.reg[:bits] - self.pending[:bits])[:bits]
+
+    def load_fresh(self, m, pending):
+        """A fresh frame, ``pending`` to spend."""
+        m.d.sync += [self.reg.eq(self.fresh), self.reg_minus_limit.eq(self.fresh - self.limit),
+                     self.pending.eq(pending)]
+
+    def spend(self, m, pending):
+        """Settle the pending amount and make ``pending`` the next one."""
+        m.d.sync += [self.reg.eq(self.reg - self.pending),
+                     self.reg_minus_limit.eq(self.reg_minus_limit - self.pending),
+                     self.pending.eq(pending)]
+
+
+class TxCoalescer(wiring.Component):
+    """Decides, beat by beat, how host frames become wire frames (see the module docstring).
+
+    Parameters
+    ----------
+    mtu : int
+        Largest wire frame in bytes.
+    sparse : bool
+        ``threshold`` is built in.
+    idle_timeout : int or None
+        Initial value of ``cfg_idle_timeout`` (0 or ``None``: never).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(prepared_beat_layout()))
+    jobs : Out(stream.Signature(job_record_layout()))
+    records : Out(stream.Signature(close_record_layout()))
+    bypass : Out(axis_signature())
+    close : In(1)
+        Close the open wire frame when no frame is arriving (held until ``close_done``).
+    close_done : Out(1)
+        ``close`` was acted on this cycle (the open frame closed, or none was open).
+    counters : Out(tx_counters_layout())
+        Every counter but ``size_errors`` (the prep stage's).
+    cfg_idle_timeout : In(32)
+        Cycles without a host frame after which the open frame closes (0: never),
+        counted from the cycle after the last beat of the last host frame put in it.
+
+    Notes
+    -----
+    Latency: 2 cycles from a prepared beat to its job and record (``F``, ``D``); the
+    outputs are combinational from ``D`` and meant to enter skid buffers. Throughput: one
+    prepared beat per cycle; an idle or ``close`` close takes a cycle with no beat in
+    ``D``; below :data:`SPARSE_SPECULATION_MTU` a threshold beat waits for ``D`` to be
+    empty. Backpressure: ``D`` acts only when all three outputs are ready (they are the
+    registered readies of skid buffers) and holds otherwise; ``i.ready`` comes from
+    registers and those readies. Nothing is dropped.
+    """
+
+    def __init__(self, *, mtu, sparse, idle_timeout=None):
+        self._mtu = mtu
+        self._sparse = bool(sparse)
+        self._budget = mtu - HEADER_LEN
+        super().__init__({
+            "i": In(stream.Signature(prepared_beat_layout())),
+            "jobs": Out(stream.Signature(job_record_layout())),
+            "records": Out(stream.Signature(close_record_layout())),
+            "bypass": Out(axis_signature()),
+            "close": In(1),
+            "close_done": Out(1),
+            "counters": Out(tx_counters_layout()),
+            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
+        })
+
+    # ---- pieces ------------------------------------------------------------------------
+
+    def _idle_timer(self, m, d_valid, frame_ended):
+        """``idle_due``: the open frame is due to close for idleness. ``frame_ended``: the
+        last beat of a host frame is decided this cycle (the count restarts)."""
+        timeout = self.cfg_idle_timeout
+        since = Signal(32)
+        late = Signal()             # since ≥ timeout
+        late_soon = Signal()        # since + 1 ≥ timeout
+        nxt = Signal(32)
+        m.d.comb += nxt.eq(Mux(frame_ended, 0, Mux(since == 2**32 - 1, since, since + 1)))
+        m.d.sync += since.eq(nxt)
+        # ``a ≥ b`` as the sign bit of ``a − b`` (34 bits): no compare against a constant 0
+        ahead1 = Signal(34)
+        ahead2 = Signal(34)
+        m.d.comb += [ahead1.eq(since + 1 - timeout), ahead2.eq(since + 2 - timeout)]
+        m.d.sync += [
+            late.eq(Mux(frame_ended, timeout == 0, ~ahead1[-1])),
+            late_soon.eq(Mux(frame_ended, timeout <= 1, ~ahead2[-1])),
+        ]
+        enabled = Signal()
+        m.d.sync += enabled.eq(timeout != 0)
+        # Close one cycle early when no beat is waiting, so that the close never delays a
+        # header that arrives exactly ``idle_timeout`` cycles late.
+        idle_due = Signal()
+        due_with_beat = Signal()        # idle_due when a beat is waiting
+        m.d.comb += [idle_due.eq(enabled & (late | (late_soon & ~d_valid))),
+                     due_with_beat.eq(enabled & late)]
+        return idle_due, due_with_beat
+
+    def _counter_events(self, m):
+        """``bump(name, amount=1)`` (call it under the condition, in this cycle) and
+        ``finish()``: the counters add their registered events a cycle later, so that no
+        decision reaches a counter's carry chain."""
+        events = {}
+
+        def bump(name, amount=1):
+            if name not in events:
+                events[name] = Signal(16, name=f"event_{name}")
+            m.d.comb += events[name].eq(amount)
+
+        def finish():
+            for name, event in events.items():
+                registered = Signal.like(event, name=f"event_{name}_q")
+                m.d.sync += [registered.eq(event),
+                             self.counters[name].eq(self.counters[name] + registered)]
+        return bump, finish
+
+    # ---- the decision ------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        beat_layout = prepared_beat_layout()
+        ready = self.jobs.ready & self.records.ready & self.bypass.ready
+
+        # ---- the two stages: F (fit compares) and D (decision) ------------------------
+        f_valid = Signal()
+        f = Signal(beat_layout, reset_less=True)
+        d_valid = Signal()
+        d = Signal(beat_layout, reset_less=True)
+        # threshold: per j = 1…16, j elements of D's beat fit under the bitmap layout, the
+        # index layout, the 65535 limit (bit j−1), and whether those guesses hold
+        d_fit_bitmap = Signal(ELEMENTS_PER_BEAT, reset_less=True)
+        d_fit_index = Signal(ELEMENTS_PER_BEAT, reset_less=True)
+        d_fit_n = Signal(ELEMENTS_PER_BEAT, reset_less=True)
+        d_fit_known = Signal(reset_less=True)
+
+        # ---- the open wire frame and the host frame being read ------------------------
+        is_open = Signal()
+        n_open = Signal(16)          # elements in the open frame (0 when none is)
+        k_open = Signal(16)          # threshold: kept elements in it
+        mid_frame = Signal()         # D is inside a frame (host or bypassed)
+        cur_codec = Signal(3, reset_less=True)
+        cur_params = Signal(CodecParams, reset_less=True)
+        cur_width = Signal(6, reset_less=True)
+        cur_cap = Signal(16, reset_less=True)
+        cur_cap_m16 = Signal(signed(18), reset_less=True)     # cap − 16
+        cur_sparse = Signal(reset_less=True)
+        cur_flush = Signal(reset_less=True)
+
+        kind = d.kind
+        frame_ended = Signal()
+        idle_due, due_with_beat = self._idle_timer(m, d_valid, frame_ended)
+        between = ~mid_frame & (~d_valid | (kind == PrepKind.HEADER)
+                                | (kind == PrepKind.BYPASS_FIRST))
+        nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
+        end_close = self.close & nothing_arriving
+        idle_close = Signal()
+        m.d.comb += idle_close.eq(is_open & between & (idle_due | end_close))
+        # D's beat waits only for an idle close before a header or bypassed frame (with a
+        # beat in D no ``close`` acts): the same as ``ready & d_valid & ~idle_close``,
+        # written from registers
+        d_fire = Signal()
+        m.d.comb += d_fire.eq(ready & d_valid
+                              & ~(is_open & ~mid_frame & due_with_beat
+                                  & ((kind == PrepKind.HEADER)
+                                     | (kind == PrepKind.BYPASS_FIRST))))
+        m.d.comb += self.close_done.eq(self.close & nothing_arriving & ~mid_frame
+                                       & (~is_open | (idle_close & ready)))
+
+        # ---- the decision of a payload beat -------------------------------------------
+        v = d.v
+        flush_end = d.last & cur_flush
+        take = Signal(_COUNT)
+        rest = Signal(_COUNT)        # v − take
+        all_in = Signal()            # every element of the beat goes into the open frame
+        closes_full = Signal()       # the open frame closes full in this beat
+        prefix_take = Signal(_COUNT)
+        suffix_take = Signal(_COUNT)
+        # dense: room = cap − n
+        room_big = Signal()
+        room_low = Signal(_COUNT)
+        m.d.comb += [
+            room_big.eq(n_open < cur_cap_m16),                # room ≥ 17: the whole beat fits
+            room_low.eq(cur_cap[:5] - n_open[:5]),            # room when it is 1…16
+        ]
+        dense_all_in = room_big | (v < room_low)
+        dense_exact = ~room_big & (v == room_low)
+        dense_rest = (v - room_low)[:5]
+        if self._sparse:
+            # the elements that fit, a thermometer: element e goes in when fit[e]
+            fit = Signal(ELEMENTS_PER_BEAT)
+            for j in range(1, ELEMENTS_PER_BEAT + 1):
+                known = (d_fit_bitmap[j - 1] | d_fit_index[j - 1]) & d_fit_n[j - 1]
+                m.d.comb += fit[j - 1].eq(Mux(d_fit_known, known, 1)
+                                          & (Const(j, 5) <= v))
+            sparse_take = Signal(_COUNT)
+            sparse_all_in = Signal()
+            m.d.comb += [sparse_take.eq(_thermometer_count(fit)),
+                         sparse_all_in.eq(Array(fit)[(v - 1)[:4]])]
+            m.d.comb += [
+                all_in.eq(Mux(cur_sparse, sparse_all_in, dense_all_in)),
+                closes_full.eq(Mux(cur_sparse, ~sparse_all_in, ~dense_all_in)),
+                take.eq(Mux(cur_sparse, sparse_take, Mux(dense_all_in, v, room_low))),
+                rest.eq(Mux(cur_sparse, (v - sparse_take)[:5],
+                            Mux(dense_all_in, 0, dense_rest))),
+                # kept elements before and after the cut, straight from the thermometer
+                prefix_take.eq(Mux(cur_sparse, popcount(d.keep & fit), 0)),
+                suffix_take.eq(Mux(cur_sparse, popcount(d.keep & ~fit), 0)),
+            ]
+        else:
+            m.d.comb += [all_in.eq(dense_all_in), closes_full.eq(~dense_all_in),
+                         take.eq(Mux(dense_all_in, v, room_low)),
+                         rest.eq(Mux(dense_all_in, 0, dense_rest))]
+        # a straddle: the rest of the beat opens the next frame (dense: v > room; threshold:
+        # not all fit); an exact dense fill closes with no rest
+        rest_opens = closes_full & ~(dense_exact & ~cur_sparse)
+        close1 = closes_full | (all_in & flush_end)
+        close2 = rest_opens & flush_end
+
+        # ---- what D does this cycle (each from registers, a gate or two deep) ---------
+        a_payload = d_fire & (kind == PrepKind.PAYLOAD)
+        a_header = d_fire & (kind == PrepKind.HEADER)
+        a_bypass_first = d_fire & (kind == PrepKind.BYPASS_FIRST)
+        a_bypass = d_fire & (kind == PrepKind.BYPASS)
+        mismatch = a_header & is_open & ~d.matches
+        close_between = idle_close | mismatch      # the open frame closes, no elements
+        opens = ~is_open
+
+        # ---- outputs: every field a parallel select, no priority chain ----------------
+        job, rec = self.jobs.payload, self.records.payload
+        for out in (job, rec):
+            m.d.comb += [
+                out.v.eq(Mux(a_payload, v, 0)),
+                out.take.eq(Mux(a_payload, take, 0)),
+                out.rest.eq(Mux(a_payload, rest, 0)),
+                out.close1.eq(Mux(a_payload, close1, 1)),
+                out.flush1.eq(a_payload & flush_end & ~rest_opens),
+                out.rest_opens.eq(a_payload & rest_opens),
+                out.close2.eq(a_payload & close2),
+                out.n_before.eq(n_open), out.k_before.eq(k_open),
+                out.prefix_take.eq(Mux(a_payload, prefix_take, 0)),
+                out.suffix_take.eq(Mux(a_payload, suffix_take, 0)),
+                out.offset.eq(d.offset), out.width.eq(cur_width), out.sparse.eq(cur_sparse),
+            ]
+        record_kind = Signal(RecordKind)
+        with m.Switch(kind):
+            with m.Case(PrepKind.HEADER):
+                m.d.comb += record_kind.eq(RecordKind.HEADER)
+            with m.Case(PrepKind.BYPASS_FIRST, PrepKind.BYPASS):
+                m.d.comb += record_kind.eq(RecordKind.BYPASS)
+            with m.Case(PrepKind.PAYLOAD):
+                m.d.comb += record_kind.eq(RecordKind.BEAT)
+        m.d.comb += [
+            job.elements.as_value().eq(d.beat.data),
+            job.keep.eq(d.keep),
+            job.keep_taken.eq(d.keep & fit if self._sparse else d.keep),
+            job.codec.eq(cur_codec),
+            job.params.eq(cur_params),
+            rec.kind.eq(Mux(idle_close, RecordKind.CLOSE, record_kind)),
+            rec.hdr.eq(d.beat.data),
+            rec.src.eq(d.beat.src),
+            rec.dst.eq(d.beat.dst),
+            rec.size.eq(d.beat.size),
+            rec.mismatch.eq(mismatch),
+            rec.opens.eq(opens),
+            self.bypass.payload.eq(d.beat),
+            self.jobs.valid.eq(a_payload | (ready & close_between)),
+            # every payload beat gives a record (most open and close nothing), so that no
+            # valid waits for the decision
+            self.records.valid.eq((ready & idle_close) | a_header | a_bypass_first | a_payload),
+            self.bypass.valid.eq(a_bypass_first | a_bypass),
+        ]
+
+        # ---- state and counters -------------------------------------------------------
+        bump, finish_counters = self._counter_events(m)
+        with m.If(ready):
+            with m.If(close_between):
+                m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0)]
+                bump("wire_frames")
+            with m.If(idle_close):
+                with m.If(idle_due):
+                    bump("close_idle")
+                with m.Else():
+                    bump("close_end")
+            with m.If(mismatch):
+                bump("close_mismatch")
+            with m.If(a_bypass_first | a_bypass):
+                m.d.sync += mid_frame.eq(~d.beat.last)
+            with m.If(a_bypass_first):
+                bump("bypass_frames")
+                with m.Switch(d.reason):
+                    for r in TX_REASONS:
+                        with m.Case(Reason[r.name]):
+                            bump(f"bypass_{r.value}")
+            with m.If(a_header):
+                hdr = d.beat.data
+                m.d.sync += [
+                    mid_frame.eq(1),
+                    cur_codec.eq(field_le(hdr, *HDR.CODEC)),
+                    *codec_params_of(cur_params, hdr),
+                    cur_width.eq(d.width),
+                    cur_cap.eq(d.cap),
+                    cur_cap_m16.eq(d.cap - ELEMENTS_PER_BEAT),
+                    cur_sparse.eq(d.sparse),
+                    cur_flush.eq(d.flush),
+                ]
+                bump("host_frames")
+                bump("elements", field_le(hdr, *HDR.N))
+            with m.If(a_payload):
+                m.d.comb += frame_ended.eq(d.last)
+                m.d.sync += mid_frame.eq(~d.last)
+                with m.If(rest_opens & ~close2):
+                    m.d.sync += [is_open.eq(1), n_open.eq(rest), k_open.eq(suffix_take)]
+                with m.Elif(close1):
+                    m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0)]
+                with m.Else():
+                    m.d.sync += [is_open.eq(1), n_open.eq(n_open + v),
+                                 k_open.eq(k_open + d.suffix[0])]
+                with m.If(close1):
+                    bump("wire_frames", 1 + close2)
+                    with m.If(closes_full):
+                        bump("close_full")
+                    with m.If(close2 | (all_in & flush_end)):
+                        bump("close_flush")
+
+        finish_counters()
+
+        # ---- moving beats: input → F → D ----------------------------------------------
+        d_takes = ~d_valid | d_fire
+        f_sparse_beat = f_valid & (f.kind == PrepKind.PAYLOAD) & f.sparse
+        small_mtu = self._sparse and self._mtu < SPARSE_SPECULATION_MTU
+        move = Signal()
+        m.d.comb += move.eq(f_valid & d_takes & (~f_sparse_beat | ~d_valid
+                                                 if small_mtu else Const(1)))
+        f_takes = ~f_valid | move
+        m.d.comb += self.i.ready.eq(f_takes)
+        with m.If(move):
+            m.d.sync += [d_valid.eq(1), d.eq(f)]
+        with m.Elif(d_fire):
+            m.d.sync += d_valid.eq(0)
+        with m.If(f_takes):
+            m.d.sync += [f_valid.eq(self.i.valid), f.eq(self.i.payload)]
+
+        if self._sparse:
+            closes_now = Signal()
+            m.d.comb += closes_now.eq(ready & (close_between | (a_payload & close1)))
+            # what stays in the next frame: the rest of a straddling beat
+            straddle = a_payload & rest_opens & ~close2
+            next_rest = Signal(_COUNT)
+            rest_kept = Signal(_COUNT)
+            m.d.comb += [next_rest.eq(Mux(straddle, rest, 0)),
+                         rest_kept.eq(Mux(straddle, suffix_take, 0))]
+            self._fit_stage(m, f, d, d_fire, move, closes_now, next_rest, rest_kept,
+                            d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known)
+        return m
+
+    def _fit_stage(self, m, f, d, d_fire, move, closes_now, rest, rest_kept,
+                   d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known):
+        """threshold: the fit compares of F's beat against the frame as it will be after
+        D's beat (if D's beat is all in), and the slack state behind them.
+
+        The slacks describe the frame after every beat that has entered ``D`` (``missing``:
+        but D's beat, which entered in the cycle a frame closed). A beat's cost: bitmap
+        bytes ``⌈(n+v)/8⌉ − ⌈n/8⌉`` plus 4 per kept element; kept elements (index list,
+        counted against ``⌊B/6⌋``); elements (the 65535 limit).
+        """
+        budget = self._budget
+        bitmap = _Budget("bitmap", budget, 2 + 4 * ELEMENTS_PER_BEAT, 8)
+        index = _Budget("index", budget // 6, ELEMENTS_PER_BEAT, 6)
+        elements = _Budget("elements", MAX_N, ELEMENTS_PER_BEAT, 6)
+        r8 = Signal(3)                       # n mod 8 of the frame after D's beat
+        missing = Signal()
+
+        def beat_cost(item, residue):
+            """(bitmap bytes, kept, elements, residue after) of a payload item."""
+            is_beat = (item.kind == PrepKind.PAYLOAD)
+            steps = Array(_ceil8_step(residue, j) for j in range(ELEMENTS_PER_BEAT + 1))
+            kept = item.suffix[0]
+            return (Mux(is_beat, Cat(steps[item.v], kept), 0), Mux(is_beat, kept, 0),
+                    Mux(is_beat, item.v, 0), Mux(is_beat, residue + item.v, residue)[:3])
+
+        # the compares of F's beat
+        big_b, neg_b, low_b = bitmap.big(), bitmap.negative(), bitmap.low(7)
+        big_i, neg_i, low_i = index.big(), index.negative(), index.low(5)
+        big_n, low_n = elements.big(), elements.low(5)
+        fit_b = Signal(ELEMENTS_PER_BEAT)
+        fit_i = Signal(ELEMENTS_PER_BEAT)
+        fit_n = Signal(ELEMENTS_PER_BEAT)
+        for j in range(1, ELEMENTS_PER_BEAT + 1):
+            cost_b = Cat(_ceil8_step(r8, j), f.prefix[j])
+            m.d.comb += [
+                fit_b[j - 1].eq(big_b | (~neg_b & (cost_b <= low_b))),
+                fit_i[j - 1].eq(big_i | (~neg_i & (f.prefix[j] <= low_i))),
+                fit_n[j - 1].eq(big_n | (Const(j, 5) <= low_n)),
+            ]
+        with m.If(move):
+            m.d.sync += [d_fit_bitmap.eq(fit_b), d_fit_index.eq(fit_i), d_fit_n.eq(fit_n),
+                         d_fit_known.eq(~missing & ~closes_now)]
+
+        # the slack state
+        d_b, d_k, d_n, r8_after_d = beat_cost(d, r8)
+        f_b, f_k, f_n, r8_after_f = beat_cost(f, Mux(missing, r8_after_d, r8))
+        with m.If(closes_now):
+            # a fresh frame holding the rest of D's beat (D's beat, if any, leaves D now)
+            bitmap.load_fresh(m, Cat(((rest + 7) >> 3)[:2], rest_kept))
+            index.load_fresh(m, rest_kept)
+            elements.load_fresh(m, rest)
+            m.d.sync += [r8.eq(rest[:3]), missing.eq(move)]
+        with m.Elif(move & missing):
+            bitmap.spend(m, d_b + f_b)
+            index.spend(m, d_k + f_k)
+            elements.spend(m, d_n + f_n)
+            m.d.sync += [r8.eq(r8_after_f), missing.eq(0)]
+        with m.Elif(move):
+            bitmap.spend(m, f_b)
+            index.spend(m, f_k)
+            elements.spend(m, f_n)
+            m.d.sync += r8.eq(r8_after_f)
+        with m.Elif(missing & d_fire):
+            bitmap.spend(m, d_b)
+            index.spend(m, d_k)
+            elements.spend(m, d_n)
+            m.d.sync += [r8.eq(r8_after_d), missing.eq(0)]
+
+
+def _thermometer_count(bits):
+    """How many of ``bits`` are set, for a thermometer (bit j set implies bit i for i < j):
+    bit b of the count is an OR over the positions where the run of ones ends."""
+    n = len(bits)
+    ends = [bits[j] & (~bits[j + 1] if j + 1 < n else 1) for j in range(n)]   # count j+1
+    return Cat(_or_tree([ends[j] for j in range(n) if (j + 1) >> b & 1])
+               for b in range((n).bit_length()))
+
+
+def _or_tree(terms):
+    while len(terms) > 1:
+        terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0] if terms else Const(0, 1)
