@@ -20,7 +20,7 @@ from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
 
-from .coalescer import RecordKind, close_record_layout
+from .coalescer import Cut, RecordKind, close_record_layout
 from .job_shaper import index_layout_shorter
 
 __all__ = ["TxCloseSizer"]
@@ -36,15 +36,16 @@ class TxCloseSizer(wiring.Component):
 
     Notes
     -----
-    Latency: 4 cycles (stage 1: which frame closes, its template, offset, ``n`` and
-    ``k``; stage 2: ``n·b`` into a DSP48E2, the threshold layout; stage 3: the product's
-    second register; stage 4: the size and the request). Throughput: one request per
+    Latency: 5 cycles (stage 0: the record and where it cuts; stage 1: which frame
+    closes, its template, offset, ``n`` and ``k``; stage 2: ``n·b`` into a DSP48E2, the
+    threshold layout; stage 3: the product's second register; stage 4: the size and the
+    request). Throughput: one request per
     cycle; a record that closes two frames takes two cycles, a record that only opens a
     frame none. Backpressure: the pipeline holds while ``o.valid & ~o.ready``; nothing is
     dropped.
     """
 
-    LATENCY = 4
+    LATENCY = 5
 
     def __init__(self):
         super().__init__({
@@ -57,7 +58,16 @@ class TxCloseSizer(wiring.Component):
         enable = Signal()
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
         st = Stager(m, enable, reset_less=True)
-        rec = self.i.payload
+        # ---- stage 0: the record and where it cuts ------------------------------------
+        rec_valid = Signal()
+        rec = Signal(close_record_layout(), reset_less=True)
+        incoming = Cut(m, self.i.payload, "in")
+        cut_fields = {"take": incoming.take, "rest": incoming.rest,
+                      "close1": incoming.close1, "flush1": incoming.flush1,
+                      "rest_opens": incoming.rest_opens, "close2": incoming.close2,
+                      "prefix_take": incoming.prefix_take, "suffix_take": incoming.suffix_take}
+        cut = {name: Signal(len(value), name=f"cut_{name}", reset_less=True)
+               for name, value in cut_fields.items()}
         kind = rec.kind
 
         # ---- stage 1: the frame that closes --------------------------------------------
@@ -70,10 +80,14 @@ class TxCloseSizer(wiring.Component):
         open_offset = Signal(32, reset_less=True)
 
         second = Signal()           # the second close of a record that closes two frames
-        double = (kind == RecordKind.BEAT) & rec.close1 & rec.close2
+        double = (kind == RecordKind.BEAT) & cut["close2"]
         last_of_record = ~double | second
-        m.d.comb += self.i.ready.eq(enable & last_of_record)
-        advance = enable & self.i.valid
+        load = enable & (~rec_valid | last_of_record)
+        m.d.comb += self.i.ready.eq(load)
+        with m.If(load):
+            m.d.sync += [rec_valid.eq(self.i.valid), rec.eq(self.i.payload),
+                         *[cut[name].eq(value) for name, value in cut_fields.items()]]
+        advance = enable & rec_valid
         with m.If(advance):
             m.d.sync += second.eq(~last_of_record)
 
@@ -95,10 +109,10 @@ class TxCloseSizer(wiring.Component):
             src.eq(Mux(beat_opens, cur_src, open_src)),
             dst.eq(Mux(beat_opens, cur_dst, open_dst)),
             offset.eq(Mux(beat_opens, rec.offset, open_offset)),
-            n.eq(rec.n_before + rec.take),
-            k.eq(rec.k_before + rec.prefix_take),
+            n.eq(rec.n_before + cut["take"]),
+            k.eq(rec.k_before + cut["prefix_take"]),
         ]
-        rest_offset = rec.offset + rec.take
+        rest_offset = rec.offset + cut["take"]
         with m.Switch(kind):
             with m.Case(RecordKind.HEADER):
                 m.d.comb += emit.eq(rec.mismatch)
@@ -113,18 +127,18 @@ class TxCloseSizer(wiring.Component):
                 with m.If(second):
                     m.d.comb += [emit.eq(1), template.eq(cur_hdr), src.eq(cur_src),
                                  dst.eq(cur_dst), offset.eq(rest_offset),
-                                 n.eq(rec.rest), k.eq(rec.suffix_take), flush.eq(1)]
+                                 n.eq(cut["rest"]), k.eq(cut["suffix_take"]), flush.eq(1)]
                 with m.Else():
-                    m.d.comb += [emit.eq(rec.close1), flush.eq(rec.flush1)]
+                    m.d.comb += [emit.eq(cut["close1"]), flush.eq(cut["flush1"])]
                 with m.If(advance & last_of_record):
-                    with m.If(rec.rest_opens):
+                    with m.If(cut["rest_opens"]):
                         m.d.sync += [open_hdr.eq(cur_hdr), open_src.eq(cur_src),
                                      open_dst.eq(cur_dst), open_offset.eq(rest_offset)]
                     with m.Elif(beat_opens):
                         m.d.sync += [open_hdr.eq(cur_hdr), open_src.eq(cur_src),
                                      open_dst.eq(cur_dst), open_offset.eq(rec.offset)]
 
-        s1_valid = st.reg(self.i.valid & emit, name="s1_valid", reset_less=False)
+        s1_valid = st.reg(rec_valid & emit, name="s1_valid", reset_less=False)
         s1 = {name: st.reg(value, name=f"s1_{name}") for name, value in {
             "built": built, "template": template, "src": src, "dst": dst, "n": n, "k": k,
             "offset": offset, "flush": flush, "size": rec.size, "width": rec.width,

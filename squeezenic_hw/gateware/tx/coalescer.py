@@ -47,7 +47,7 @@ from squeezenic_hw.spec.threshold import MAX_N
 
 from .prep import PrepKind, popcount, prepared_beat_layout
 
-__all__ = ["RecordKind", "job_record_layout", "close_record_layout", "TxCoalescer",
+__all__ = ["RecordKind", "Cut", "job_record_layout", "close_record_layout", "TxCoalescer",
            "tx_counters_layout", "SPARSE_SPECULATION_MTU"]
 
 _COUNT = unsigned(5)
@@ -72,31 +72,59 @@ class RecordKind(enum.Enum, shape=2):
 
 
 def _frame_fields():
-    """How a beat (or a close between beats) cuts wire frames; shared by jobs and records.
-
-    The frame that is open before the beat (or that the beat's element 0 opens) takes
-    elements ``0 … take-1``; with ``close1`` it closes after them. With ``rest_opens``
-    elements ``take … v-1`` open the next frame, and with ``close2`` that one closes after
-    element ``v-1`` too (a flush). ``n_before``/``k_before``: elements and kept elements
-    of the frame before the beat; ``prefix_take``/``suffix_take``: kept elements among
-    ``0 … take-1`` and ``take … v-1``.
-    """
+    """What a decided beat (or a close between beats) is made of: the decision's inputs,
+    from which :class:`Cut` derives where wire frames close (so that the outputs are a
+    gate from registers and every consumer derives the cut itself)."""
     return {
-        "v": _COUNT,
-        "take": _COUNT,
-        "rest": _COUNT,            # v − take
-        "close1": unsigned(1),
-        "flush1": unsigned(1),
-        "rest_opens": unsigned(1),
-        "close2": unsigned(1),
-        "n_before": unsigned(16),
-        "k_before": unsigned(16),
-        "prefix_take": _COUNT,
-        "suffix_take": _COUNT,
-        "offset": unsigned(32),    # tensor index of the beat's element 0
+        "close_only": unsigned(1),     # a close between beats: the open frame, no elements
+        "v": _COUNT,                   # the beat's elements
+        "room_big": unsigned(1),       # dense: the frame has room for 17 or more
+        "room_low": _COUNT,            # dense: its room, when 16 or less
+        "fit": unsigned(ELEMENTS_PER_BEAT),   # threshold: element e fits (a thermometer)
+        "keep": unsigned(ELEMENTS_PER_BEAT),  # threshold: element e kept (e < v)
+        "flush_end": unsigned(1),      # the beat ends a host frame with flush
+        "sparse": unsigned(1),         # a threshold frame
+        "n_before": unsigned(16),      # elements of the frame open before the beat
+        "k_before": unsigned(16),      # threshold: its kept elements
+        "offset": unsigned(32),        # tensor index of the beat's element 0
         "width": unsigned(6),
-        "sparse": unsigned(1),
     }
+
+
+class Cut:
+    """Where a decided beat cuts wire frames, from its :func:`_frame_fields`.
+
+    The frame open before the beat (or opened by its element 0) takes elements
+    ``0 … take-1``; with ``close1`` it closes after them (``flush1``: with the flush flag).
+    With ``rest_opens`` elements ``take … v-1`` open the next frame, and with ``close2`` it
+    closes after element ``v-1`` too (a flush). ``prefix_take``/``suffix_take``: kept
+    elements among ``0 … take-1`` and ``take … v-1``; ``keep_taken``: the keep bits of the
+    first part.
+    """
+
+    def __init__(self, m, f, name):
+        v = f.v
+        beat = ~f.close_only
+        dense_all_in = f.room_big | (v < f.room_low)
+        dense_straddle = ~f.room_big & (v > f.room_low)
+        sparse_all_in = Array([Const(1, 1), *f.fit])[v]   # a thermometer: the v-th fits
+        all_in = beat & Mux(f.sparse, sparse_all_in, dense_all_in)
+        straddle = beat & Mux(f.sparse, ~sparse_all_in, dense_straddle)
+        self.take = Signal(_COUNT, name=f"{name}_take")
+        self.rest = Signal(_COUNT, name=f"{name}_rest")
+        m.d.comb += [
+            self.take.eq(Mux(f.close_only, 0,
+                             Mux(f.sparse, _thermometer_count(f.fit),
+                                 Mux(dense_all_in, v, f.room_low)))),
+            self.rest.eq(Mux(f.close_only, 0, v - self.take)),
+        ]
+        self.close1 = f.close_only | (beat & ~all_in) | (all_in & f.flush_end)
+        self.flush1 = beat & f.flush_end & ~straddle
+        self.rest_opens = straddle
+        self.close2 = straddle & f.flush_end
+        self.keep_taken = f.keep & f.fit
+        self.prefix_take = Mux(f.sparse, popcount(m, f.keep & f.fit, f"{name}_kept_in"), 0)
+        self.suffix_take = Mux(f.sparse, popcount(m, f.keep & ~f.fit, f"{name}_kept_out"), 0)
 
 
 def job_record_layout():
@@ -105,8 +133,6 @@ def job_record_layout():
     return data.StructLayout({
         **_frame_fields(),
         "elements": data.ArrayLayout(unsigned(32), ELEMENTS_PER_BEAT),
-        "keep": unsigned(ELEMENTS_PER_BEAT),
-        "keep_taken": unsigned(ELEMENTS_PER_BEAT),   # the kept among elements 0 … take-1
         "codec": unsigned(3),
         "params": CodecParams,
     })
@@ -144,17 +170,6 @@ class _Budget:
         self.pending = Signal(pending_bits, name=f"{name}_pending")
         self.fresh = fresh
         self.limit = limit
-
-    def big(self):
-        """At least ``limit`` left."""
-        return self.reg_minus_limit >= self.pending
-
-    def negative(self):
-        return self.reg < self.pending
-
-    def low(self, bits):
-        """The slack's low bits (exact when it is from 0 to ``limit − 1``)."""
-        return (self.reg[:bits] - self.pending[:bits])[:bits]
 
     def load_fresh(self, m, pending):
         """A fresh frame, ``pending`` to spend."""
@@ -224,9 +239,10 @@ class TxCoalescer(wiring.Component):
 
     # ---- pieces ------------------------------------------------------------------------
 
-    def _idle_timer(self, m, d_valid, frame_ended):
-        """``idle_due``: the open frame is due to close for idleness. ``frame_ended``: the
-        last beat of a host frame is decided this cycle (the count restarts)."""
+    def _idle_timer(self, m, frame_ended):
+        """``(due_empty, due_with_beat)``: the open frame is due to close for idleness, when
+        no beat waits in D, and when one does. ``frame_ended``: the last beat of a host
+        frame is decided this cycle (the count restarts)."""
         timeout = self.cfg_idle_timeout
         since = Signal(32)
         late = Signal()             # since ≥ timeout
@@ -246,11 +262,11 @@ class TxCoalescer(wiring.Component):
         m.d.sync += enabled.eq(timeout != 0)
         # Close one cycle early when no beat is waiting, so that the close never delays a
         # header that arrives exactly ``idle_timeout`` cycles late.
-        idle_due = Signal()
-        due_with_beat = Signal()        # idle_due when a beat is waiting
-        m.d.comb += [idle_due.eq(enabled & (late | (late_soon & ~d_valid))),
+        due_empty = Signal()
+        due_with_beat = Signal()
+        m.d.comb += [due_empty.eq(enabled & (late | late_soon)),
                      due_with_beat.eq(enabled & late)]
-        return idle_due, due_with_beat
+        return due_empty, due_with_beat
 
     def _counter_events(self, m):
         """``bump(name, amount=1)`` (call it under the condition, in this cycle) and
@@ -298,27 +314,26 @@ class TxCoalescer(wiring.Component):
         cur_params = Signal(CodecParams, reset_less=True)
         cur_width = Signal(6, reset_less=True)
         cur_cap = Signal(16, reset_less=True)
-        cur_cap_m16 = Signal(signed(18), reset_less=True)     # cap − 16
+        room = Signal(16)            # dense: elements the open frame (or a new one) can take
         cur_sparse = Signal(reset_less=True)
         cur_flush = Signal(reset_less=True)
 
         kind = d.kind
         frame_ended = Signal()
-        idle_due, due_with_beat = self._idle_timer(m, d_valid, frame_ended)
-        between = ~mid_frame & (~d_valid | (kind == PrepKind.HEADER)
-                                | (kind == PrepKind.BYPASS_FIRST))
+        due_empty, due_with_beat = self._idle_timer(m, frame_ended)
+        # Everything below is written flat from registers: the handshake, the close
+        # between frames and the actions each reach a skid buffer in a few gates.
         nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
         end_close = self.close & nothing_arriving
+        starts_frame = (kind == PrepKind.HEADER) | (kind == PrepKind.BYPASS_FIRST)
+        # an idle close waits for the frame in D to end; it goes before a header or a
+        # bypassed frame that waits (with a beat in D no ``close`` acts)
+        idle_close_before = is_open & ~mid_frame & due_with_beat & starts_frame   # with D
         idle_close = Signal()
-        m.d.comb += idle_close.eq(is_open & between & (idle_due | end_close))
-        # D's beat waits only for an idle close before a header or bypassed frame (with a
-        # beat in D no ``close`` acts): the same as ``ready & d_valid & ~idle_close``,
-        # written from registers
+        m.d.comb += idle_close.eq(Mux(d_valid, idle_close_before,
+                                      is_open & ~mid_frame & (due_empty | end_close)))
         d_fire = Signal()
-        m.d.comb += d_fire.eq(ready & d_valid
-                              & ~(is_open & ~mid_frame & due_with_beat
-                                  & ((kind == PrepKind.HEADER)
-                                     | (kind == PrepKind.BYPASS_FIRST))))
+        m.d.comb += d_fire.eq(ready & d_valid & ~idle_close_before)
         m.d.comb += self.close_done.eq(self.close & nothing_arriving & ~mid_frame
                                        & (~is_open | (idle_close & ready)))
 
@@ -335,8 +350,8 @@ class TxCoalescer(wiring.Component):
         room_big = Signal()
         room_low = Signal(_COUNT)
         m.d.comb += [
-            room_big.eq(n_open < cur_cap_m16),                # room ≥ 17: the whole beat fits
-            room_low.eq(cur_cap[:5] - n_open[:5]),            # room when it is 1…16
+            room_big.eq((room[5:] != 0) | (room[4] & (room[:4] != 0))),   # room ≥ 17
+            room_low.eq(room[:5]),                                        # room ≤ 16
         ]
         dense_all_in = room_big | (v < room_low)
         dense_exact = ~room_big & (v == room_low)
@@ -346,21 +361,23 @@ class TxCoalescer(wiring.Component):
             fit = Signal(ELEMENTS_PER_BEAT)
             for j in range(1, ELEMENTS_PER_BEAT + 1):
                 known = (d_fit_bitmap[j - 1] | d_fit_index[j - 1]) & d_fit_n[j - 1]
-                m.d.comb += fit[j - 1].eq(Mux(d_fit_known, known, 1)
-                                          & (Const(j, 5) <= v))
+                m.d.comb += fit[j - 1].eq(Mux(d_fit_known, known, 1) & d.upto_v[j - 1])
             sparse_take = Signal(_COUNT)
             sparse_all_in = Signal()
+            # the fit is a thermometer, so all v are in when the v-th fits
             m.d.comb += [sparse_take.eq(_thermometer_count(fit)),
-                         sparse_all_in.eq(Array(fit)[(v - 1)[:4]])]
+                         sparse_all_in.eq(Array([Const(1, 1), *fit])[v])]
             m.d.comb += [
                 all_in.eq(Mux(cur_sparse, sparse_all_in, dense_all_in)),
                 closes_full.eq(Mux(cur_sparse, ~sparse_all_in, ~dense_all_in)),
                 take.eq(Mux(cur_sparse, sparse_take, Mux(dense_all_in, v, room_low))),
-                rest.eq(Mux(cur_sparse, (v - sparse_take)[:5],
+                rest.eq(Mux(cur_sparse, _select_at_cut(fit, d.after),
                             Mux(dense_all_in, 0, dense_rest))),
                 # kept elements before and after the cut, straight from the thermometer
-                prefix_take.eq(Mux(cur_sparse, popcount(d.keep & fit), 0)),
-                suffix_take.eq(Mux(cur_sparse, popcount(d.keep & ~fit), 0)),
+                # kept elements before and after the cut: the prep stage's counts at the
+                # cut, chosen by where the run of fitting elements ends (one-hot)
+                prefix_take.eq(Mux(cur_sparse, _select_at_cut(fit, d.prefix), 0)),
+                suffix_take.eq(Mux(cur_sparse, _select_at_cut(fit, d.suffix), 0)),
             ]
         else:
             m.d.comb += [all_in.eq(dense_all_in), closes_full.eq(~dense_all_in),
@@ -373,29 +390,30 @@ class TxCoalescer(wiring.Component):
         close2 = rest_opens & flush_end
 
         # ---- what D does this cycle (each from registers, a gate or two deep) ---------
-        a_payload = d_fire & (kind == PrepKind.PAYLOAD)
+        a_payload = ready & d_valid & (kind == PrepKind.PAYLOAD)
         a_header = d_fire & (kind == PrepKind.HEADER)
         a_bypass_first = d_fire & (kind == PrepKind.BYPASS_FIRST)
-        a_bypass = d_fire & (kind == PrepKind.BYPASS)
-        mismatch = a_header & is_open & ~d.matches
+        a_bypass = ready & d_valid & (kind == PrepKind.BYPASS)
+        mismatch = Signal()
+        m.d.comb += mismatch.eq(ready & d_valid & (kind == PrepKind.HEADER) & is_open
+                                & ~d.matches & ~(~mid_frame & due_with_beat))
         close_between = idle_close | mismatch      # the open frame closes, no elements
         opens = ~is_open
 
-        # ---- outputs: every field a parallel select, no priority chain ----------------
+        # ---- outputs: the decision's inputs (registers, a gate or two), not its results
         job, rec = self.jobs.payload, self.records.payload
         for out in (job, rec):
             m.d.comb += [
-                out.v.eq(Mux(a_payload, v, 0)),
-                out.take.eq(Mux(a_payload, take, 0)),
-                out.rest.eq(Mux(a_payload, rest, 0)),
-                out.close1.eq(Mux(a_payload, close1, 1)),
-                out.flush1.eq(a_payload & flush_end & ~rest_opens),
-                out.rest_opens.eq(a_payload & rest_opens),
-                out.close2.eq(a_payload & close2),
+                out.close_only.eq(~a_payload),
+                out.v.eq(v),
+                out.room_big.eq(room_big),
+                out.room_low.eq(room_low),
+                out.fit.eq(fit if self._sparse else 0),
+                out.keep.eq(d.keep),
+                out.flush_end.eq(flush_end),
+                out.sparse.eq(cur_sparse),
                 out.n_before.eq(n_open), out.k_before.eq(k_open),
-                out.prefix_take.eq(Mux(a_payload, prefix_take, 0)),
-                out.suffix_take.eq(Mux(a_payload, suffix_take, 0)),
-                out.offset.eq(d.offset), out.width.eq(cur_width), out.sparse.eq(cur_sparse),
+                out.offset.eq(d.offset), out.width.eq(cur_width),
             ]
         record_kind = Signal(RecordKind)
         with m.Switch(kind):
@@ -407,8 +425,6 @@ class TxCoalescer(wiring.Component):
                 m.d.comb += record_kind.eq(RecordKind.BEAT)
         m.d.comb += [
             job.elements.as_value().eq(d.beat.data),
-            job.keep.eq(d.keep),
-            job.keep_taken.eq(d.keep & fit if self._sparse else d.keep),
             job.codec.eq(cur_codec),
             job.params.eq(cur_params),
             rec.kind.eq(Mux(idle_close, RecordKind.CLOSE, record_kind)),
@@ -430,10 +446,10 @@ class TxCoalescer(wiring.Component):
         bump, finish_counters = self._counter_events(m)
         with m.If(ready):
             with m.If(close_between):
-                m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0)]
+                m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0), room.eq(cur_cap)]
                 bump("wire_frames")
             with m.If(idle_close):
-                with m.If(idle_due):
+                with m.If(Mux(d_valid, due_with_beat, due_empty)):
                     bump("close_idle")
                 with m.Else():
                     bump("close_end")
@@ -455,7 +471,8 @@ class TxCoalescer(wiring.Component):
                     *codec_params_of(cur_params, hdr),
                     cur_width.eq(d.width),
                     cur_cap.eq(d.cap),
-                    cur_cap_m16.eq(d.cap - ELEMENTS_PER_BEAT),
+                    # a frame that stays open has this codec, so this capacity
+                    room.eq(Mux(is_open & ~mismatch, room, d.cap)),
                     cur_sparse.eq(d.sparse),
                     cur_flush.eq(d.flush),
                 ]
@@ -465,12 +482,13 @@ class TxCoalescer(wiring.Component):
                 m.d.comb += frame_ended.eq(d.last)
                 m.d.sync += mid_frame.eq(~d.last)
                 with m.If(rest_opens & ~close2):
-                    m.d.sync += [is_open.eq(1), n_open.eq(rest), k_open.eq(suffix_take)]
+                    m.d.sync += [is_open.eq(1), n_open.eq(rest), k_open.eq(suffix_take),
+                                 room.eq(cur_cap - dense_rest)]
                 with m.Elif(close1):
-                    m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0)]
+                    m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0), room.eq(cur_cap)]
                 with m.Else():
                     m.d.sync += [is_open.eq(1), n_open.eq(n_open + v),
-                                 k_open.eq(k_open + d.suffix[0])]
+                                 k_open.eq(k_open + d.suffix[0]), room.eq(room - v)]
                 with m.If(close1):
                     bump("wire_frames", 1 + close2)
                     with m.If(closes_full):
@@ -484,8 +502,11 @@ class TxCoalescer(wiring.Component):
         d_takes = ~d_valid | d_fire
         f_sparse_beat = f_valid & (f.kind == PrepKind.PAYLOAD) & f.sparse
         small_mtu = self._sparse and self._mtu < SPARSE_SPECULATION_MTU
+        close_pending = Signal()        # threshold: a close not yet applied to the slacks
         move = Signal()
-        m.d.comb += move.eq(f_valid & d_takes & (~f_sparse_beat | ~d_valid
+        # below the speculation MTU a threshold beat is compared only against a settled
+        # frame: it enters D when D is empty and no close is pending
+        m.d.comb += move.eq(f_valid & d_takes & (~f_sparse_beat | (~d_valid & ~close_pending)
                                                  if small_mtu else Const(1)))
         f_takes = ~f_valid | move
         m.d.comb += self.i.ready.eq(f_takes)
@@ -505,78 +526,113 @@ class TxCoalescer(wiring.Component):
             rest_kept = Signal(_COUNT)
             m.d.comb += [next_rest.eq(Mux(straddle, rest, 0)),
                          rest_kept.eq(Mux(straddle, suffix_take, 0))]
-            self._fit_stage(m, f, d, d_fire, move, closes_now, next_rest, rest_kept,
-                            d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known)
+            self._fit_stage(m, f, d, d_valid, d_fire, move, closes_now, close_pending,
+                            next_rest, rest_kept, d_fit_bitmap, d_fit_index, d_fit_n,
+                            d_fit_known)
         return m
 
-    def _fit_stage(self, m, f, d, d_fire, move, closes_now, rest, rest_kept,
-                   d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known):
-        """threshold: the fit compares of F's beat against the frame as it will be after
-        D's beat (if D's beat is all in), and the slack state behind them.
+    def _fit_stage(self, m, f, d, d_valid, d_fire, move, closes_now, close_pending, rest,
+                   rest_kept, d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known):
+        """threshold: the fit compares of F's beat, and the slack state behind them.
 
-        The slacks describe the frame after every beat that has entered ``D`` (``missing``:
-        but D's beat, which entered in the cycle a frame closed). A beat's cost: bitmap
-        bytes ``⌈(n+v)/8⌉ − ⌈n/8⌉`` plus 4 per kept element; kept elements (index list,
-        counted against ``⌊B/6⌋``); elements (the 65535 limit).
+        ``S``, the slack of the frame after every beat ``D`` has decided, is kept as
+        ``reg − pending``. ``D``'s beat carries its own cost (``d_cost_*``, reckoned when it
+        entered ``D``), so F compares against ``S`` minus that cost: the frame as it will be
+        if ``D``'s beat is all in. A close is applied to ``S`` a cycle after ``D`` decides
+        it (``close_pending``): a fresh frame minus the rest of the closing beat, and minus
+        ``D``'s next beat if that is decided meanwhile; the compares made in those two
+        cycles are not used (the beats they are for fit anyway, at the MTUs where the
+        guess is made).
+
+        A beat's cost: bitmap bytes ``⌈(n+v)/8⌉ − ⌈n/8⌉`` (a table over ``n mod 8`` from
+        the prep stage) plus 4 per kept element; kept elements (index list, counted
+        against ``⌊B/6⌋``); elements (the 65535 limit).
         """
         budget = self._budget
         bitmap = _Budget("bitmap", budget, 2 + 4 * ELEMENTS_PER_BEAT, 8)
         index = _Budget("index", budget // 6, ELEMENTS_PER_BEAT, 6)
         elements = _Budget("elements", MAX_N, ELEMENTS_PER_BEAT, 6)
-        r8 = Signal(3)                       # n mod 8 of the frame after D's beat
-        missing = Signal()
+        budgets = (bitmap, index, elements)
+        r8 = Signal(3)                      # n mod 8 of the frame after the decided beats
+        # D's beat: its cost and n mod 8 after it (zero cost for other items)
+        d_cost = [Signal(8, name="d_cost_bitmap", reset_less=True),
+                  Signal(6, name="d_cost_index", reset_less=True),
+                  Signal(6, name="d_cost_elements", reset_less=True)]
+        d_r8 = Signal(3, name="d_r8_after", reset_less=True)
+        pending_rest = Signal(_COUNT, reset_less=True)
+        pending_rest_kept = Signal(_COUNT, reset_less=True)
 
-        def beat_cost(item, residue):
-            """(bitmap bytes, kept, elements, residue after) of a payload item."""
-            is_beat = (item.kind == PrepKind.PAYLOAD)
-            steps = Array(_ceil8_step(residue, j) for j in range(ELEMENTS_PER_BEAT + 1))
+        def cost(item, residue):
+            """The three costs of an item entering with ``n mod 8`` = ``residue``, and
+            ``n mod 8`` after it."""
+            is_beat = item.kind == PrepKind.PAYLOAD
             kept = item.suffix[0]
-            return (Mux(is_beat, Cat(steps[item.v], kept), 0), Mux(is_beat, kept, 0),
-                    Mux(is_beat, item.v, 0), Mux(is_beat, residue + item.v, residue)[:3])
+            step = Array(item.ceil8)[residue]
+            return ([Mux(is_beat, Cat(step, kept), 0), Mux(is_beat, kept, 0),
+                     Mux(is_beat, item.v, 0)],
+                    Mux(is_beat, residue + item.v, residue)[:3])
 
-        # the compares of F's beat
-        big_b, neg_b, low_b = bitmap.big(), bitmap.negative(), bitmap.low(7)
-        big_i, neg_i, low_i = index.big(), index.negative(), index.low(5)
-        big_n, low_n = elements.big(), elements.low(5)
+        # ---- the compares of F's beat (against S minus D's beat) ----------------------
+        # (D's cost is zero, and d_r8 the frame's n mod 8, when D holds no beat)
+        d_beat = d_valid & (d.kind == PrepKind.PAYLOAD)
+        f_residue = d_r8
+        totals = [Signal(9, name="total_bitmap"), Signal(7, name="total_index"),
+                  Signal(7, name="total_elements")]
+        for budget_, total, dc in zip(budgets, totals, d_cost, strict=True):
+            m.d.comb += total.eq(budget_.pending + dc)
+        big_b, neg_b = bitmap.reg_minus_limit >= totals[0], bitmap.reg < totals[0]
+        big_i, neg_i = index.reg_minus_limit >= totals[1], index.reg < totals[1]
+        big_n = elements.reg_minus_limit >= totals[2]
+        low_b = (bitmap.reg[:7] - totals[0][:7])[:7]
+        low_i = (index.reg[:5] - totals[1][:5])[:5]
+        low_n = (elements.reg[:5] - totals[2][:5])[:5]
         fit_b = Signal(ELEMENTS_PER_BEAT)
         fit_i = Signal(ELEMENTS_PER_BEAT)
         fit_n = Signal(ELEMENTS_PER_BEAT)
         for j in range(1, ELEMENTS_PER_BEAT + 1):
-            cost_b = Cat(_ceil8_step(r8, j), f.prefix[j])
+            cost_b = Cat(_ceil8_step(f_residue, j), f.prefix[j])
             m.d.comb += [
                 fit_b[j - 1].eq(big_b | (~neg_b & (cost_b <= low_b))),
                 fit_i[j - 1].eq(big_i | (~neg_i & (f.prefix[j] <= low_i))),
                 fit_n[j - 1].eq(big_n | (Const(j, 5) <= low_n)),
             ]
+
+        # ---- S, and the cost of the beat entering D -----------------------------------
+        # n mod 8 before the beat that enters D now: after D's beat, when D decides it now
+        # without a close (if D closes, that is repaired next cycle)
+        d_leaves = d_fire & d_beat
+        with m.If(close_pending):
+            after_rest = pending_rest[:3]
+            d_costs_true, d_r8_true = cost(d, after_rest)
+            entering_residue = Mux(d_leaves, d_r8_true, after_rest)
+            for budget_, rest_cost, dc in zip(budgets, [
+                    Cat(((pending_rest + 7) >> 3)[:2], pending_rest_kept),
+                    pending_rest_kept, pending_rest], d_costs_true, strict=True):
+                budget_.load_fresh(m, rest_cost + Mux(d_leaves, dc, 0))
+            m.d.sync += r8.eq(entering_residue)
+            # D's beat, if it stays, is reckoned again from the fresh frame
+            with m.If(d_valid & ~d_fire):
+                m.d.sync += [c.eq(v) for c, v in zip(d_cost, d_costs_true, strict=True)]
+                m.d.sync += d_r8.eq(d_r8_true)
+            with m.Else():
+                m.d.sync += [c.eq(0) for c in d_cost]
+                m.d.sync += d_r8.eq(entering_residue)
+        with m.Else():
+            entering_residue = Mux(d_leaves, d_r8, r8)
+            with m.If(d_leaves):
+                for budget_, dc in zip(budgets, d_cost, strict=True):
+                    budget_.spend(m, dc)
+                m.d.sync += r8.eq(d_r8)
+            with m.If(d_fire):
+                m.d.sync += [c.eq(0) for c in d_cost]      # D empties (unless a beat enters)
         with m.If(move):
-            m.d.sync += [d_fit_bitmap.eq(fit_b), d_fit_index.eq(fit_i), d_fit_n.eq(fit_n),
-                         d_fit_known.eq(~missing & ~closes_now)]
-
-        # the slack state
-        d_b, d_k, d_n, r8_after_d = beat_cost(d, r8)
-        f_b, f_k, f_n, r8_after_f = beat_cost(f, Mux(missing, r8_after_d, r8))
-        with m.If(closes_now):
-            # a fresh frame holding the rest of D's beat (D's beat, if any, leaves D now)
-            bitmap.load_fresh(m, Cat(((rest + 7) >> 3)[:2], rest_kept))
-            index.load_fresh(m, rest_kept)
-            elements.load_fresh(m, rest)
-            m.d.sync += [r8.eq(rest[:3]), missing.eq(move)]
-        with m.Elif(move & missing):
-            bitmap.spend(m, d_b + f_b)
-            index.spend(m, d_k + f_k)
-            elements.spend(m, d_n + f_n)
-            m.d.sync += [r8.eq(r8_after_f), missing.eq(0)]
-        with m.Elif(move):
-            bitmap.spend(m, f_b)
-            index.spend(m, f_k)
-            elements.spend(m, f_n)
-            m.d.sync += r8.eq(r8_after_f)
-        with m.Elif(missing & d_fire):
-            bitmap.spend(m, d_b)
-            index.spend(m, d_k)
-            elements.spend(m, d_n)
-            m.d.sync += [r8.eq(r8_after_d), missing.eq(0)]
-
+            f_costs, f_r8 = cost(f, entering_residue)
+            m.d.sync += [c.eq(v) for c, v in zip(d_cost, f_costs, strict=True)]
+            m.d.sync += [d_r8.eq(f_r8),
+                         d_fit_bitmap.eq(fit_b), d_fit_index.eq(fit_i), d_fit_n.eq(fit_n),
+                         d_fit_known.eq(~close_pending & ~closes_now)]
+        m.d.sync += [close_pending.eq(closes_now), pending_rest.eq(rest),
+                     pending_rest_kept.eq(rest_kept)]
 
 def _thermometer_count(bits):
     """How many of ``bits`` are set, for a thermometer (bit j set implies bit i for i < j):
@@ -585,6 +641,15 @@ def _thermometer_count(bits):
     ends = [bits[j] & (~bits[j + 1] if j + 1 < n else 1) for j in range(n)]   # count j+1
     return Cat(_or_tree([ends[j] for j in range(n) if (j + 1) >> b & 1])
                for b in range((n).bit_length()))
+
+
+def _select_at_cut(fit, table):
+    """``table[t]`` for ``t`` the count of the thermometer ``fit`` (``table`` has
+    ``len(fit) + 1`` entries), as an AND-OR over the one-hot end of the run."""
+    n = len(fit)
+    ends = [~fit[0]] + [fit[j] & (~fit[j + 1] if j + 1 < n else 1) for j in range(n)]
+    width = len(table[0])
+    return Cat(_or_tree([ends[t] & table[t][b] for t in range(n + 1)]) for b in range(width))
 
 
 def _or_tree(terms):

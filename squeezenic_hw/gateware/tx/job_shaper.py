@@ -17,7 +17,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT, PackMeta
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.threshold import INDEX_LIST
 
-from .coalescer import job_record_layout
+from .coalescer import Cut, job_record_layout
 
 __all__ = ["TxJobShaper", "index_layout_shorter"]
 
@@ -39,13 +39,14 @@ class TxJobShaper(wiring.Component):
 
     Notes
     -----
-    Latency: 2 cycles (stage 1: the job's fields, a second job's elements moved to lane 0;
-    stage 2: the closing frame's layout, the job's tensor offset). Throughput: one job per
+    Latency: 3 cycles (stage 0: the record and where it cuts; stage 1: the job's fields, a
+    second job's elements moved to lane 0; stage 2: the closing frame's layout, the job's
+    tensor offset). Throughput: one job per
     cycle; a record that closes two frames takes two. Backpressure: the pipeline holds
     while ``o.valid & ~o.ready``; nothing is dropped.
     """
 
-    LATENCY = 2
+    LATENCY = 3
 
     def __init__(self):
         super().__init__({
@@ -58,17 +59,34 @@ class TxJobShaper(wiring.Component):
         enable = Signal()
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
         st = Stager(m, enable, reset_less=True)
-        rec = self.i.payload
+
+        # ---- stage 0: the record and where it cuts ------------------------------------
+        rec_valid = Signal()
+        rec = Signal(job_record_layout(), reset_less=True)
+        incoming = Cut(m, self.i.payload, "in")
+        cut_fields = {"take": incoming.take, "rest": incoming.rest,
+                      "close1": incoming.close1, "rest_opens": incoming.rest_opens,
+                      "close2": incoming.close2, "prefix_take": incoming.prefix_take,
+                      "suffix_take": incoming.suffix_take, "keep_taken": incoming.keep_taken}
+        cut = {name: Signal.like(value, name=f"cut_{name}", reset_less=True)
+               if isinstance(value, Signal) else Signal(len(value), name=f"cut_{name}",
+                                                        reset_less=True)
+               for name, value in cut_fields.items()}
 
         # ---- stage 1: which job of the record, its fields ------------------------------
         second = Signal()           # the second job of a record that closes two frames
-        double = rec.close2         # (a second close implies the first and a rest)
+        double = cut["close2"]      # (a second close implies the first and a rest)
         last_of_record = ~double | second
-        m.d.comb += self.i.ready.eq(enable & last_of_record)
-        with m.If(enable & self.i.valid):
+        load = enable & (~rec_valid | last_of_record)
+        m.d.comb += self.i.ready.eq(load)
+        with m.If(load):
+            m.d.sync += [rec_valid.eq(self.i.valid), rec.eq(self.i.payload),
+                         *[cut[name].eq(value) for name, value in cut_fields.items()]]
+        with m.If(enable & rec_valid):
             m.d.sync += second.eq(~last_of_record)
 
-        take = rec.take
+        take = cut["take"]
+        rest = cut["rest"]
         count = Signal(5)
         count_mask = Signal(ELEMENTS_PER_BEAT)
         split = Signal(5)
@@ -78,24 +96,25 @@ class TxJobShaper(wiring.Component):
         n_close = Signal(16)        # the closing frame's elements, kept elements
         k_close = Signal(16)
         shift = Signal(5)           # lanes the job's elements move down
+
         def mask(c):
             return Cat(Const(e, 5) < c for e in range(ELEMENTS_PER_BEAT))
 
         with m.If(second):
-            m.d.comb += [count.eq(rec.rest), split.eq(rec.rest), close_end.eq(1),
-                         base.eq(0), n_close.eq(rec.rest), k_close.eq(rec.suffix_take),
-                         shift.eq(take), count_mask.eq(mask(rec.rest))]
+            m.d.comb += [count.eq(rest), split.eq(rest), close_end.eq(1),
+                         base.eq(0), n_close.eq(rest), k_close.eq(cut["suffix_take"]),
+                         shift.eq(take), count_mask.eq(mask(rest))]
         with m.Elif(double):
             m.d.comb += [count.eq(take), split.eq(take), close_end.eq(1),
                          base.eq(rec.n_before), n_close.eq(rec.n_before + take),
-                         k_close.eq(rec.k_before + rec.prefix_take),
+                         k_close.eq(rec.k_before + cut["prefix_take"]),
                          count_mask.eq(mask(take))]
         with m.Else():
             m.d.comb += [count.eq(rec.v), split.eq(take), count_mask.eq(mask(rec.v)),
-                         close_mid.eq(rec.close1 & rec.rest_opens),
-                         close_end.eq(rec.close1 & ~rec.rest_opens),
+                         close_mid.eq(cut["close1"] & cut["rest_opens"]),
+                         close_end.eq(cut["close1"] & ~cut["rest_opens"]),
                          base.eq(rec.n_before), n_close.eq(rec.n_before + take),
-                         k_close.eq(rec.k_before + rec.prefix_take)]
+                         k_close.eq(rec.k_before + cut["prefix_take"])]
         elements = Signal(32 * ELEMENTS_PER_BEAT)
         keep = Signal(ELEMENTS_PER_BEAT)
         shifted = Signal(32 * ELEMENTS_PER_BEAT)
@@ -108,10 +127,10 @@ class TxJobShaper(wiring.Component):
         # the record's keep bits stop at v, so the second job's need no mask
         m.d.comb += [
             elements.eq(Mux(second, shifted, rec.elements.as_value())),
-            keep.eq(Mux(second, shifted_keep, Mux(double, rec.keep_taken, rec.keep))),
+            keep.eq(Mux(second, shifted_keep, Mux(double, cut["keep_taken"], rec.keep))),
         ]
 
-        s1_valid = st.reg(self.i.valid, name="s1_valid", reset_less=False)
+        s1_valid = st.reg(rec_valid, name="s1_valid", reset_less=False)
         s1 = {name: st.reg(value, name=f"s1_{name}") for name, value in {
             "elements": elements, "mask": count_mask, "keep": keep,
             "count": count, "split": split, "close_mid": close_mid, "close_end": close_end,

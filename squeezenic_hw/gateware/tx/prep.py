@@ -67,6 +67,10 @@ def prepared_beat_layout():
         "keep": unsigned(ELEMENTS_PER_BEAT),   # threshold: element e kept (e < v)
         "prefix": data.ArrayLayout(_COUNT, ELEMENTS_PER_BEAT + 1),  # kept among 0…j-1
         "suffix": data.ArrayLayout(_COUNT, ELEMENTS_PER_BEAT + 1),  # kept among j…v-1
+        "after": data.ArrayLayout(_COUNT, ELEMENTS_PER_BEAT + 1),   # v − j (0 past v)
+        "upto_v": unsigned(ELEMENTS_PER_BEAT),                      # bit j−1: j ≤ v
+        # bitmap bytes the beat adds to a frame of n elements, by n mod 8: ⌈(n+v)/8⌉ − ⌈n/8⌉
+        "ceil8": data.ArrayLayout(unsigned(2), 8),
     })
 
 
@@ -80,15 +84,34 @@ def coalescing_key(hdr):
                *[header_bytes(hdr, *f) for f in (HDR.SCALE, HDR.AUX, HDR.SEED)])
 
 
-def popcount(bits):
-    """Sum of one-bit values as a balanced adder tree."""
-    terms = list(bits)
-    if not terms:
+def popcount(m, bits, name="ones"):
+    """Sum of one-bit values in few LUT levels: counts of groups of four (a table each),
+    pairs of those added by a table of their six bits, then adders."""
+    bits = list(bits)
+    if not bits:
         return Const(0, 1)
-    while len(terms) > 1:
-        terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
-                 for i in range(0, len(terms), 2)]
-    return terms[0]
+
+    def table(inputs, function, width, tag):
+        out = Signal(width, name=f"{name}_{tag}")
+        with m.Switch(Cat(*inputs)):
+            for value in range(1 << len(Cat(*inputs))):
+                with m.Case(value):
+                    m.d.comb += out.eq(function(value))
+        return out
+
+    counts = [table(bits[k:k + 4], lambda x: bin(x).count("1"), 3, f"g{k}")
+              for k in range(0, len(bits), 4)]
+    pairs = []
+    for k in range(0, len(counts), 2):
+        if k + 1 < len(counts):
+            a, b = counts[k], counts[k + 1]
+            pairs.append(table([a, b], lambda x: (x & 7) + (x >> 3), 4, f"p{k}"))
+        else:
+            pairs.append(counts[k])
+    while len(pairs) > 1:
+        pairs = [pairs[i] + pairs[i + 1] if i + 1 < len(pairs) else pairs[i]
+                 for i in range(0, len(pairs), 2)]
+    return pairs[0]
 
 
 class TxBeatPrep(wiring.Component):
@@ -209,11 +232,13 @@ class TxBeatPrep(wiring.Component):
         # combined in stage 2.
         ours, theirs = Cat(key, offset_hdr, 1), Cat(prev_key, prev_end, have_prev)
         match_parts = Cat(ours[k:k + 24] == theirs[k:k + 24] for k in range(0, len(ours), 24))
-        keep_v = Signal(ELEMENTS_PER_BEAT)
+        keep = Signal(ELEMENTS_PER_BEAT)
         if self._sparse:
-            m.d.comb += keep_v.eq(self.i.payload.keep
-                                  & Cat(Const(e, 5) < v for e in range(ELEMENTS_PER_BEAT)))
-        m.d.comb += item.keep.eq(keep_v)
+            assert not small        # threshold needs MTUs where every capacity is ≥ 16
+            # masked to v: element e is in the beat when at least 16 are left or e < left
+            in_beat_mask = Cat((left[4:] != 0) | (left[:4] > e) for e in range(ELEMENTS_PER_BEAT))
+            m.d.comb += keep.eq(self.i.payload.keep & in_beat_mask)
+        m.d.comb += item.keep.eq(keep)
 
         def bump_size_errors():
             m.d.sync += size_errors.eq(size_errors + 1)
@@ -242,9 +267,12 @@ class TxBeatPrep(wiring.Component):
                 m.d.comb += [item.kind.eq(PrepKind.PAYLOAD), consume.eq(~pad & beat_done),
                              item_valid.eq(self.i.valid | pad), item.sparse.eq(frame_sparse)]
                 with m.If(pad):
-                    m.d.comb += [item.beat.data.eq(0), keep_v.eq(0)]
+                    m.d.comb += [item.beat.data.eq(0), keep.eq(0)]
                 with m.If(enable & (self.i.valid | pad)):
-                    m.d.sync += [left.eq(left - v), offset.eq(offset + v),
+                    # (without pieces, v is 16 on every beat but the last, after which
+                    # left no longer matters)
+                    step = v if small else ELEMENTS_PER_BEAT
+                    m.d.sync += [left.eq(left - step), offset.eq(offset + step),
                                  sub.eq(Mux(beat_done, 0, sub + v))]
                     with m.If(last):
                         m.d.sync += pad.eq(0)
@@ -282,8 +310,12 @@ class TxBeatPrep(wiring.Component):
         if self._sparse:
             keep = s1.keep
             for j in range(ELEMENTS_PER_BEAT + 1):
-                m.d.comb += [out.prefix[j].eq(popcount(keep[:j])),
-                             out.suffix[j].eq(popcount(keep[j:]))]
+                m.d.comb += [out.prefix[j].eq(popcount(m, keep[:j], f"prefix{j}")),
+                             out.suffix[j].eq(popcount(m, keep[j:], f"suffix{j}")),
+                             out.after[j].eq(Mux(s1.v >= j, s1.v - j, 0))]
+            for r in range(8):
+                m.d.comb += out.ceil8[r].eq(((s1.v + r + 7) >> 3) - (r != 0))
+            m.d.comb += out.upto_v.eq(Cat(s1.v >= j for j in range(1, ELEMENTS_PER_BEAT + 1)))
         m.d.comb += [
             self.o.valid.eq(st.reg(s1_valid, name="s2_valid", reset_less=False)),
             self.o.payload.eq(st.reg(out, name="s2_item")),
