@@ -158,29 +158,35 @@ def _ceil8_step(r8, j):
 
 
 class _Budget:
-    """A slack kept as ``reg − pending`` (the pending amount is subtracted a cycle later,
-    so no update chains two subtractions), with ``reg − limit`` beside it for a quick
-    "at least ``limit`` left" test."""
+    """A slack of the open frame, with ``slack − limit`` beside it for a quick "at least
+    ``limit`` left" test. Every update is from registers: a fresh frame less an amount,
+    or the slack less an amount."""
 
-    def __init__(self, name, fresh, limit, pending_bits):
+    def __init__(self, name, fresh, limit):
         # reset: a fresh frame
         self.reg = Signal(signed(18), name=f"{name}_slack", init=fresh)
         self.reg_minus_limit = Signal(signed(18), name=f"{name}_slack_m{limit}",
                                       init=fresh - limit)
-        self.pending = Signal(pending_bits, name=f"{name}_pending")
         self.fresh = fresh
         self.limit = limit
 
-    def load_fresh(self, m, pending):
-        """A fresh frame, ``pending`` to spend."""
-        m.d.sync += [self.reg.eq(self.fresh), self.reg_minus_limit.eq(self.fresh - self.limit),
-                     self.pending.eq(pending)]
+    def load_fresh(self, m, amount, more=None, use_more=None):
+        """A fresh frame, less ``amount`` (and less ``more`` too when ``use_more``: both
+        differences are formed from registers, then chosen)."""
+        if more is None:
+            m.d.sync += [self.reg.eq(self.fresh - amount),
+                         self.reg_minus_limit.eq(self.fresh - self.limit - amount)]
+            return
+        both = amount + more
+        m.d.sync += [
+            self.reg.eq(Mux(use_more, self.fresh - both, self.fresh - amount)),
+            self.reg_minus_limit.eq(Mux(use_more, self.fresh - self.limit - both,
+                                        self.fresh - self.limit - amount)),
+        ]
 
-    def spend(self, m, pending):
-        """Settle the pending amount and make ``pending`` the next one."""
-        m.d.sync += [self.reg.eq(self.reg - self.pending),
-                     self.reg_minus_limit.eq(self.reg_minus_limit - self.pending),
-                     self.pending.eq(pending)]
+    def spend(self, m, amount):
+        m.d.sync += [self.reg.eq(self.reg - amount),
+                     self.reg_minus_limit.eq(self.reg_minus_limit - amount)]
 
 
 class TxCoalescer(wiring.Component):
@@ -535,23 +541,23 @@ class TxCoalescer(wiring.Component):
                    rest_kept, d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known):
         """threshold: the fit compares of F's beat, and the slack state behind them.
 
-        ``S``, the slack of the frame after every beat ``D`` has decided, is kept as
-        ``reg − pending``. ``D``'s beat carries its own cost (``d_cost_*``, reckoned when it
-        entered ``D``), so F compares against ``S`` minus that cost: the frame as it will be
-        if ``D``'s beat is all in. A close is applied to ``S`` a cycle after ``D`` decides
-        it (``close_pending``): a fresh frame minus the rest of the closing beat, and minus
-        ``D``'s next beat if that is decided meanwhile; the compares made in those two
-        cycles are not used (the beats they are for fit anyway, at the MTUs where the
-        guess is made).
+        ``S``, the slacks of the frame after every beat ``D`` has decided, are registers
+        updated from registers only. ``D``'s beat carries its own cost (``d_cost_*``,
+        reckoned when it entered ``D``), so F compares against ``S`` minus that cost: the
+        frame as it will be if ``D``'s beat is all in. A close is applied to ``S`` a cycle
+        after ``D`` decides it (``close_pending``): a fresh frame less the rest of the
+        closing beat, and less ``D``'s next beat if that is decided meanwhile; the compares
+        made in those two cycles are not used (the beats they are for fit anyway, at the
+        MTUs where the guess is made).
 
         A beat's cost: bitmap bytes ``⌈(n+v)/8⌉ − ⌈n/8⌉`` (a table over ``n mod 8`` from
         the prep stage) plus 4 per kept element; kept elements (index list, counted
         against ``⌊B/6⌋``); elements (the 65535 limit).
         """
         budget = self._budget
-        bitmap = _Budget("bitmap", budget, 2 + 4 * ELEMENTS_PER_BEAT, 8)
-        index = _Budget("index", budget // 6, ELEMENTS_PER_BEAT, 6)
-        elements = _Budget("elements", MAX_N, ELEMENTS_PER_BEAT, 6)
+        bitmap = _Budget("bitmap", budget, 2 + 4 * ELEMENTS_PER_BEAT)
+        index = _Budget("index", budget // 6, ELEMENTS_PER_BEAT)
+        elements = _Budget("elements", MAX_N, ELEMENTS_PER_BEAT)
         budgets = (bitmap, index, elements)
         r8 = Signal(3)                      # n mod 8 of the frame after the decided beats
         # D's beat: its cost and n mod 8 after it (zero cost for other items)
@@ -576,16 +582,20 @@ class TxCoalescer(wiring.Component):
         # (D's cost is zero, and d_r8 the frame's n mod 8, when D holds no beat)
         d_beat = d_valid & (d.kind == PrepKind.PAYLOAD)
         f_residue = d_r8
-        totals = [Signal(9, name="total_bitmap"), Signal(7, name="total_index"),
-                  Signal(7, name="total_elements")]
-        for budget_, total, dc in zip(budgets, totals, d_cost, strict=True):
-            m.d.comb += total.eq(budget_.pending + dc)
+        totals = d_cost
         big_b, neg_b = bitmap.reg_minus_limit >= totals[0], bitmap.reg < totals[0]
-        big_i, neg_i = index.reg_minus_limit >= totals[1], index.reg < totals[1]
-        big_n = elements.reg_minus_limit >= totals[2]
+        # kept and element slacks: 64 or more is room for both beats whatever they hold;
+        # below that, six bits of the difference are exact (its borrow: no room at all)
+        index_low = Signal(7, name="index_low")
+        elements_low = Signal(7, name="elements_low")
+        m.d.comb += [index_low.eq(index.reg[:6] - totals[1]),
+                     elements_low.eq(elements.reg[:6] - totals[2])]
+        big_i = ~index.reg[-1] & (index.reg[6:] != 0)
+        neg_i = index.reg[-1] | index_low[6]
+        big_n = elements.reg[6:] != 0
         low_b = (bitmap.reg[:7] - totals[0][:7])[:7]
-        low_i = (index.reg[:5] - totals[1][:5])[:5]
-        low_n = (elements.reg[:5] - totals[2][:5])[:5]
+        low_i = index_low[:6]
+        low_n = elements_low[:6]
         fit_b = Signal(ELEMENTS_PER_BEAT)
         fit_i = Signal(ELEMENTS_PER_BEAT)
         fit_n = Signal(ELEMENTS_PER_BEAT)
@@ -594,7 +604,7 @@ class TxCoalescer(wiring.Component):
             m.d.comb += [
                 fit_b[j - 1].eq(big_b | (~neg_b & (cost_b <= low_b))),
                 fit_i[j - 1].eq(big_i | (~neg_i & (f.prefix[j] <= low_i))),
-                fit_n[j - 1].eq(big_n | (Const(j, 5) <= low_n)),
+                fit_n[j - 1].eq(big_n | (Const(j, 6) <= low_n)),
             ]
 
         # ---- S, and the cost of the beat entering D -----------------------------------
@@ -608,7 +618,7 @@ class TxCoalescer(wiring.Component):
             for budget_, rest_cost, dc in zip(budgets, [
                     Cat(((pending_rest + 7) >> 3)[:2], pending_rest_kept),
                     pending_rest_kept, pending_rest], d_costs_true, strict=True):
-                budget_.load_fresh(m, rest_cost + Mux(d_leaves, dc, 0))
+                budget_.load_fresh(m, rest_cost, dc, d_leaves)
             m.d.sync += r8.eq(entering_residue)
             # D's beat, if it stays, is reckoned again from the fresh frame
             with m.If(d_valid & ~d_fire):

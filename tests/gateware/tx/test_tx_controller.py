@@ -1,0 +1,108 @@
+# amaranth: UnusedElaboratable=no
+"""The TX controller's pipeline (prep, coalescer, job shaper, close sizer) through the TX lane,
+against the numpy reference: the paths its decisions take that the lane tests reach rarely —
+the threshold fit guessed a beat ahead at the smallest MTU where it is guessed and just below
+it, beats cut into pieces at tiny MTUs, beats that close two frames, idle closes between
+threshold frames — each under random idle cycles and backpressure."""
+
+import numpy as np
+import pytest
+from lane_scenarios import check_against_reference, host_stream, interleave
+
+from squeezenic_hw.gateware.tx.coalescer import SPARSE_SPECULATION_MTU
+from squeezenic_hw.gateware.tx.lane import TxLane
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.sim.lane import simulate_lane
+from squeezenic_hw.sim.vectors import sparse_gradient
+from squeezenic_hw.spec.frames import Header
+from squeezenic_hw.spec.threshold import payload_size
+
+STALLS = [(0.0, 0.0), (0.3, 0.3)]
+
+
+def _threshold_stream(rng, density, n, *, flush_rate=0.1, lengths=None, src=1):
+    scale = float(rng.uniform(0.5, 4))
+    return host_stream(rng, "threshold", n_total=n, offset=int(rng.integers(0, 2**32)),
+                       header=Header(src_ip=bytes([10, 0, 0, src])), flush_rate=flush_rate,
+                       scale=scale, lengths=lengths,
+                       values=sparse_gradient(rng, n, density, scale=scale))
+
+
+def test_speculation_mtu_is_where_three_beats_of_kept_values_fit():
+    # the guess a beat ahead holds when a fresh frame takes a closing beat's rest and the
+    # two beats after it, every element kept
+    assert payload_size(48, 48) + 64 == SPARSE_SPECULATION_MTU
+    assert payload_size(49, 49) + 64 > SPARSE_SPECULATION_MTU
+
+
+@pytest.mark.parametrize("mtu", [SPARSE_SPECULATION_MTU - 1, SPARSE_SPECULATION_MTU,
+                                 SPARSE_SPECULATION_MTU + 7])
+@pytest.mark.parametrize("density", [0.3, 1.0])
+@pytest.mark.parametrize("idle,backpressure", STALLS)
+def test_threshold_around_the_speculation_mtu(mtu, density, idle, backpressure):
+    """Frames close every few beats, so every close is followed by beats decided on the
+    guess (at and above the MTU) or after the slack settles (below it)."""
+    rng = np.random.default_rng([mtu, int(density * 10), int(idle * 10)])
+    frames = interleave(rng, [_threshold_stream(rng, density, 900, src=1),
+                              _threshold_stream(rng, density, 700, src=2)], bypass_rate=0.05)
+    run = simulate_lane(TxLane(codecs=["threshold", "raw"], mtu=mtu), frames, idle=idle,
+                        backpressure=backpressure, seed=mtu)
+    check_against_reference(run, frames, "tx", codecs=["threshold", "raw"], mtu=mtu)
+    assert run.counters["close_full"] > 10
+
+
+@pytest.mark.parametrize("density", [0.3, 0.6])
+def test_threshold_full_rate_at_the_speculation_mtu(density):
+    """At the smallest guessing MTU frames close every few beats and the input never
+    stalls (the wire still has room at these densities)."""
+    rng = np.random.default_rng(int(density * 10))
+    frames = _threshold_stream(rng, density, 363 * 8, flush_rate=0.0, lengths=[363])
+    run = simulate_lane(TxLane(codecs=["threshold"], mtu=SPARSE_SPECULATION_MTU), frames,
+                        quiet=200)
+    check_against_reference(run, frames, "tx", codecs=["threshold"],
+                            mtu=SPARSE_SPECULATION_MTU)
+    assert run.counters["close_full"] > 20
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+
+
+@pytest.mark.parametrize("mtu", [68, 76, 100, 127])
+@pytest.mark.parametrize("idle,backpressure", STALLS)
+def test_tiny_mtus_cut_beats_into_pieces(mtu, idle, backpressure):
+    """Wire frames of fewer than 16 codes: every beat is cut into pieces, flush included."""
+    rng = np.random.default_rng(mtu)
+    codecs = ["raw", "fp16", "natural"]
+    streams = [host_stream(rng, c, n_total=300, flush_rate=0.2,
+                           header=Header(src_ip=bytes([10, 0, 1, k])))
+               for k, c in enumerate(codecs)]
+    frames = interleave(rng, streams, bypass_rate=0.1)
+    run = simulate_lane(TxLane(codecs=codecs, mtu=mtu), frames, idle=idle,
+                        backpressure=backpressure, seed=mtu)
+    check_against_reference(run, frames, "tx", codecs=codecs, mtu=mtu)
+
+
+@pytest.mark.parametrize("codec,mtu", [("raw", 1518), ("fp16", 200), ("threshold", 400)])
+def test_beats_that_close_two_frames(codec, mtu):
+    """Host frames that straddle a wire-frame boundary and end with flush: every such beat
+    becomes two jobs and two headers, in order, at full input rate."""
+    rng = np.random.default_rng(5)
+    frames = host_stream(rng, codec, n_total=4000, flush_rate=1.0,
+                         lengths=[37, 363, 250, 17, 100])
+    run = simulate_lane(TxLane(codecs=[codec], mtu=mtu), frames, backpressure=0.0, quiet=150)
+    check_against_reference(run, frames, "tx", codecs=[codec], mtu=mtu)
+    _, counters = lr.tx(frames, codecs=[codec], mtu=mtu)
+    assert counters["close_full"] > 5 and counters["close_flush"] > 5
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+
+
+def test_idle_closes_between_threshold_frames():
+    T = 40
+    rng = np.random.default_rng(3)
+    frames = _threshold_stream(rng, 0.4, 1500, flush_rate=0.0)
+    times, t = [], 5
+    for f in frames:
+        times.append(t)
+        t += lr.frame_beats(f) + int(rng.choice([0, T - 1, T, T + 1]))
+    run = simulate_lane(TxLane(codecs=["threshold"], idle_timeout=T), frames, times=times)
+    check_against_reference(run, frames, "tx", codecs=["threshold"], idle_timeout=T,
+                            times=times)
+    assert run.counters["close_idle"] >= 3
