@@ -123,8 +123,9 @@ class Cut:
         self.rest_opens = straddle
         self.close2 = straddle & f.flush_end
         self.keep_taken = f.keep & f.fit
-        self.prefix_take = Mux(f.sparse, popcount(m, f.keep & f.fit, f"{name}_kept_in"), 0)
-        self.suffix_take = Mux(f.sparse, popcount(m, f.keep & ~f.fit, f"{name}_kept_out"), 0)
+        counted = f.sparse & beat
+        self.prefix_take = Mux(counted, popcount(m, f.keep & f.fit, f"{name}_kept_in"), 0)
+        self.suffix_take = Mux(counted, popcount(m, f.keep & ~f.fit, f"{name}_kept_out"), 0)
 
 
 def job_record_layout():
@@ -411,7 +412,7 @@ class TxCoalescer(wiring.Component):
         for out in (job, rec):
             m.d.comb += [
                 out.close_only.eq(~a_payload),
-                out.v.eq(v),
+                out.v.eq(Mux(a_payload, v, 0)),
                 out.room_big.eq(room_big),
                 out.room_low.eq(room_low),
                 out.fit.eq(fit if self._sparse else 0),
@@ -604,17 +605,18 @@ class TxCoalescer(wiring.Component):
             m.d.comb += [
                 fit_b[j - 1].eq(big_b | (~neg_b & (cost_b <= low_b))),
                 fit_i[j - 1].eq(big_i | (~neg_i & (f.prefix[j] <= low_i))),
-                fit_n[j - 1].eq(big_n | (Const(j, 6) <= low_n)),
+                fit_n[j - 1].eq(big_n | (~elements_low[6] & (Const(j, 6) <= low_n))),
             ]
 
         # ---- S, and the cost of the beat entering D -----------------------------------
         # n mod 8 before the beat that enters D now: after D's beat, when D decides it now
         # without a close (if D closes, that is repaired next cycle)
         d_leaves = d_fire & d_beat
+        entering_residue = Signal(3)
+        after_rest = pending_rest[:3]
+        d_costs_true, d_r8_true = cost(d, after_rest)
         with m.If(close_pending):
-            after_rest = pending_rest[:3]
-            d_costs_true, d_r8_true = cost(d, after_rest)
-            entering_residue = Mux(d_leaves, d_r8_true, after_rest)
+            m.d.comb += entering_residue.eq(Mux(d_leaves, d_r8_true, after_rest))
             for budget_, rest_cost, dc in zip(budgets, [
                     Cat(((pending_rest + 7) >> 3)[:2], pending_rest_kept),
                     pending_rest_kept, pending_rest], d_costs_true, strict=True):
@@ -628,7 +630,7 @@ class TxCoalescer(wiring.Component):
                 m.d.sync += [c.eq(0) for c in d_cost]
                 m.d.sync += d_r8.eq(entering_residue)
         with m.Else():
-            entering_residue = Mux(d_leaves, d_r8, r8)
+            m.d.comb += entering_residue.eq(Mux(d_leaves, d_r8, r8))
             with m.If(d_leaves):
                 for budget_, dc in zip(budgets, d_cost, strict=True):
                     budget_.spend(m, dc)

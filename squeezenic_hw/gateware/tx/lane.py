@@ -38,6 +38,7 @@ from squeezenic_hw.gateware.common.layouts import (
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import (
+    SkidBuffer,
     check_fifo_depth,
     fifo_between,
     merge_in_order,
@@ -146,14 +147,18 @@ class TxLane(wiring.Component):
         if dense:
             m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta)
             m.submodules.packer = packer = WirePacker(codec_widths(dense))
+            # a skid buffer between the encoders and the packer: the packer's ready (from
+            # the ring) stops there
+            m.submodules.packer_skid = skid = SkidBuffer(packer.i.payload.shape())
             m.d.comb += [
                 bank.i.payload.eq(ctrl.jobs.payload),
-                packer.i.valid.eq(bank.o.valid),
-                bank.o.ready.eq(packer.i.ready),
-                packer.i.payload.codes.eq(bank.o.payload.codes),
-                packer.i.payload.valid.eq(bank.o.payload.valid),
-                packer.i.payload.meta.eq(bank.o.payload.meta.user),
+                skid.i.valid.eq(bank.o.valid),
+                bank.o.ready.eq(skid.i.ready),
+                skid.i.payload.codes.eq(bank.o.payload.codes),
+                skid.i.payload.valid.eq(bank.o.payload.valid),
+                skid.i.payload.meta.eq(bank.o.payload.meta.user),
             ]
+            wiring.connect(m, skid.o, packer.i)
             writers[0] = packer.o
             job_ready[0] = (bank.i, bank.i.ready)
         if sparse:

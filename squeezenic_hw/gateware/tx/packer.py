@@ -125,7 +125,9 @@ class WirePacker(wiring.Component):
             enable.eq(~self.o.valid | self.o.ready),
             self.i.ready.eq(enable),
         ]
-        stager = Stager(m, enable)
+        # datapath registers take no reset: only the valid bits, the fill count and the
+        # partial beat (state the next job reads) do
+        stager = Stager(m, enable, reset_less=True)
         n_lanes = ELEMENTS_PER_BEAT
 
         # --- Stage 0: decode the job's side-band; the codes wait a cycle. ---
@@ -136,7 +138,7 @@ class WirePacker(wiring.Component):
             take.eq(Mux(meta.close_mid, meta.split, meta.count)),
             rest.eq(Mux(meta.close_mid, meta.count - meta.split, 0)),
         ]
-        s0_valid = stager.reg(self.i.valid, name="s0_valid")
+        s0_valid = stager.reg(self.i.valid, name="s0_valid", reset_less=False)
         s0_codes = [stager.reg(self.i.payload.codes[e], name=f"s0_code{e}")
                     for e in range(n_lanes)]
         s0_sel = stager.reg(Cat(meta.width == w for w in self._widths), name="s0_width_sel")
@@ -162,7 +164,7 @@ class WirePacker(wiring.Component):
                     with m.Case(s):
                         m.d.comb += lane.eq(s0_codes[e + s])
             r_lanes.append(Mux(s0_keep_b[e], lane, 0))
-        s1_valid = stager.reg(s0_valid, name="s1_valid")
+        s1_valid = stager.reg(s0_valid, name="s1_valid", reset_less=False)
         s1_a = stager.reg(a, name="s1_a")
         s1_r = [stager.reg(lane, name=f"s1_r{e}") for e, lane in enumerate(r_lanes)]
         s1_sel = stager.reg(s0_sel, name="s1_width_sel")
@@ -187,7 +189,7 @@ class WirePacker(wiring.Component):
             m.d.comb += n_beats.eq(Mux(total == 0, 0, Mux(total > BEAT_BITS, 2, 1)))
         with m.Else():
             m.d.comb += n_beats.eq(full)
-        s2_valid = stager.reg(s1_valid, name="s2_valid")
+        s2_valid = stager.reg(s1_valid, name="s2_valid", reset_less=False)
         s2_fine = stager.reg(_shift_left(m, s1_a, fill[:5], BEAT_BITS + 31), name="s2_fine")
         s2_coarse = stager.reg(fill[5:], name="s2_coarse")
         # The next frame's start (zero without close_mid), packed from bit 0.
@@ -197,7 +199,7 @@ class WirePacker(wiring.Component):
         s2_n_beats = stager.reg(n_beats, name="s2_n_beats")
 
         # --- Stage 3: A shifted by the rest of fill (a multiple of 32). ---
-        s3_valid = stager.reg(s2_valid, name="s3_valid")
+        s3_valid = stager.reg(s2_valid, name="s3_valid", reset_less=False)
         s3_shifted = stager.reg(_shift_left(m, s2_fine, s2_coarse, 2 * BEAT_BITS, unit=32),
                                 name="s3_shifted")
         s3_b = stager.reg(s2_b, name="s3_b")
@@ -210,7 +212,7 @@ class WirePacker(wiring.Component):
         low = acc | s3_shifted[:BEAT_BITS]
         high = s3_shifted[BEAT_BITS:]
         o_valid = Signal()
-        o_payload = Signal(RingWrite)
+        o_payload = Signal(RingWrite, reset_less=True)
         m.d.comb += [
             self.o.valid.eq(o_valid),
             self.o.payload.eq(o_payload),

@@ -134,7 +134,7 @@ class WireRing(wiring.Component):
         # Reads only touch committed addresses (< cp <= wp) and writes only
         # free ones (used <= depth - 2 before a 2-beat write), so a read and a
         # write never meet on one address.
-        buf = [Signal(_BEAT, name=f"buf{k}") for k in range(2)]
+        buf = [Signal(_BEAT, name=f"buf{k}", reset_less=True) for k in range(2)]
         level = Signal(range(3))       # beats in buf (buf[0] is the head)
         inflight = Signal()            # a read issued last cycle; its data is on the port now
         inflight_bank = Signal()
