@@ -443,9 +443,10 @@ class TxCoalescer(wiring.Component):
             rec.opens.eq(opens),
             self.bypass.payload.eq(d.beat),
             self.jobs.valid.eq(a_payload | (ready & close_between)),
-            # every payload beat gives a record (most open and close nothing), so that no
-            # valid waits for the decision
-            self.records.valid.eq((ready & idle_close) | a_header | a_bypass_first | a_payload),
+            # a payload beat gives a record when it opens or closes a frame (the sizer
+            # has a cycle to spare for a beat that closes two)
+            self.records.valid.eq((ready & idle_close) | a_header | a_bypass_first
+                                  | (a_payload & (opens | close1))),
             self.bypass.valid.eq(a_bypass_first | a_bypass),
         ]
 

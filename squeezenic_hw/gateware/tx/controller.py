@@ -13,8 +13,8 @@ and turns host frames into three streams, all in the order the reference
   arrives;
 * ``bypass`` — the beats of bypassed frames, unchanged.
 
-It is a pipeline of four blocks joined by skid buffers, so that no ready signal and no
-long path crosses from one to the next::
+It is a pipeline of four blocks joined by skid buffers and FIFOs, so that no ready signal
+and no long path crosses from one to the next::
 
     i ─► TxBeatPrep ─► TxCoalescer ─┬─ job records ─► TxJobShaper ─► jobs
                                     ├─ records ─► TxCloseSizer ─► desc
@@ -37,7 +37,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     token_tag_layout,
 )
-from squeezenic_hw.gateware.common.stream import SkidBuffer, skid_between
+from squeezenic_hw.gateware.common.stream import SkidBuffer, fifo_between, skid_between
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.gateware.sparse.frame_builder import SPARSE_MIN_MTU
@@ -73,10 +73,10 @@ class TxController(wiring.Component):
     Notes
     -----
     Latency: a host beat's job leaves ``LATENCY_JOBS`` cycles after the beat is accepted
-    (input skid 1, prep 2, skid 1, coalescer 2, skid 1, shaper 2); a closing frame's header
-    request ``LATENCY_DESC`` cycles after its last beat (the sizer takes 4).
+    (input skid 1, prep 2, skid 1, coalescer 2, FIFO 2, shaper 3); a closing frame's header
+    request ``LATENCY_DESC`` cycles after its last beat (the sizer takes 5).
     Throughput: one input beat per cycle, closes included (a beat that closes two frames
-    becomes two jobs and two requests, which the skids absorb); idle/``close`` closes take
+    becomes two jobs and two requests, which the FIFOs absorb); idle/``close`` closes take
     a cycle with no beat; wire frames of fewer than 16 codes (tiny MTUs) take a cycle per
     piece of a beat; threshold frames below an MTU of
     :data:`~.coalescer.SPARSE_SPECULATION_MTU` take two cycles a beat.
@@ -85,8 +85,8 @@ class TxController(wiring.Component):
     zero elements, extra beats are discarded; both count in ``size_errors``.
     """
 
-    LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 1 + 2 + 1 + TxJobShaper.LATENCY
-    LATENCY_DESC = 1 + TxBeatPrep.LATENCY + 1 + 2 + 1 + TxCloseSizer.LATENCY
+    LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxJobShaper.LATENCY
+    LATENCY_DESC = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxCloseSizer.LATENCY
 
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None):
         if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
@@ -133,8 +133,10 @@ class TxController(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i), in_skid.i)
         wiring.connect(m, in_skid.o, prep.i)
         skid_between(m, "prep_skid", prep.o, coal.i)
-        skid_between(m, "job_skid", coal.jobs, shaper.i)
-        skid_between(m, "record_skid", coal.records, sizer.i)
+        # FIFOs rather than skid buffers in front of the shaper and the sizer: a beat that
+        # closes two frames costs them a cycle more, which these absorb
+        fifo_between(m, "job_fifo", coal.jobs, shaper.i, 4)
+        fifo_between(m, "record_fifo", coal.records, sizer.i, 4)
         skid_between(m, "bypass_skid", coal.bypass, self.bypass)
         wiring.connect(m, shaper.o, wiring.flipped(self.jobs))
         wiring.connect(m, sizer.o, wiring.flipped(self.desc))
