@@ -209,12 +209,15 @@ class TxLane(wiring.Component):
         tokens = stream.Signature(FrameToken).create()
         fifo_between(m, "token_fifo", token, tokens, self._token_depth)
         committed = Signal(16)
+        committed_nonzero = Signal()    # registered beside the count: the gate is a register
         in_flight = Signal(ring.latency)
         commit = ring.i.valid & ring.i.ready & ring.i.payload.commit
         m.d.sync += in_flight.eq(Cat(commit, in_flight[:-1]))
-        gate = ~tokens.payload.built | (committed != 0)
+        gate = ~tokens.payload.built | committed_nonzero
         start = merger.tokens.valid & merger.tokens.ready & tokens.payload.built
-        m.d.sync += committed.eq(committed + in_flight[-1] - start)
+        committed_next = Signal(16)
+        m.d.comb += committed_next.eq(committed + in_flight[-1] - start)
+        m.d.sync += [committed.eq(committed_next), committed_nonzero.eq(committed_next != 0)]
         m.d.comb += [
             merger.tokens.payload.eq(tokens.payload),
             merger.tokens.valid.eq(tokens.valid & gate),
