@@ -5,14 +5,12 @@ this arbiter: frames are never interleaved, every lane gets its turn, and the
 wire sees no idle cycle between frames while any lane has a frame ready.
 """
 
-import functools
-import operator
-
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
+from squeezenic_hw.gateware.common.stream import SkidBuffer
 
 __all__ = ["FrameArbiter", "MAX_INPUTS", "thermometer_count"]
 
@@ -61,16 +59,23 @@ class FrameArbiter(wiring.Component):
     frame (the next grant is decided in that cycle); the granted input's own next
     frame likewise follows at once.
 
-    Backpressure: ``o`` holds (valid and payload) while ``o.valid & ~o.ready``
-    and no input beat is taken. ``i[k].ready = (grant == k) & (o.ready | ~o.valid)``,
-    so it depends combinationally on ``o.ready``.
+    Backpressure: ``o`` holds (valid and payload) while ``o.valid & ~o.ready``.
+    The output register is a :class:`~squeezenic_hw.gateware.common.stream.SkidBuffer`,
+    so ``i[k].ready = (grant == k) & (skid register empty)`` is a function of two
+    registers: no ready path crosses the arbiter (an input sees ``ready`` fall one
+    cycle after ``o`` stalls with a beat held; the beat taken in that cycle waits in
+    the skid register). Nothing is dropped.
 
-    Resources: the output register (625 bits + valid), an n-to-1 AND-OR
-    multiplexer of ``AxisBeat`` (625 bits) driven by the one-hot grant, and the
-    round robin: the grant as an n-bit thermometer register and two n-bit prefix
-    ORs (log2 n levels of 2-input ORs, no chain across the inputs). Yosys
-    ``synth_xilinx`` (UltraScale+): n = 8: 2.7k LUT, 0.6k FF, depth 4;
-    n = 64: 23k LUT, 0.7k FF, depth 7.
+    Reset: the grant, the frame state and the two valid bits of the output; the
+    beat registers take none.
+
+    Resources: the output and skid registers (2 × 625 bits + 2 valid), an
+    n-to-1 AND-OR multiplexer of ``AxisBeat`` (625 bits, a balanced OR tree)
+    driven by the one-hot grant, and the round robin: the grant as an n-bit
+    thermometer register and its one-hot copy, and four n-bit carry chains (the
+    lowest valid input above the grant, and from 0; whether the granted input offers
+    a beat, and its last). Yosys ``synth_xilinx`` (UltraScale+), n = 64: 27k LUT,
+    1.4k FF, 6 LUT levels (the beat multiplexer into the output register).
     """
 
     def __init__(self, n_inputs):
@@ -93,17 +98,20 @@ class FrameArbiter(wiring.Component):
         m = Module()
         n = self.n_inputs
 
-        enable = Signal()                # the output register takes a beat this cycle
-        m.d.comb += enable.eq(~self.o.valid | self.o.ready)
+        # The output register, with the skid register that makes every input's ready
+        # a register.
+        m.submodules.out = out = SkidBuffer(AxisBeat)
+        wiring.connect(m, out.o, wiring.flipped(self.o))
+        enable = Signal()                # a beat may be taken this cycle
+        m.d.comb += enable.eq(out.i.ready)
         busy = Signal()                  # a frame of the granted input is in progress
 
-        # The grant is kept as a thermometer, ``upto`` (bits 0 … grant set), from which
-        # the round robin needs only prefix ORs (log-depth, no priority chain across
-        # the inputs). Its one-hot form drives valid/ready and an AND-OR multiplexer
-        # of the beats (shallower than a binary mux tree at 64 inputs).
+        # The grant is kept as a thermometer, ``upto`` (bits 0 … grant set), which
+        # masks the inputs above it for the round robin, and as a one-hot register
+        # (which drives valid/ready and an AND-OR multiplexer of the beats, shallower
+        # than a binary mux tree at 64 inputs); the two are loaded together.
         upto = Signal(n, init=1)
-        onehot = Signal(n)
-        m.d.comb += onehot.eq(upto & ~(upto >> 1))
+        onehot = Signal(n, init=1)
         if n > 1:
             m.d.comb += self.grant.eq(thermometer_count(upto[1:]))
 
@@ -111,46 +119,67 @@ class FrameArbiter(wiring.Component):
         m.d.comb += valids.eq(Cat(s.valid for s in self.i))
         beat = Signal(AxisBeat)
         beat_valid = Signal()
+        ending = Signal()                # the granted input offers a frame's last beat
+        width = len(beat.as_value())
         m.d.comb += [
-            beat.eq(functools.reduce(operator.or_, (
-                Mux(onehot[k], s.payload.as_value(), 0) for k, s in enumerate(self.i)))),
-            beat_valid.eq((valids & onehot).any()),
+            beat.eq(_tree_or([s.payload.as_value() & onehot[k].replicate(width)
+                              for k, s in enumerate(self.i)])),
+            beat_valid.eq(_any(valids & onehot, n)),
+            ending.eq(_any(valids & onehot & Cat(s.payload.last for s in self.i), n)),
+            out.i.valid.eq(beat_valid),
+            out.i.payload.eq(beat),
         ]
         for k, s in enumerate(self.i):
             m.d.comb += s.ready.eq(enable & onehot[k])
 
-        take = Signal()
-        m.d.comb += take.eq(beat_valid & enable)
-        with m.If(enable):
-            m.d.sync += [self.o.valid.eq(beat_valid), self.o.payload.eq(beat)]
-        with m.If(take):
-            m.d.sync += busy.eq(~beat.last)
+        with m.If(beat_valid & enable):
+            m.d.sync += busy.eq(~ending)
 
         if n > 1:
             # Round robin after the grant: the first other input above it with a beat
             # ready, else the first one from 0, else the grant stays. The granted
             # input's own valid is left out: at a last beat it belongs to the frame
-            # ending. ``~prefix_or(x) << 1`` has ones up to x's lowest set bit.
+            # ending. The next thermometer has ones up to x's lowest set bit, its
+            # one-hot form that bit (x the inputs above the grant, else all others).
             upper = valids & ~upto
             others = valids & ~onehot
-            p_upper = _prefix_or(upper, n)
-            p_others = _prefix_or(others, n)
+            any_upper, thermo_upper, lowest_upper = _lowest_set(upper, n)
+            any_others, thermo_others, lowest_others = _lowest_set(others, n)
             nxt = Signal(n)
-            m.d.comb += nxt.eq(Mux(p_upper[n - 1], ~(p_upper << 1)[:n], ~(p_others << 1)[:n]))
+            nxt_onehot = Signal(n)
+            m.d.comb += [
+                nxt.eq(Mux(any_upper, thermo_upper, Mux(any_others, thermo_others, upto))),
+                nxt_onehot.eq(Mux(any_upper, lowest_upper,
+                                  Mux(any_others, lowest_others, onehot))),
+            ]
             # Decide at the last beat (no bubble), or while idle at a frame boundary
             # with nothing on the granted input; stay if no other input is ready.
-            with m.If(((take & beat.last) | (~busy & ~beat_valid)) & p_others[n - 1]):
-                m.d.sync += upto.eq(nxt)
+            with m.If((enable & ending) | (~busy & ~beat_valid)):
+                m.d.sync += [upto.eq(nxt), onehot.eq(nxt_onehot)]
         return m
 
 
-def _prefix_or(value, width):
-    """Bit i = OR of bits 0 … i of ``value``, in log2(width) shift-OR steps."""
-    step = 1
-    while step < width:
-        value = (value | (value << step))[:width]
-        step *= 2
-    return value
+def _lowest_set(value, width):
+    """``(any, thermometer, onehot)`` of ``value``'s lowest set bit: whether there is one,
+    ones from bit 0 up to it, and it alone. All three come from ``value - 1`` (its
+    borrow says whether ``value`` is 0), a carry chain: a LUT, 16 CARRY4 and a LUT
+    at 64 bits, where an OR tree of the bits below each bit maps 6 or 7 LUTs deep."""
+    difference = Cat(value, Const(1, 1)) - 1
+    return difference[width], value ^ difference[:width], value & ~difference[:width]
+
+
+def _any(value, width):
+    """Whether ``value`` has a set bit: the borrow of ``value - 1``, a carry chain (see
+    :func:`_lowest_set`)."""
+    return (Cat(value, Const(1, 1)) - 1)[width]
+
+
+def _tree_or(values):
+    """OR of ``values`` as a balanced tree (a chain would be n - 1 gates deep)."""
+    while len(values) > 1:
+        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
 
 
 def thermometer_count(prefix):

@@ -9,8 +9,8 @@ multiple of N, e.g. of 64) and keeps every tensor stream in order.
 
 import struct
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import (
@@ -19,6 +19,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_be,
     header_bytes,
 )
+from squeezenic_hw.gateware.common.stream import SkidBuffer
 from squeezenic_hw.spec.header import DEFAULT_PORT, ETHERTYPE_IPV4, HDR, IPV4_VIHL, PROTO_UDP
 
 __all__ = ["FrameDistributor", "route_frame", "looks_squeezenic", "squeezenic_udp_match",
@@ -102,18 +103,21 @@ class FrameDistributor(wiring.Component):
 
     Throughput: one beat per cycle, frames back to back.
 
-    Backpressure: head of line, no buffering. The beat in the output register
-    waits for the ``ready`` of its own output only; while it waits the whole
-    pipeline and ``i`` stall (``i.ready = ~busy | o[target].ready``, combinational
-    in the outputs' ``ready``). So a stalled output holds up the input only when
-    the frame in flight is for it; frames for other outputs pass while it is idle.
-    The RX array must give each output enough buffering (its RX lane) for a
-    slow lane not to stall the others.
+    Backpressure: head of line. The beat in the output register waits for the
+    ``ready`` of its own output only; while it waits the whole pipeline stalls.
+    The first stage is a :class:`~squeezenic_hw.gateware.common.stream.SkidBuffer`,
+    so ``i.ready`` is a register (it falls one cycle after the pipeline stalls; the
+    beat taken in that cycle waits in the skid register): no ready path crosses the
+    distributor. A stalled output holds up the input only when the frame in flight
+    is for it; frames for other outputs pass while it is idle. The RX array must
+    give each output enough buffering (its RX lane) for a slow lane not to stall
+    the others.
 
-    Resources: two 625-bit beat registers, two 256 x 6-bit residue tables (none
-    when n is a power of two), a 7-bit adder and compare, an n-bit one-hot target.
-    Yosys ``synth_xilinx`` (UltraScale+): n = 8: 48 LUT, 1.3k FF, depth 4;
-    n = 5: 71 LUT, depth 7; n = 64: 236 LUT, 1.3k FF, depth 5.
+    Reset: the valid bits and the frame state; beat registers take none.
+
+    Resources: three 625-bit beat registers (stage 1, its skid, the output), two
+    256 x 6-bit residue tables (none when n is a power of two), a 7-bit adder and
+    compare, an n-bit one-hot target.
     """
 
     def __init__(self, n_outputs, *, port=DEFAULT_PORT):
@@ -139,46 +143,45 @@ class FrameDistributor(wiring.Component):
         n = self.n_outputs
         width = max(1, (n - 1).bit_length())      # bits of an output index
 
-        enable = Signal()           # the pipeline advances this cycle
-        m.d.comb += self.i.ready.eq(enable)
+        enable = Signal()           # stage 1 advances into the output register this cycle
 
         # ---- stage 0 (combinational on i): first beat, header match, residues ----
-        in_frame = Signal()         # beats of a frame have been taken, not yet its last
-        with m.If(self.i.valid & enable):
-            m.d.sync += in_frame.eq(~self.i.payload.last)
-
         d = self.i.payload.data
-        match = Signal()
-        m.d.comb += match.eq(squeezenic_udp_match(self.i.payload, self.port))
         src_hi = header_bytes(d, HDR.UDP_SRC[0], 1)
         src_lo = header_bytes(d, HDR.UDP_SRC[0] + 1, 1)
-        partial = Signal(width + 1)  # hi*256 mod n + lo mod n  (< 2n - 1)
+        stage1 = data.StructLayout({
+            "beat": AxisBeat,
+            "first": unsigned(1),
+            "match": unsigned(1),
+            "partial": unsigned(width + 1),      # hi*256 mod n + lo mod n  (< 2n - 1)
+        })
+        m.submodules.stage1 = s1 = SkidBuffer(stage1)
+        in_frame = Signal()         # beats of a frame have been taken, not yet its last
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += in_frame.eq(~self.i.payload.last)
+        m.d.comb += [
+            s1.i.valid.eq(self.i.valid),
+            self.i.ready.eq(s1.i.ready),
+            s1.i.payload.beat.eq(self.i.payload),
+            s1.i.payload.first.eq(~in_frame),
+            s1.i.payload.match.eq(squeezenic_udp_match(self.i.payload, self.port)),
+            s1.o.ready.eq(enable),
+        ]
         if n & (n - 1) == 0:
-            m.d.comb += partial.eq(src_lo[:width] if n > 1 else 0)
+            m.d.comb += s1.i.payload.partial.eq(src_lo[:width] if n > 1 else 0)
         else:
             hi_res = Array(Const((h * 256) % n, width) for h in range(256))
             lo_res = Array(Const(low % n, width) for low in range(256))
-            m.d.comb += partial.eq(hi_res[src_hi] + lo_res[src_lo])
+            m.d.comb += s1.i.payload.partial.eq(hi_res[src_hi] + lo_res[src_lo])
 
         # ---- stage 1 ------------------------------------------------------------
-        s1_valid = Signal()
-        s1_beat = Signal(AxisBeat)
-        s1_first = Signal()
-        s1_match = Signal()
-        s1_partial = Signal(width + 1)
-        with m.If(enable):
-            m.d.sync += [
-                s1_valid.eq(self.i.valid),
-                s1_beat.eq(self.i.payload),
-                s1_first.eq(~in_frame),
-                s1_match.eq(match),
-                s1_partial.eq(partial),
-            ]
-
+        s1_valid = s1.o.valid
+        s1_first = s1.o.payload.first
+        s1_partial = s1.o.payload.partial
         routed = Signal(width)      # the first beat's output
         reduced = Signal(width)
         m.d.comb += reduced.eq(Mux(s1_partial >= n, s1_partial - n, s1_partial))
-        m.d.comb += routed.eq(Mux(s1_match, reduced, 0))
+        m.d.comb += routed.eq(Mux(s1.o.payload.match, reduced, 0))
         frame_target = Signal(width)    # output of the frame whose beats are in stage 1
         target = Signal(width)
         m.d.comb += target.eq(Mux(s1_first, routed, frame_target))
@@ -187,12 +190,12 @@ class FrameDistributor(wiring.Component):
 
         # ---- stage 2: the output register, shared by all outputs ---------------
         s2_valid = Signal()
-        s2_beat = Signal(AxisBeat)
-        s2_onehot = Signal(n)
+        s2_beat = Signal(AxisBeat, reset_less=True)
+        s2_onehot = Signal(n, reset_less=True)
         with m.If(enable):
             m.d.sync += [
                 s2_valid.eq(s1_valid),
-                s2_beat.eq(s1_beat),
+                s2_beat.eq(s1.o.payload.beat),
                 s2_onehot.eq((Const(1, n) << target)[:n]),
             ]
         readys = Cat(o.ready for o in self.o)

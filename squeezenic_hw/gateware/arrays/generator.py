@@ -33,11 +33,10 @@ _RATE_Q88_DEFAULT = rate_to_q8_8(DEFAULT_RATE)
 
 
 class _Beat(data.Struct):
-    """One issued beat, riding beside the RNG to the output stage."""
-    valid: unsigned(1)
+    """One issued beat, riding beside the RNG to the output stage (its valid bit apart)."""
     header: unsigned(1)      # the frame's header beat (else a payload beat)
     last: unsigned(1)
-    count: unsigned(5)       # valid elements of a payload beat, 1…16
+    mask: unsigned(16)       # valid elements of a payload beat (a prefix; all for a header)
     ip_id: unsigned(16)      # header only: frame counter mod 2**16
     offset: unsigned(32)     # header only: tensor index of the frame's element 0
     flush: unsigned(1)       # header only
@@ -144,9 +143,12 @@ class GradientGenerator(wiring.Component):
     Backpressure: when ``o.valid & ~o.ready`` the whole pipeline and the
     sequencer hold (the credit keeps accruing up to its cap); nothing is
     skipped or reordered, and bubbles inside the pipeline are squeezed out.
-    Resources (Yosys ``synth_xilinx``, UltraScale+): ~6.8k LUT, 4.2k FF, 920 CARRY4,
-    no DSP or RAM, logic depth 12 (that of :class:`CounterRng`, which is 5.5k LUT and
-    2.8k FF of it); the same for ``max_elements`` = 2384.
+    Reset: the sequencer (run state, counters, the token bucket) and the valid bits
+    of the pipeline; the descriptors, the checksum and the output beat take none
+    (Yosys makes shift registers of the descriptor's stages).
+    Resources (Yosys ``synth_xilinx``, UltraScale+): ~6.6k LUT, 3.6k FF, no DSP or
+    RAM, at most 4 LUT levels outside :class:`CounterRng` (which is 5.5k LUT of it);
+    the same for ``max_elements`` = 2384.
     """
 
     LATENCY = 2 + 1 + CounterRng.LATENCY
@@ -199,16 +201,19 @@ class GradientGenerator(wiring.Component):
         m.submodules.rng = rng = CounterRng()
         en = Signal()
         m.d.comb += en.eq(~self.o.valid | self.o.ready)
-        st = Stager(m, en)
+        st = Stager(m, en, reset_less=True)     # data; the valid bits are reset
 
         # ---- per-run constants, registered from the (constant) inputs ----
-        frame_len = Signal(18)      # 64 + 4·elements
-        n_beats = Signal(range(MAX_ELEMENTS // ELEMENTS_PER_BEAT + 2))   # payload beats
-        last_count = Signal(5)      # elements in the last payload beat, 1…16
+        frame_len = Signal(18, reset_less=True)      # 64 + 4·elements
+        n_beats = Signal(range(MAX_ELEMENTS // ELEMENTS_PER_BEAT + 2),   # payload beats
+                         reset_less=True)
+        last_mask = Signal(ELEMENTS_PER_BEAT, reset_less=True)  # of the last payload beat
         m.d.sync += [
             frame_len.eq(HEADER_LEN + (self.elements << 2)),
             n_beats.eq((self.elements + ELEMENTS_PER_BEAT - 1) >> 4),
-            last_count.eq(((self.elements - 1) & (ELEMENTS_PER_BEAT - 1)) + 1),
+            # 1…16 elements: a mask of ((elements - 1) mod 16) + 1 ones
+            last_mask.eq(Const((1 << ELEMENTS_PER_BEAT) - 1, ELEMENTS_PER_BEAT)
+                         >> ~(self.elements - 1)[:4]),
         ]
         elements_ok = Signal()
         m.d.comb += elements_ok.eq((self.elements != 0) & (self.elements <= self.max_elements))
@@ -223,9 +228,10 @@ class GradientGenerator(wiring.Component):
         # and one comparator side by side, with the late ``issue_header`` only choosing.
         rate = self.rate_bytes_per_cycle
         length_q = Signal(signed(27))     # L' = frame length · 256: the cap and the price
-        pay_step = Signal(signed(27))     # rate − L'
-        limit_idle = Signal(signed(27))   # credit above L' − rate saturates when not paying
-        limit_pay = Signal(signed(27))    # credit above 2L' − rate saturates when paying
+        pay_step = Signal(signed(27), reset_less=True)     # rate − L'
+        # credit above L' − rate saturates when not paying, above 2L' − rate when paying
+        limit_idle = Signal(signed(27), reset_less=True)
+        limit_pay = Signal(signed(27), reset_less=True)
         m.d.comb += length_q.eq(frame_len << 8)
         m.d.sync += [
             pay_step.eq(rate - length_q),
@@ -242,6 +248,8 @@ class GradientGenerator(wiring.Component):
         frame_offset = Signal(32)   # tensor index of the next frame's element 0
         beat_offset = Signal(32)    # tensor index of the next payload beat's element 0
         flush_count = Signal(16)    # frames since the last flush
+        flush_due = Signal()        # registered flush_count + 1 == flush_every
+        flush_limit = Signal(17, reset_less=True)   # flush_every - 1 (-1: never)
         credit = Signal(signed(26))  # token bucket, 1/256 byte
         pipe_busy = Signal()
 
@@ -258,15 +266,17 @@ class GradientGenerator(wiring.Component):
             issue_header.eq(en & can_start),
             issue_payload.eq(en & running & in_payload),
             is_last.eq(beat == n_beats),
-            flush.eq(flush_count + 1 == self.flush_every),
+            flush.eq(flush_due),
         ]
 
         issued = Signal(_Beat)
+        issued_valid = Signal()
         m.d.comb += [
-            issued.valid.eq(issue_header | issue_payload),
+            issued_valid.eq(issue_header | issue_payload),
             issued.header.eq(issue_header),
             issued.last.eq(issue_payload & is_last),
-            issued.count.eq(Mux(issue_payload & is_last, last_count, ELEMENTS_PER_BEAT)),
+            issued.mask.eq(Mux(issue_payload & is_last, last_mask,
+                               (1 << ELEMENTS_PER_BEAT) - 1)),
             issued.ip_id.eq(k[:16]),
             issued.offset.eq(frame_offset),
             issued.flush.eq(flush),
@@ -304,6 +314,10 @@ class GradientGenerator(wiring.Component):
         # later (a frame has a payload beat), so a registered quota check is never stale
         # when it matters; it keeps the 32-bit compare off the issue path.
         m.d.sync += quota_ok.eq((self.n_frames == 0) | (k != self.n_frames))
+        # Likewise the flush check: flush_count changes only with a header, so the compare
+        # is registered (stale only in the cycle after a header, which issues none).
+        m.d.sync += [flush_limit.eq(self.flush_every - 1),
+                     flush_due.eq(flush_count == flush_limit)]
 
         begin = Signal()
         m.d.comb += begin.eq(~running & ~pipe_busy & self.start & ~need_low & elements_ok
@@ -315,6 +329,7 @@ class GradientGenerator(wiring.Component):
                 k.eq(0),
                 frame_offset.eq(self.offset),
                 flush_count.eq(0),
+                flush_due.eq(self.flush_every == 1),
                 credit.eq(0),
                 in_payload.eq(0),
                 self.frames_sent.eq(0),
@@ -326,10 +341,12 @@ class GradientGenerator(wiring.Component):
 
         # ---- pipeline: descriptor beside the RNG, checksum on the way ----
         d = issued
+        d_valid = issued_valid
         valids = []
         for stage in range(CounterRng.LATENCY):
             d = st.reg(d, name=f"beat_d{stage + 1}")
-            valids.append(d.valid)
+            d_valid = st.reg(d_valid, name=f"valid_d{stage + 1}", reset_less=False)
+            valids.append(d_valid)
             if stage == 0:
                 # IPv4 checksum (RFC 791): template words + total length + identification.
                 csum_sum = Signal(20, name="csum_sum")
@@ -386,10 +403,12 @@ class GradientGenerator(wiring.Component):
         put(HDR.OFFSET, _le(d.offset, 4))
         header = Cat(*hdr)
 
-        mask = Cat(*[d.count > e for e in range(ELEMENTS_PER_BEAT)])
+        # the mask rides in the descriptor (a shift register, 0.7 ns late): no compare
+        # after it
+        mask = d.mask
         values = Cat(*[Mux(mask[e], _value_bits(rng.u[e]), 0)
                        for e in range(ELEMENTS_PER_BEAT)])
-        out_valid = st.reg(d.valid, name="out_valid")
+        out_valid = st.reg(d_valid, name="out_valid", reset_less=False)
         valids.append(out_valid)
         out_data = st.reg(Mux(d.header, header, values), name="out_data")
         out_keep = st.reg(Cat(*[mask[e].replicate(4) for e in range(ELEMENTS_PER_BEAT)]),

@@ -23,7 +23,7 @@ the distributor maps TX lane ``k`` to RX lane ``k``), its ``value_seed + k``
 and its ``tuser_src = k``.
 """
 
-from amaranth import Module, unsigned
+from amaranth import Module, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -138,8 +138,13 @@ class TxArray(wiring.Component):
                          "scale", "aux", "seed", "offset", "flush_every",
                          "rate_bytes_per_cycle"):
                 m.d.comb += getattr(gen, name).eq(getattr(c, name))
+            # ``value_seed + k`` is registered, so its adder stays off the RNG's first
+            # stage: the settings are set by the cycle ``start`` rises, and the first
+            # payload beat (whose draws use the seed) issues 3 cycles later at the earliest.
+            value_seed = Signal(32, name=f"value_seed{k}", reset_less=True)
+            m.d.sync += value_seed.eq(c.value_seed + k)
             m.d.comb += [
-                gen.value_seed.eq(c.value_seed + k),
+                gen.value_seed.eq(value_seed),
                 gen.udp_src_port.eq(self._base + k),
                 gen.tuser_src.eq(k),
                 self.frames_sent[k].eq(gen.frames_sent),

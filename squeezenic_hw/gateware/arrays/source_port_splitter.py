@@ -8,8 +8,8 @@ the host's RX lane.
 
 import struct
 
-from amaranth import Module, Signal
-from amaranth.lib import wiring
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import (
@@ -17,6 +17,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     field_be,
 )
+from squeezenic_hw.gateware.common.stream import SkidBuffer
 from squeezenic_hw.spec.header import DEFAULT_PORT, HDR
 
 from .distributor import looks_squeezenic, squeezenic_udp_match
@@ -53,9 +54,13 @@ class SourcePortSplitter(wiring.Component):
     Notes
     -----
     Latency: 1 cycle (the output register). Throughput: one beat per cycle,
-    frames back to back. Backpressure: head of line, no buffering: the beat in
-    the output register waits for its own output's ``ready`` and holds ``i``
-    meanwhile (``i.ready = ~o_valid | ready of its output``).
+    frames back to back. Backpressure: head of line: the beat in the output
+    register waits for its own output's ``ready`` and holds ``i`` meanwhile. The
+    output register is a :class:`~squeezenic_hw.gateware.common.stream.SkidBuffer`,
+    so ``i.ready`` is a register (it falls one cycle after the output stalls; the
+    beat taken in that cycle waits in the skid register): no ready path crosses
+    the splitter. Reset: the valid bits and the frame state; the beat registers
+    take none.
     """
 
     def __init__(self, base, count, *, port=DEFAULT_PORT):
@@ -79,23 +84,22 @@ class SourcePortSplitter(wiring.Component):
         m.d.comb += match.eq(squeezenic_udp_match(self.i.payload, self.port)
                              & (src >= self.base) & (src < self.base + self.count))
 
+        m.submodules.out = out = SkidBuffer(
+            data.StructLayout({"beat": AxisBeat, "to": unsigned(1)}))
         in_frame = Signal()          # beats of a frame taken, not yet its last
         frame_to = Signal()          # output of the frame in progress
-        out_valid = Signal()
-        out_beat = Signal(AxisBeat)
-        out_to = Signal()
-        ready = Signal()
-        m.d.comb += ready.eq(~out_valid | self.o[1].ready & out_to | self.o[0].ready & ~out_to)
-        m.d.comb += self.i.ready.eq(ready)
         target = Signal()
-        m.d.comb += target.eq(frame_to)
-        with m.If(~in_frame):
-            m.d.comb += target.eq(match)
-        with m.If(ready):
-            m.d.sync += [out_valid.eq(self.i.valid), out_beat.eq(self.i.payload),
-                         out_to.eq(target)]
-            with m.If(self.i.valid):
-                m.d.sync += [in_frame.eq(~self.i.payload.last), frame_to.eq(target)]
+        m.d.comb += target.eq(Mux(in_frame, frame_to, match))
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [in_frame.eq(~self.i.payload.last), frame_to.eq(target)]
+        to = out.o.payload.to
+        m.d.comb += [
+            out.i.valid.eq(self.i.valid),
+            self.i.ready.eq(out.i.ready),
+            out.i.payload.beat.eq(self.i.payload),
+            out.i.payload.to.eq(target),
+            out.o.ready.eq(Mux(to, self.o[1].ready, self.o[0].ready)),
+        ]
         for k, o in enumerate(self.o):
-            m.d.comb += [o.valid.eq(out_valid & (out_to == k)), o.payload.eq(out_beat)]
+            m.d.comb += [o.valid.eq(out.o.valid & (to == k)), o.payload.eq(out.o.payload.beat)]
         return m

@@ -62,6 +62,8 @@ class AxiLiteClockBridge(wiring.Component):
     response is awaited, and ``m``'s ``*valid`` are held until their handshakes.
     Every transaction accepted on ``s`` gets exactly one response. Reset both domains
     together: a reset of one side alone in mid-transaction desynchronises the toggles.
+    Reset: the flags, toggles and valid bits; the address, data and response
+    registers take none.
     """
 
     def __init__(self, *, s_domain="axil", m_domain="sync"):
@@ -90,9 +92,11 @@ class AxiLiteClockBridge(wiring.Component):
         s, mb = self.s, self.m
 
         # -- s side: holding registers ------------------------------------------------
-        aw_full, aw_addr = Signal(), Signal(32)
-        w_full, w_data = Signal(), Signal(32)
-        ar_full, ar_addr = Signal(), Signal(32)
+        # Flags, toggles and valids are reset; addresses, data and responses (read only
+        # while their flag says so) take none.
+        aw_full, aw_addr = Signal(), Signal(32, reset_less=True)
+        w_full, w_data = Signal(), Signal(32, reset_less=True)
+        ar_full, ar_addr = Signal(), Signal(32, reset_less=True)
         m.d.comb += [
             s.awready.eq(~aw_full),
             s.wready.eq(~w_full),
@@ -107,13 +111,13 @@ class AxiLiteClockBridge(wiring.Component):
 
         # -- request: s-domain registers, stable from the toggle flip until the ack -----
         req_toggle = Signal()
-        req_write = Signal()
-        req_addr = Signal(32)
-        req_data = Signal(32)
+        req_write = Signal(reset_less=True)
+        req_addr = Signal(32, reset_less=True)
+        req_data = Signal(32, reset_less=True)
         # -- response: m-domain registers, stable from the ack flip until the next req --
         ack_toggle = Signal()
-        resp_code = Signal(2)
-        resp_data = Signal(32)
+        resp_code = Signal(2, reset_less=True)
+        resp_data = Signal(32, reset_less=True)
 
         req_sync = Signal()
         ack_sync = Signal()
@@ -123,8 +127,8 @@ class AxiLiteClockBridge(wiring.Component):
         # -- s side: launch, wait, respond ---------------------------------------------
         busy = Signal()          # a request is in flight
         last_write = Signal()    # kind served last, for turn-taking
-        bvalid, bresp = Signal(), Signal(2)
-        rvalid, rresp, rdata = Signal(), Signal(2), Signal(32)
+        bvalid, bresp = Signal(), Signal(2, reset_less=True)
+        rvalid, rresp, rdata = Signal(), Signal(2, reset_less=True), Signal(32, reset_less=True)
         ack_seen = Signal()
         m.d.comb += [
             s.bvalid.eq(bvalid), s.bresp.eq(bresp),
@@ -160,7 +164,7 @@ class AxiLiteClockBridge(wiring.Component):
         m_busy = Signal()
         awvalid, wvalid, arvalid = Signal(), Signal(), Signal()
         bready, rready = Signal(), Signal()
-        m_addr, m_data = Signal(32), Signal(32)
+        m_addr, m_data = Signal(32, reset_less=True), Signal(32, reset_less=True)
         m.d.comb += [
             mb.awvalid.eq(awvalid), mb.awaddr.eq(m_addr),
             mb.wvalid.eq(wvalid), mb.wdata.eq(m_data),

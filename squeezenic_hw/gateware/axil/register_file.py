@@ -12,6 +12,9 @@ from .bus import AxiLiteSignature, AxiResp
 
 __all__ = ["AxiLiteRegisterFile"]
 
+#: Widest word address whose "holds a register" decode is a bitmap (2**16 bits).
+_BITMAP_WORD_BITS = 16
+
 
 class AxiLiteRegisterFile(wiring.Component):
     """OpenNIC AXI-Lite slave holding the registers of ``regmap``.
@@ -145,13 +148,15 @@ class AxiLiteRegisterFile(wiring.Component):
             return addr[abits:] == 0 if abits < 32 else Const(1)
 
         # -- write channel -----------------------------------------------------------
+        # The valid flags (full, bvalid) are reset; the address, data and response
+        # registers are read only while their flag is set and take no reset.
         aw_full = Signal()
-        aw_word = Signal(self.word_bits)
-        aw_ok = Signal()              # address bits above the map are zero
+        aw_word = Signal(self.word_bits, reset_less=True)
+        aw_ok = Signal(reset_less=True)     # address bits above the map are zero
         w_full = Signal()
-        w_data = Signal(32)
+        w_data = Signal(32, reset_less=True)
         bvalid = Signal()
-        bresp = Signal(2)
+        bresp = Signal(2, reset_less=True)
 
         m.d.comb += [
             bus.awready.eq(~aw_full & ~bvalid),
@@ -189,10 +194,14 @@ class AxiLiteRegisterFile(wiring.Component):
         # -- read channel ------------------------------------------------------------
         depth = self.read_pipeline_depth
         ar_busy = Signal()
-        ar_word = Signal(self.word_bits)
-        ar_ok = Signal()
+        ar_word = Signal(self.word_bits, reset_less=True)
+        ar_ok = Signal(reset_less=True)
         pipe = Signal(depth)          # one-hot: which tree level the read has reached
         rvalid = Signal()
+        # The read tree's registers keep their reset, unlike the other data registers:
+        # their muxes have constant-0 inputs (absent words, zero-padded narrow registers),
+        # from which Yosys makes a per-bit synchronous reset of a reset-less flip-flop,
+        # a LUT each (+16% LUTs); with a reset it keeps those zeros in the mux LUTs.
         top = Signal(33)              # response register: data[31:0], mapped[32]
 
         m.d.comb += [
@@ -223,7 +232,7 @@ class AxiLiteRegisterFile(wiring.Component):
             elif r is regmap.counters[r.counter64][0]:
                 value = getattr(self.ro, r.counter64)[:32]
             else:
-                snap = Signal(32, name=f"{r.counter64}_hi_snapshot")
+                snap = Signal(32, name=f"{r.counter64}_hi_snapshot", reset_less=True)
                 hi_snapshots[r.counter64] = snap
                 value = snap
             leaves[r.offset >> 2] = Cat(value, Const(0, 32 - len(value)), Const(1, 1))
@@ -272,8 +281,16 @@ class AxiLiteRegisterFile(wiring.Component):
                     m.d.sync += target.eq(0)
 
     def _mapped(self, word):
-        """1 when ``word`` holds a register: an OR of the map's runs of words."""
+        """1 when ``word`` holds a register.
+
+        Up to :data:`_BITMAP_WORD_BITS` word bits, a bit of a constant bitmap indexed
+        by ``word`` (a LUT ROM: three LUT levels for the 64-lane plugin map, where
+        the compares of an OR of runs take seven); above, an OR of the map's runs
+        of words.
+        """
         words = sorted(r.offset >> 2 for r in self._regmap)
+        if len(word) <= _BITMAP_WORD_BITS:
+            return Const(sum(1 << w for w in words), 1 << len(word)).bit_select(word, 1)
         runs = []
         for w in words:
             if runs and runs[-1][1] == w:

@@ -80,6 +80,7 @@ class HeaderBuilder(wiring.Component):
     adders in series. Throughput: one token per cycle. Backpressure: when
     ``o.valid & ~o.ready`` the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered.
+    Reset: only the three valid bits; the header, tag and checksum registers take none.
     Resources: three stages of 512 + tag bits of registers (~1.6k flip-flops)
     and a handful of 16–20-bit adders.
     """
@@ -108,7 +109,7 @@ class HeaderBuilder(wiring.Component):
             enable.eq(~self.o.valid | self.o.ready),
             self.i.ready.eq(enable),
         ]
-        st = Stager(m, enable)
+        st = Stager(m, enable, reset_less=True)   # data; the valid bits are reset
         p = self.i.payload
         t = p.template
 
@@ -140,7 +141,7 @@ class HeaderBuilder(wiring.Component):
                  if b not in (HDR.IP_TOTAL_LENGTH[0], HDR.IP_CHECKSUM[0])]
 
         # ---- stage 1 ----
-        valid1 = st.reg(self.i.valid, name="valid_s1")
+        valid1 = st.reg(self.i.valid, name="valid_s1", reset_less=False)
         tag1 = st.reg(Value.cast(p.tag), name="tag_s1")
         hdr1 = st.reg(Cat(*new), name="header_s1")
         tl1 = st.reg(total_length, name="total_length_s1")
@@ -148,7 +149,7 @@ class HeaderBuilder(wiring.Component):
                         name=f"psum{k // 4}") for k in (0, 4)]     # < 2**18 each
 
         # ---- stage 2 ----
-        valid2 = st.reg(valid1, name="valid_s2")
+        valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
         tag2 = st.reg(tag1, name="tag_s2")
         hdr2 = st.reg(hdr1, name="header_s2")
         total2 = st.reg(psum1[0] + psum1[1] + tl1, name="csum_total")   # < 2**20
@@ -164,7 +165,7 @@ class HeaderBuilder(wiring.Component):
         start = HDR.IP_CHECKSUM[0]
         hdr_out = Cat(hdr2[:8 * start], _be_bytes(checksum)[0], _be_bytes(checksum)[1],
                       hdr2[8 * (start + 2):])
-        valid3 = st.reg(valid2, name="valid_s3")
+        valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         tag3 = st.reg(tag2, name="tag_s3")
         hdr3 = st.reg(hdr_out, name="header_s3")
 

@@ -57,11 +57,18 @@ class FrameMerger(wiring.Component):
     the merger then takes nothing from its inputs
     (``ready = o.ready | ~o.valid`` on the stream being read). ``tokens.ready``
     is high while no token is held, or with the transfer of a frame's last
-    beat; it depends combinationally on ``o.ready`` and the current input's
-    ``valid``.
+    beat. Whether the beat on offer is its frame's last is kept in registers
+    (counted down ahead of the beat), so ``tokens.ready`` is two LUTs of
+    ``o.ready``, ``o.valid``, the current input's ``valid`` (and ``last``,
+    bypass) and state registers; ``payload.ready`` and ``bypass.ready`` are
+    one LUT of ``o.ready``, ``o.valid`` and a state register.
+
+    Reset: the state registers (which input is read, the beat count, the
+    last-beat flags) and ``o.valid``; the token, the last ``tkeep`` and the
+    output payload take none.
 
     Resources: the output register (``AxisBeat``, 625 bits + valid), the current token
-    (561 bits), a 10-bit beat counter and the 64-bit last ``tkeep``.
+    (561 bits), a 10-bit beat counter, the 64-bit last ``tkeep`` and six state bits.
     """
 
     tokens: In(stream.Signature(FrameToken))
@@ -77,69 +84,85 @@ class FrameMerger(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        tok = Signal(FrameToken)
-        active = Signal()          # tok holds the frame being sent
-        header_next = Signal()     # built frame: the header beat is still to send
+        # ---- state: which input the beat on offer comes from, and is it the last --
+        # At most one of the three ``send_*`` is set; none: idle, waiting for a token.
+        idle = Signal(init=1)
+        send_header = Signal()     # built frame: the header beat (from the token)
+        send_payload = Signal()    # built frame: a payload beat
+        send_bypass = Signal()     # bypassed frame: a beat of ``bypass``
+        header_end = Signal()      # send_header, and the header is the frame's last beat
+        payload_end = Signal()     # send_payload, and this payload beat is the last
         remaining = Signal(10)     # built frame: payload beats still to send
-        keep_last = Signal(DATA_BYTES)
+        tok = Signal(FrameToken, reset_less=True)
+        keep_last = Signal(DATA_BYTES, reset_less=True)
 
-        # ---- the beat on offer this cycle --------------------------------
-        beat = Signal(AxisBeat)
-        beat_valid = Signal()
         enable = Signal()          # the output register takes a beat this cycle
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
 
-        with m.If(active & tok.built):
-            last = Mux(header_next, remaining == 0, remaining == 1)
-            m.d.comb += [
-                beat.data.eq(Mux(header_next, tok.header, self.payload.payload)),
-                beat.keep.eq(Mux(last, keep_last, _ALL_KEEP)),
-                beat.last.eq(last),
-                beat.size.eq(tok.size),
-                beat.src.eq(tok.src),
-                beat.dst.eq(tok.dst),
-                beat_valid.eq(header_next | self.payload.valid),
-                self.payload.ready.eq(~header_next & enable),
-            ]
-        with m.Elif(active):
-            m.d.comb += [
-                beat.eq(self.bypass.payload),
-                beat_valid.eq(self.bypass.valid),
-                self.bypass.ready.eq(enable),
-            ]
-
-        sent = Signal()
+        # ---- the beat on offer ---------------------------------------------
+        built_last = header_end | payload_end
+        beat = Signal(AxisBeat)
+        beat_valid = Signal()
         m.d.comb += [
-            sent.eq(beat_valid & enable),
-            # the next token comes in with the last beat of the current frame: no bubble
-            self.tokens.ready.eq(~active | (sent & beat.last)),
+            beat_valid.eq(send_header | (send_payload & self.payload.valid)
+                          | (send_bypass & self.bypass.valid)),
+            beat.data.eq(Mux(send_bypass, self.bypass.payload.data,
+                             Mux(send_header, tok.header, self.payload.payload))),
+            beat.keep.eq(Mux(send_bypass, self.bypass.payload.keep,
+                             Mux(built_last, keep_last, _ALL_KEEP))),
+            beat.last.eq(Mux(send_bypass, self.bypass.payload.last, built_last)),
+            beat.size.eq(Mux(send_bypass, self.bypass.payload.size, tok.size)),
+            beat.src.eq(Mux(send_bypass, self.bypass.payload.src, tok.src)),
+            beat.dst.eq(Mux(send_bypass, self.bypass.payload.dst, tok.dst)),
+            self.payload.ready.eq(send_payload & enable),
+            self.bypass.ready.eq(send_bypass & enable),
         ]
 
-        with m.If(enable):
-            m.d.sync += [
-                self.o.valid.eq(beat_valid),
-                self.o.payload.eq(beat),
-            ]
+        # the frame's last beat goes out this cycle
+        ending = Signal()
+        m.d.comb += ending.eq(enable & (header_end | (payload_end & self.payload.valid)
+                                        | (send_bypass & self.bypass.valid
+                                           & self.bypass.payload.last)))
+        # the next token comes in with the last beat of the current frame: no bubble
+        m.d.comb += self.tokens.ready.eq(idle | ending)
 
-        with m.If(sent & tok.built):
-            with m.If(header_next):
-                m.d.sync += header_next.eq(0)
-            with m.Else():
-                m.d.sync += remaining.eq(remaining - 1)
-        with m.If(sent & beat.last):
-            m.d.sync += active.eq(0)
+        out = Signal(AxisBeat, reset_less=True)
+        out_valid = Signal()
+        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(out)]
+        with m.If(enable):
+            m.d.sync += [out_valid.eq(beat_valid), out.eq(beat)]
+
+        # ---- the current frame advances -------------------------------------
+        with m.If(ending):
+            m.d.sync += [idle.eq(1), send_header.eq(0), send_payload.eq(0),
+                         send_bypass.eq(0), header_end.eq(0), payload_end.eq(0)]
+        with m.Elif(send_header & enable):
+            # not the last beat: the frame has payload beats (remaining >= 1)
+            m.d.sync += [send_header.eq(0), send_payload.eq(1),
+                         payload_end.eq(remaining == 1)]
+        with m.Elif(send_payload & self.payload.valid & enable):
+            m.d.sync += [remaining.eq(remaining - 1), payload_end.eq(remaining == 2)]
 
         # ---- a new token (overrides the end of the previous frame) -------
+        new = self.tokens.payload
         size_m1 = Signal(16)
-        m.d.comb += size_m1.eq(self.tokens.payload.size - 1)
+        payload_beats = Signal(10)
+        m.d.comb += [
+            size_m1.eq(new.size - 1),
+            # ceil((size - 64) / 64) payload beats; the last one holds
+            # ((size - 1) mod 64) + 1 bytes
+            payload_beats.eq(size_m1[6:]),
+        ]
         with m.If(self.tokens.valid & self.tokens.ready):
             m.d.sync += [
-                tok.eq(self.tokens.payload),
-                active.eq(1),
-                header_next.eq(1),
-                # ceil((size - 64) / 64) payload beats; the last one holds
-                # ((size - 1) mod 64) + 1 bytes
-                remaining.eq(size_m1[6:]),
+                tok.eq(new),
+                idle.eq(0),
+                send_header.eq(new.built),
+                send_payload.eq(0),
+                send_bypass.eq(~new.built),
+                header_end.eq(new.built & (payload_beats == 0)),
+                payload_end.eq(0),
+                remaining.eq(payload_beats),
                 keep_last.eq(Const(_ALL_KEEP, DATA_BYTES) >> ~size_m1[:6]),
             ]
         return m

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from amaranth import Module, Signal
+from amaranth import Module, ResetInserter, Signal
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
@@ -285,6 +285,58 @@ def test_other_port():
     dut, last_edges, samples = run_checker(frames, idle=0.2, seed=1, port=4791)
     assert_matches_reference(frames, last_edges, samples, dut.latency, port=4791)
     assert samples[-1][CHECKER_KEYS.index("bypass")] >= 5
+
+
+@pytest.mark.parametrize("runts", [False, True])
+def test_reset_mid_stream(runts):
+    """Only counters, valid bits and the CRC register take a reset: a reset with beats in
+    every stage leaves nothing behind; the outputs are then those of the frames sent
+    after it. The reset comes in the middle of a frame, or after a run of one-beat
+    frames (a last beat in every stage)."""
+    rng = random.Random(8 + runts)
+    before, after = random_frames(rng, 6), random_frames(rng, 25)
+    if runts:
+        before += [rng.randbytes(rng.randint(1, DATA_BYTES)) for _ in range(10)]
+    cut = 0 if runts else 3
+    dut = FrameChecker()
+    rst = Signal()
+    top = Module()
+    top.submodules.checker = ResetInserter(rst)(dut)
+    outs = [getattr(dut, key) for key in CHECKER_KEYS]
+    final = {}
+
+    async def send(ctx, frames, *, stop_after=None):
+        sent = 0
+        for frame in frames:
+            for beat in frame_beats(frame):
+                ctx.set(dut.i.payload.as_value(), beat)
+                ctx.set(dut.i.valid, 1)
+                await ctx.tick()
+                sent += 1
+                if sent == stop_after:
+                    return
+
+    async def bench(ctx):
+        beats = sum(len(frame_beats(f)) for f in before)
+        await send(ctx, before, stop_after=beats - cut)    # the pipeline is full
+        ctx.set(rst, 1)
+        await ctx.tick()
+        ctx.set(rst, 0)
+        ctx.set(dut.i.valid, 0)
+        for _ in range(dut.latency + 2):
+            assert all(ctx.get(o) == 0 for o in outs)
+            await ctx.tick()
+        await send(ctx, after)
+        ctx.set(dut.i.valid, 0)
+        await ctx.tick().repeat(dut.latency + 2)
+        final.update({key: ctx.get(o) for key, o in zip(CHECKER_KEYS, outs, strict=True)})
+
+    sim = Simulator(top)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    want = check_frames(after)
+    assert final == {key: want[key] % 2**64 for key in CHECKER_KEYS}
 
 
 def test_ports_and_verilog():

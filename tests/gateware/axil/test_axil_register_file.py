@@ -277,6 +277,26 @@ def test_3000_registers():
     run_ops(bench, random_ops(random.Random(4), rm, 40), max_delay=1, check_rw_every=1000)
 
 
+@pytest.mark.parametrize("top_offset,word_bits", [(0x3FFFC, 16), (0x40000, 17)])
+def test_sparse_map_decode(top_offset, word_bits):
+    """The "holds a register" decode of writes: a bitmap up to 16 word bits, an OR of
+    runs above; both answer OKAY exactly on mapped words, SLVERR on the gaps."""
+    rm = RegisterMap()
+    rm.add("low", access="rw", width=8, reset=1)
+    rm.add("mid", access="rw", offset=0x1000)
+    rm.add_counter64("cnt", "a counter", "g", offset=0x2000)
+    rm.add("top", access="rw", width=16, offset=top_offset)
+    bench = Bench(rm, seed=6)
+    assert bench.dut.word_bits == word_bits
+    rng = random.Random(word_bits)
+    neighbours = [0x4, 0xFFC, 0x1004, 0x1FFC, 0x2008, top_offset - 4]
+    ops = []
+    for _ in range(60):
+        addr = rng.choice([r.offset for r in rm] + neighbours)
+        ops.append(("w", addr, rng.getrandbits(32)) if rng.random() < 0.6 else ("r", addr))
+    run_ops(bench, ops, seed=word_bits, max_delay=1)
+
+
 def test_single_register():
     """A one-word map: no address bits to decode, one read level."""
     rm = RegisterMap()

@@ -14,7 +14,7 @@ no backpressure, frames leave back to back, one beat per cycle.
 import random
 
 import pytest
-from amaranth import Value
+from amaranth import Module, ResetInserter, Signal, Value
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
@@ -115,8 +115,20 @@ class MergeRun:
         self.payload_cycles = []
 
 
-def run_merger(mix, *, idle=0.0, backpressure=0.0, seed=0, quiet=30):
-    dut = FrameMerger()
+def _after(cycles, testbench):
+    """``testbench`` started ``cycles`` clock edges late."""
+    async def run(ctx):
+        if cycles:
+            await ctx.tick().repeat(cycles)
+        await testbench(ctx)
+    return run
+
+
+def run_merger(mix, *, idle=0.0, backpressure=0.0, seed=0, quiet=30, dut=None, top=None,
+               start=0, prelude=None):
+    """Run ``mix`` through a merger (``dut``, simulated as ``top``), its sources and sink
+    starting ``start`` cycles in; ``prelude`` runs from cycle 0 beside them."""
+    dut = FrameMerger() if dut is None else dut
     run = MergeRun()
     n_out = len(mix.expected)
     timeout = int(n_out * (2 + 10 * backpressure + 6 * idle)) + 500
@@ -142,14 +154,18 @@ def run_merger(mix, *, idle=0.0, backpressure=0.0, seed=0, quiet=30):
                 held = payload
         ctx.set(dut.o.ready, 0)
 
-    sim = Simulator(dut)
+    sim = Simulator(dut if top is None else top)
     sim.add_clock(4e-9)
-    sim.add_testbench(_source(dut.tokens, mix.tokens, idle, random.Random(seed * 5 + 1),
-                              run.token_cycles), background=True)
-    sim.add_testbench(_source(dut.payload, mix.payload, idle, random.Random(seed * 5 + 2),
-                              run.payload_cycles), background=True)
-    sim.add_testbench(bypass_src.run, background=True)
-    sim.add_testbench(sink)
+    if prelude is not None:
+        sim.add_testbench(prelude, background=True)
+    sim.add_testbench(_after(start, _source(dut.tokens, mix.tokens, idle,
+                                            random.Random(seed * 5 + 1), run.token_cycles)),
+                      background=True)
+    sim.add_testbench(_after(start, _source(dut.payload, mix.payload, idle,
+                                            random.Random(seed * 5 + 2), run.payload_cycles)),
+                      background=True)
+    sim.add_testbench(_after(start, bypass_src.run), background=True)
+    sim.add_testbench(_after(start, sink))
     sim.run()
     return run
 
@@ -210,6 +226,54 @@ def test_back_to_back():
     # (the output register delays that beat by one cycle)
     ends = [run.out_cycles[j] for j in mix.frame_ends]
     assert all(run.token_cycles[k + 1] == ends[k] - 1 for k in range(len(ends) - 1))
+
+
+def test_reset_mid_frame_leaves_no_stale_beat():
+    """Only the state and valid bits take a reset: a reset in the middle of a built and a
+    bypassed frame, with the output stalled, leaves no beat behind (the merger is idle,
+    ready for a token, ``o.valid`` low), and the frames after it come out right."""
+    rng = random.Random(5)
+    before = random_mix(rng, 2)
+    while len(before.payload) < 4:
+        before = random_mix(rng, 2)
+    mix = random_mix(rng, 40)
+    dut = FrameMerger()
+    rst = Signal()
+    top = Module()
+    top.submodules.merger = ResetInserter(rst)(dut)
+    frames = iter(before.bypass)
+    start = 30
+
+    async def prelude(ctx):
+        # tokens, payload and bypass beats offered, the output stalled: state fills up
+        ctx.set(dut.o.ready, 0)
+        ctx.set(Value.cast(dut.tokens.payload), before.tokens[0])
+        ctx.set(dut.tokens.valid, 1)
+        ctx.set(dut.payload.payload, before.payload[0])
+        ctx.set(dut.payload.valid, 1)
+        bypass = next(frames, None)
+        if bypass is not None:
+            ctx.set(dut.bypass.payload.as_value(), frame_beats(bypass)[0])
+            ctx.set(dut.bypass.valid, 1)
+        for k in range(8):
+            ctx.set(dut.o.ready, k in (2, 4))     # a beat or two out, then one held
+            await ctx.tick()
+        assert ctx.get(dut.o.valid)
+        for s in (dut.tokens, dut.payload, dut.bypass):
+            ctx.set(s.valid, 0)
+        ctx.set(rst, 1)
+        await ctx.tick()
+        ctx.set(rst, 0)
+        for _ in range(start - 12):
+            ctx.set(dut.o.ready, 1)
+            assert ctx.get(dut.tokens.ready) and not ctx.get(dut.payload.ready)
+            assert not ctx.get(dut.bypass.ready)
+            _, _, valid = await ctx.tick().sample(dut.o.valid)
+            assert not valid
+
+    run = run_merger(mix, idle=0.2, backpressure=0.3, seed=5, dut=dut, top=top,
+                     start=start, prelude=prelude)
+    check_output(run, mix)
 
 
 def test_verilog():
