@@ -18,7 +18,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 
 __all__ = [
-    "CodecParams",
+    "CodecParams", "delay_into_flipflop",
     "encoder_input_layout", "encoder_output_layout",
     "decoder_input_layout", "decoder_output_layout",
     "PipelinedBeatUnit",
@@ -82,6 +82,27 @@ def decoder_output_layout(meta_shape=unsigned(1)):
         "valid": unsigned(ELEMENTS_PER_BEAT),
         "meta": meta_shape,
     })
+
+
+def delay_into_flipflop(m, stager, value, cycles, *, name):
+    """``stager.delay(value, cycles)`` whose last register stays a flip-flop.
+
+    Synthesis turns a plain delay line of three or more registers into a shift register
+    (an SRL), whose clock-to-out is slow (``lutram_read`` in ``docs/timing.md``): too slow
+    in front of deep logic. A ``keep`` on the register two before the end stops the last
+    register joining the shift register (Yosys' ``xilinx_srl`` takes no register whose
+    input net is kept); the registers before it may still form one.
+    """
+    for k in range(cycles):
+        if k == cycles - 3:
+            r = Signal(Signal.like(value).shape(), name=f"{name}_d{k + 1}", reset_less=True,
+                       attrs={"keep": 1})
+            with m.If(stager.enable):
+                m.d.sync += r.eq(value)
+            value = r
+        else:
+            value = stager.reg(value, name=f"{name}_d{k + 1}")
+    return value
 
 
 class PipelinedBeatUnit(wiring.Component):
