@@ -35,8 +35,8 @@ class FixedEncoder(EncoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         codes = []
-        for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "fx")):
-            code = Mux(negative, -level, level)[:16] & code_mask(param)
+        for e, (level, negative, mask, _) in enumerate(build_levels(m, stager, payload, "fx")):
+            code = Mux(negative, -level, level)[:16] & mask
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
 

@@ -24,8 +24,8 @@ Stage 1 - unpack, special cases, leading zeros, exponent bases
     2. Classify: NaN (``e = 255, f != 0``), inf (``e = 255, f = 0``), zero
        (``e = 0, f = 0``). The result is NaN if either operand is NaN or one is
        inf and the other zero; else inf if either is inf; else zero if either
-       is zero (the gateware registers the operands' classes in stage 1 and
-       resolves the result's in stage 2). Otherwise it is computed by the steps
+       is zero (the gateware classifies in stage 2, from the exponent tests and
+       the leading-zero groups of stage 1). Otherwise it is computed by the steps
        below (which run anyway; their result is then replaced in step 15).
     3. Significand ``m = (e != 0) << 23 | f`` (24 bits), so that
        ``|x| = m * 2**(max(e, 1) - 150)`` (subnormals share the exponent of the
@@ -177,18 +177,18 @@ class Fp32Multiplier(wiring.Component):
     budget (``docs/timing.md``): at most six LUT levels, or a carry chain and a
     few LUT levels; no multiplier is combinational.
 
-    Stage 1 (steps 1-3, 4's groups, 5)
-        Unpack, the operands' classes and the result sign; per operand the
-        first half of a flat leading-zero counter over ``f`` (per group of four
-        bits a 2-bit count, and the first group with a one, one-hot) and the
-        exponent test ``e = 0``; beside them the exponent bases
-        ``ea + eb - 127`` (+1, and ``1 -``).
-    Stage 2 (2's resolution, 4's count and shift)
+    Stage 1 (steps 1, 3, 4's groups, 5)
+        Unpack and the result sign; per operand the exponent tests ``e = 255``
+        and ``e = 0`` and the first half of a flat leading-zero counter over
+        ``f`` (per group of four bits a 2-bit count, and the first group with a
+        one, one-hot); beside them the exponent bases ``ea + eb - 127`` (+1,
+        and ``1 -``).
+    Stage 2 (2, 4's count and shift)
         Per operand the left shift of ``f`` (an AND-OR by four times the
         one-hot group, then a 0-3 shift by the count within that group),
         selected when ``e = 0``, into the multiplier's input registers; the
-        count ``lz`` (masked to 0 for a normal operand); the result's special
-        case.
+        count ``lz`` (masked to 0 for a normal operand); the operands' classes
+        (``f = 0`` from the groups) and the result's special case.
     Stages 3 and 4 (6, 7, 8)
         The partial products ``ma[16:0] * mb`` (17 x 24) and ``ma[23:17] * mb``
         (7 x 24), each a plain ``*`` of registered signals into a register and
@@ -241,29 +241,21 @@ class Fp32Multiplier(wiring.Component):
             m.d.comb += c.eq(value)
             return c
 
-        # ---- stage 1: unpack, classify, leading-zero groups, exponent bases (1-5)
+        # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
         def unpack(x):
             e = x[23:31]
             f = x[:23]
-            e_max = e == 0xFF
-            e_zero = e == 0
-            f_zero = f == 0
             first, counts = _leading_groups(f)
-            return {
-                "nan": e_max & ~f_zero, "inf": e_max & f_zero, "zero": e_zero & f_zero,
-                "f": f, "e_zero": e_zero, "first": first, "counts": counts, "e": e,
-            }
+            return {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "first": first,
+                    "counts": counts, "e": e}
 
         ua = unpack(self.a)
         ub = unpack(self.b)
         esum_e = ua["e"] + ub["e"]
 
         s1_sign = reg(self.a[31] ^ self.b[31], "s1_sign")
-        # the operands' classes; the result's special case is resolved in stage 2
-        s1_class = reg(Cat(ua["nan"], ua["inf"], ua["zero"], ub["nan"], ub["inf"], ub["zero"]),
-                       "s1_class")
         s1_op = [{key: reg(u[key], f"s1_{key}_{tag}")
-                  for key in ("f", "e_zero", "first", "counts")}
+                  for key in ("f", "e_max", "e_zero", "first", "counts")}
                  for u, tag in ((ua, "a"), (ub, "b"))]
         s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase
         s1_base1 = reg(esum_e - 126, "s1_base1", signed(10))    # ebase + 1
@@ -281,7 +273,13 @@ class Fp32Multiplier(wiring.Component):
         s2_base0 = reg(s1_base0, "s2_base0")
         s2_base1 = reg(s1_base1, "s2_base1")
         s2_based = reg(s1_based, "s2_based")
-        a_nan, a_inf, a_zero, b_nan, b_inf, b_zero = s1_class
+        # The operands' classes (step 2); f = 0 iff the first group with a one is the
+        # last (the padding's) and that one is its fourth bit.
+        classes = []
+        for op in s1_op:
+            f_zero = op["first"][5] & (op["counts"][10:12] == 3)
+            classes.append((op["e_max"] & ~f_zero, op["e_max"] & f_zero, op["e_zero"] & f_zero))
+        (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = classes
         nan2 = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)
         inf2 = ~nan2 & (a_inf | b_inf)
         zero2 = ~nan2 & ~inf2 & (a_zero | b_zero)

@@ -65,10 +65,11 @@ def top_bit_select(param):
 
 
 def build_levels(m, stager, payload, name):
-    """Build the encoder datapath; return per element ``(level, negative, param)``.
+    """Build the encoder datapath; return per element ``(level, negative, mask, top)``.
 
-    ``level`` (16 bits), ``negative`` (the sign bit of x) and ``param`` (the
-    frame's codec parameter) are registers ``ENCODE_LATENCY`` enabled cycles
+    ``level`` (16 bits), ``negative`` (the sign bit of x) and, for the frame's
+    codec parameter, ``mask`` (:func:`code_mask`) and ``top``
+    (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
     after the input beat, leaving the codec one stage to form its code.
     """
     rng = m.submodules[f"{name}_rng"] = CounterRng()
@@ -90,7 +91,9 @@ def build_levels(m, stager, payload, name):
     top = stager.reg(max_level(params.param), name="top")       # beside I and F
     top_q = stager.reg(top, name="top_q")
     params = stager.reg(params, name="params_r")
-    param = stager.delay(params.param, _ROUND, name="param_q")   # aligned with the levels
+    # the masks the codes need, aligned with the levels
+    mask = stager.delay(code_mask(params.param), _ROUND, name="mask_q")
+    top_bit = stager.delay(top_bit_select(params.param), _ROUND, name="top_bit_q")
     scale = stager.delay(payload.params.scale, _X_DELAY, name="scale")
     out = []
     for e in range(len(payload.elements)):
@@ -123,7 +126,7 @@ def build_levels(m, stager, payload, name):
                                                integer + up)))
         negative = stager.delay(x[31], Fp32Multiplier.LATENCY + _DECOMPOSE + _ROUND,
                                 name=f"neg{e}")
-        out.append((stager.reg(level, name=f"level{e}_q"), negative, param))
+        out.append((stager.reg(level, name=f"level{e}_q"), negative, mask, top_bit))
     return out
 
 

@@ -29,8 +29,8 @@ class QsgdEncoder(EncoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         codes = []
-        for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "qs")):
-            sign = Mux(negative & (level != 0), top_bit_select(param), 0)
+        for e, (level, negative, _, top_bit) in enumerate(build_levels(m, stager, payload, "qs")):
+            sign = Mux(negative & (level != 0), top_bit, 0)
             codes.append(stager.reg((level | sign)[:16], name=f"code{e}"))
         return codes
 

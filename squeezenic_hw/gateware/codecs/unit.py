@@ -112,7 +112,9 @@ class PipelinedBeatUnit(wiring.Component):
     ``datapath(m, stager, payload)``, which must return the output payload's
     data field (``codes`` or ``elements``) registered exactly ``LATENCY`` times
     through ``stager.reg``. The base carries ``valid`` and ``meta`` alongside,
-    zeroes invalid elements, and does the stream handshake.
+    zeroes invalid elements (an AND behind the last register; a subclass whose
+    datapath zeroes them itself, before its last register, sets
+    ``_ZEROES_INVALID``), and does the stream handshake.
 
     Latency: ``LATENCY`` cycles from an accepted input beat to its output beat.
     Throughput: one beat per cycle.
@@ -122,7 +124,8 @@ class PipelinedBeatUnit(wiring.Component):
     """
 
     LATENCY = None
-    _OUT_FIELD = None    # "codes" (encoders) or "elements" (decoders)
+    _OUT_FIELD = None        # "codes" (encoders) or "elements" (decoders)
+    _ZEROES_INVALID = False  # the datapath's results are already zero where invalid
 
     def __init__(self, in_layout, out_layout):
         if not isinstance(self.LATENCY, int) or self.LATENCY < 1:
@@ -163,8 +166,11 @@ class PipelinedBeatUnit(wiring.Component):
             self.o.payload.meta.eq(meta),
         ]
         for e in range(ELEMENTS_PER_BEAT):
-            with m.If(mask[e]):
+            if self._ZEROES_INVALID:
                 m.d.comb += out_field[e].eq(result[e])
+            else:
+                with m.If(mask[e]):
+                    m.d.comb += out_field[e].eq(result[e])
         return m
 
 
