@@ -44,9 +44,9 @@ class FixedEncoder(EncoderUnit):
 class FixedDecoder(DecoderUnit):
     """``fixed`` decoder: ``fl32(c · aux)``, c the sign-extended q-bit code.
 
-    Latency: ``DECODE_LATENCY`` = 10 cycles (1 for the magnitude and sign of
-    the code, 2 int → fp32, 7 in the multiplier). Throughput: one beat per
-    cycle. Backpressure: the pipeline holds.
+    Latency: ``DECODE_LATENCY`` = 10 cycles (1 for the code's sign and
+    magnitude candidates, 2 int → fp32, 7 in the multiplier). Throughput: one
+    beat per cycle. Backpressure: the pipeline holds.
     """
     LATENCY = DECODE_LATENCY
     CODE_WIDTH = 16
@@ -57,5 +57,5 @@ class FixedDecoder(DecoderUnit):
             mask = code_mask(param)
             negative = (code & top_bit_select(param)).any()
             # |c| of a negative code is 2**q - code = (-code) mod 2**q
-            return Mux(negative, (-code)[:16] & mask, code & mask), negative
+            return code & mask, (-code)[:16] & mask, negative
         return build_scaled_values(m, stager, payload, "fx", magnitude_sign)

@@ -42,8 +42,8 @@ _X_DELAY = max(0, CounterRng.LATENCY - Fp32Multiplier.LATENCY - _DECOMPOSE)
 _U_DELAY = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE - CounterRng.LATENCY
 #: cycles from the input beat to the registered level (decompose, round, saturate).
 ENCODE_LATENCY = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE + _ROUND
-# Decoder stages before the multiplier: the code's magnitude and sign, then the two of
-# int_to_fp32.
+# Decoder stages before the multiplier: the code's sign and magnitude candidates, then the
+# two of int_to_fp32 (the first selects the candidate).
 _MAGNITUDE = 1
 #: cycles from the input beat to the registered fp32 value (the multiplier's output).
 DECODE_LATENCY = _MAGNITUDE + 2 + Fp32Multiplier.LATENCY
@@ -165,9 +165,7 @@ def int_to_fp32(stager, magnitude, negative, name):
     """fp32 bits of ``±magnitude`` (an unsigned integer of up to 16 bits, exact;
     ``negative`` the sign bit, kept for 0 too), registered twice: the position of
     the leading one, then the shift that makes it the hidden bit."""
-    width = len(magnitude)
-    assert width <= 16
-    magnitude = Cat(magnitude, Const(0, 16 - width))
+    magnitude = Cat(magnitude, Const(0, 16 - len(magnitude)))
     lead = Const(0, 4)
     for k in range(1, 16):     # the highest set bit wins
         lead = Mux(magnitude[k], k, lead)
@@ -183,18 +181,24 @@ def int_to_fp32(stager, magnitude, negative, name):
 
 
 def build_scaled_values(m, stager, payload, name, magnitude_sign):
-    """Decoder datapath: per element ``magnitude_sign(code, param) -> (mag, negative)``
-    (combinational, at most 16 bits of magnitude; ``negative`` the sign of the decoded
-    value); returns the fp32 results ``fl32(±mag · aux)``, registers ``DECODE_LATENCY``
-    enabled cycles after the input beat."""
+    """Decoder datapath: per element ``magnitude_sign(code, param) -> (positive,
+    negated, negative)`` (combinational, 16 bits each: the code's magnitude is
+    ``negated`` if ``negative`` else ``positive``, and ``negative`` is the sign of the
+    decoded value); returns the fp32 results ``fl32(±magnitude · aux)``, registers
+    ``DECODE_LATENCY`` enabled cycles after the input beat.
+
+    The two candidates are registered and selected in the next stage, beside the
+    leading-one search, so that the parameter's masks, the negation and the
+    selection do not share one stage."""
     # the multiplier's stage 1 is deep: its operand comes from a flip-flop, not a shift register
     aux = delay_into_flipflop(m, stager, payload.params.aux, _MAGNITUDE + 2, name="aux")
     out = []
     for e in range(len(payload.codes)):
-        mag, negative = magnitude_sign(payload.codes[e], payload.params.param)
-        mag = stager.reg(mag, name=f"c{e}_mag")
+        positive, negated, negative = magnitude_sign(payload.codes[e], payload.params.param)
+        positive = stager.reg(positive, name=f"c{e}_pos")
+        negated = stager.reg(negated, name=f"c{e}_negated")
         negative = stager.reg(negative, name=f"c{e}_neg")
-        value = int_to_fp32(stager, mag, negative, f"c{e}")
+        value = int_to_fp32(stager, Mux(negative, negated, positive), negative, f"c{e}")
         mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier()
         m.d.comb += [mul.a.eq(value), mul.b.eq(aux), mul.en.eq(stager.enable)]
         out.append(mul.p)

@@ -48,5 +48,6 @@ class QsgdDecoder(DecoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         def magnitude_sign(code, param):
-            return code & max_level(param), (code & top_bit_select(param)).any()
+            level = code & max_level(param)
+            return level, level, (code & top_bit_select(param)).any()
         return build_scaled_values(m, stager, payload, "qs", magnitude_sign)
