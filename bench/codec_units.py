@@ -6,8 +6,10 @@ Run from the repository root (the package must be installed, ``pip install -e .`
     python bench/codec_units.py --units RawEncoder,RawDecoder  # a few units
     python bench/codec_units.py --format csv --jobs 2 > units.csv
     python bench/codec_units.py --no-synth                     # simulation only (fast)
+    python bench/codec_units.py --banks --units EncoderBank,DecoderBank --no-sim
 
-For each unit of :data:`UNITS` it measures
+For each unit of :data:`UNITS` (and, with ``--banks``, each bank of :data:`BANKS`,
+built with every codec it has hardware for) it measures
 
 * in Amaranth simulation (stream units only), with ``--beats`` random input
   beats offered back to back and the output always ready
@@ -67,6 +69,14 @@ UNITS = [
     ("squeezenic_hw.gateware.codecs.counter_rng", "CounterRng"),     # not a stream: synthesis only
 ]
 
+#: ``(module path, class name)`` of the banks measured with ``--banks``; each is built with
+#: every codec of its table (:data:`BANK_TABLES`, in the same module).
+BANKS = [
+    ("squeezenic_hw.gateware.codecs.bank", "EncoderBank"),
+    ("squeezenic_hw.gateware.codecs.bank", "DecoderBank"),
+]
+BANK_TABLES = {"EncoderBank": "ENCODERS", "DecoderBank": "DECODERS"}
+
 COLUMNS = ["unit", "latency", "declared", "beats_per_cycle", "max_run",
            "LUT", "FF", "CARRY", "DSP", "depth", "est_ns", "lut_levels", "synth_s", "peak_mib"]
 
@@ -87,6 +97,14 @@ def load_unit(module_path, class_name):
         return getattr(module, class_name)
     except AttributeError as exc:
         raise MissingUnit(f"{module_path} has no {class_name}") from exc
+
+
+def build_unit(cls):
+    """An instance of unit class ``cls``; a bank gets every codec of its table."""
+    if cls.__name__ in BANK_TABLES:
+        table = getattr(importlib.import_module(cls.__module__), BANK_TABLES[cls.__name__])
+        return cls(list(table))
+    return cls()
 
 
 def is_stream_unit(dut):
@@ -135,8 +153,8 @@ def measure_unit(module_path, class_name, options):
     outcome = {"unit": class_name, "row": None, "message": ""}
     try:
         cls = load_unit(module_path, class_name)
-        row = {"unit": class_name, "declared": getattr(cls, "LATENCY", None)}
-        dut = cls()
+        dut = build_unit(cls)
+        row = {"unit": class_name, "declared": getattr(dut, "LATENCY", None)}
         stream = is_stream_unit(dut)
         if options["synth"]:
             workdir = Path(options["workdir"]) / class_name
@@ -144,7 +162,7 @@ def measure_unit(module_path, class_name, options):
         else:
             Fragment.get(dut, None)   # elaborate once: checks it, silences UnusedElaboratable
         if options["sim"] and stream:
-            row.update(measure_stream(cls(), options["beats"], options["seed"]))
+            row.update(measure_stream(build_unit(cls), options["beats"], options["seed"]))
         outcome.update(status="ok", row=row)
     except MissingUnit as exc:
         outcome.update(status="missing", message=str(exc))
@@ -166,15 +184,17 @@ def progress_line(index, total, outcome):
     return f"{head}  {' '.join(parts)}  ({outcome['elapsed']:.1f} s)"
 
 
-def select_units(names):
-    """The :data:`UNITS` entries whose class names are in ``names`` (all if ``None``)."""
+def select_units(names, banks=False):
+    """The :data:`UNITS` (and with ``banks`` :data:`BANKS`) entries whose class names are
+    in ``names`` (all if ``None``)."""
+    candidates = UNITS + (BANKS if banks else [])
     if names is None:
-        return list(UNITS)
-    known = {cls.lower(): (mod, cls) for mod, cls in UNITS}
+        return list(candidates)
+    known = {cls.lower(): (mod, cls) for mod, cls in candidates}
     unknown = [n for n in names if n.lower() not in known]
     if unknown:
         raise ValueError(f"unknown unit(s) {', '.join(unknown)}; known: "
-                         f"{', '.join(cls for _, cls in UNITS)}")
+                         f"{', '.join(cls for _, cls in candidates)}")
     return [known[n.lower()] for n in names]
 
 
@@ -202,6 +222,8 @@ def build_parser():
     parser = argparse.ArgumentParser(
         description="Latency, throughput and synthesis figures of the codec units.")
     parser.add_argument("--units", help="comma-separated class names (default: all)")
+    parser.add_argument("--banks", action="store_true",
+                        help="also the EncoderBank and DecoderBank with every codec (slow)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--beats", type=int, default=200,
                         help="random beats per simulation (default 200)")
@@ -223,7 +245,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        units = select_units(args.units.split(",") if args.units else None)
+        units = select_units(args.units.split(",") if args.units else None, args.banks)
     except ValueError as exc:
         parser.error(str(exc))
     options = {"sim": args.sim, "synth": args.synth, "beats": args.beats, "seed": args.seed,

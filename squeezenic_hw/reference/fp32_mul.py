@@ -14,22 +14,22 @@ from squeezenic_hw.spec.fp32 import CANONICAL_NAN, FRAC_MASK, INF_BITS, MUL_MAX_
 __all__ = ["fp32_mul_model"]
 
 
-def _lzc24_model(m):
-    """Leading zeros of 24-bit ``m`` (int64 array), 24 for 0 (step 4).
+def _lz_model(e, f):
+    """Step 4's ``lz``: for ``e = 0`` the leading zeros of the 23-bit ``f`` (23 for 0),
+    else 0 (int64 arrays).
 
-    Only elements with bit 23 clear (subnormals and zeros, rare in most data)
-    go through the binary search; the count is 0 for the others.
+    Only subnormals and zeros (rare in most data) go through the binary search.
     """
-    lz = np.zeros(m.shape, dtype=np.int64)
-    idx = np.flatnonzero(m < (1 << 23))
+    lz = np.zeros(f.shape, dtype=np.int64)
+    idx = np.flatnonzero(e == 0)
     if idx.size:
-        x = m[idx]
+        x = (f[idx] << 1) | 1       # 24 bits, padded with a one below: 23 for f = 0
         z = np.zeros(idx.size, dtype=np.int64)
         for k in (16, 8, 4, 2, 1):
             top_zero = (x >> (24 - k)) == 0
             x = np.where(top_zero, (x << k) & SIG_MASK, x)
             z += top_zero * k
-        lz[idx] = np.where(x == 0, 24, z)
+        lz[idx] = z
     return lz
 
 
@@ -65,7 +65,7 @@ def fp32_mul_model(a_bits, b_bits):
     a = np.broadcast_to(a, shape).astype(np.int64).ravel() & 0xFFFFFFFF
     b = np.broadcast_to(b, shape).astype(np.int64).ravel() & 0xFFFFFFFF
 
-    # ---- stage 1: unpack, classify, normalise, exponent base (steps 1-5)
+    # ---- stage 1: unpack, classify, count leading zeros, exponent base (steps 1-5)
     sign = (a ^ b) >> 31
     ea = (a >> 23) & 0xFF
     eb = (b >> 23) & 0xFF
@@ -79,21 +79,28 @@ def fp32_mul_model(a_bits, b_bits):
     is_nan = (a_max & ~a_inf) | (b_max & ~b_inf) | (a_inf & b_zero) | (a_zero & b_inf)
     is_inf = ~is_nan & (a_inf | b_inf)
     is_zero = ~is_nan & ~is_inf & (a_zero | b_zero)
-    ma = fa | ((ea != 0) << 23)
-    mb = fb | ((eb != 0) << 23)
-    lza = _lzc24_model(ma)
-    lzb = _lzc24_model(mb)
-    ma = (ma << lza) & SIG_MASK
-    mb = (mb << lzb) & SIG_MASK
-    ebase = np.maximum(ea, 1) + np.maximum(eb, 1) - 127
+    lza = _lz_model(ea, fa)
+    lzb = _lz_model(eb, fb)
+    ebase = ea + eb - 127
 
-    # ---- stage 2: product, exponent, shift preparation (steps 6-8)
-    prod = ma * mb
+    # ---- stage 2: normalising shift (steps 3, 4)
+    ma = np.where(ea == 0, (fa << (lza + 1)) & SIG_MASK, fa | (1 << 23))
+    mb = np.where(eb == 0, (fb << (lzb + 1)) & SIG_MASK, fb | (1 << 23))
+
+    # ---- stages 3, 4: partial products (step 6), exponent (step 7, stage 3), shift
+    # preparation (step 8, stage 4)
+    prod_lo = (ma & 0x1FFFF) * mb         # 17 x 24
+    prod_hi = (ma >> 17) * mb             # 7 x 24
     esum = ebase - (lza + lzb)
     norm = esum >= 1
     v = np.minimum(np.maximum(1 - esum, 0), MUL_MAX_SHIFT)
 
-    # ---- stage 3: shift, guard, sticky, round decision (steps 9-13)
+    # ---- stage 5: P[47:17] from the two parts, the OR of P[16:0], the thermometer
+    # (steps 6, 11, 8)
+    prod = (((prod_lo >> 17) + prod_hi) << 17) | (prod_lo & 0x1FFFF)
+    low_sticky = (prod_lo & 0x1FFFF) != 0
+
+    # ---- stage 6: shift, guard, sticky (steps 9-11, 13)
     t = prod >> 47
     x = prod << 1
     u = np.where(norm, t, v)
@@ -102,11 +109,13 @@ def fp32_mul_model(a_bits, b_bits):
     guard = (s >> 23) & 1
     er = esum + t
     ef = np.maximum(er, 0) & 0xFF
-    sticky = (x & ((1 << (23 + u)) - 1)) != 0
-    up = guard & (sticky | frac)
+    # the mask keeps X[17:1] = P[16:0] whatever u: those are low_sticky
+    sticky = ((x & ((1 << (23 + u)) - 1) & ~((1 << 18) - 1)) != 0) | low_sticky
     is_inf |= (er >= 255) & ~is_nan & ~is_zero
 
-    # ---- stage 4: round (carry ripples into the exponent field), pack (steps 14-15)
+    # ---- stage 7: round decision, round (the carry ripples into the exponent field),
+    # pack (steps 12, 14-15)
+    up = guard & (sticky | frac)
     w = ((ef << 23) | frac) + up
     p = (sign << 31) | np.where(is_inf, INF_BITS, np.where(is_zero, 0, w))
     p[is_nan] = CANONICAL_NAN

@@ -6,13 +6,16 @@ Instead a bank builds the datapath of every codec it is given inside *one*
 pipeline with one shared stall (the units' ``datapath`` methods, see
 :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`), delays the
 shorter ones to the longest latency and selects the result by the beat's
-codec id. Beats therefore leave in order, one per cycle, whatever the codec.
+codec id, zeroing invalid elements, into an output register (one cycle more
+than the longest unit: the selection sits between registers, not in front of
+whatever reads the bank). Beats therefore leave in order, one per cycle,
+whatever the codec.
 
 Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
-from amaranth import Signal, unsigned
+from amaranth import Mux, Signal, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
@@ -80,13 +83,15 @@ def _units_by_id(codecs, table):
 
 class _Bank(PipelinedBeatUnit):
     _TABLE = None
+    _ZEROES_INVALID = True   # the output register takes the selected, masked results
 
     def __init__(self, codecs, in_layout, out_layout):
         # The units' datapaths are built inside the bank's module: classes, not instances.
         self._units = _units_by_id(codecs, self._TABLE)
         self._codecs = list(self._units)
-        # An instance attribute: the base class reads ``self.LATENCY``.
-        self.LATENCY = max(u.LATENCY for u in self._units.values())
+        # An instance attribute: the base class reads ``self.LATENCY``. The last stage
+        # selects by codec into the output register.
+        self.LATENCY = max(u.LATENCY for u in self._units.values()) + 1
         super().__init__(in_layout, out_layout)
 
     @property
@@ -97,19 +102,22 @@ class _Bank(PipelinedBeatUnit):
         return payload
 
     def datapath(self, m, stager, payload):
-        codec = stager.delay(payload.meta.codec, self.LATENCY, name="codec")
+        select_stage = self.LATENCY - 1
+        codec = stager.delay(payload.meta.codec, select_stage, name="codec")
+        mask = stager.delay(payload.valid, select_stage, name="select_mask")
         results = {}
         for c, unit in self._units.items():
             values = unit.datapath(m, stager, self._unit_input(m, unit, payload))
-            pad = self.LATENCY - unit.LATENCY
+            pad = select_stage - unit.LATENCY
             results[c] = [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
                           for e, v in enumerate(values)]
-        out = [Signal(32, name=f"result{e}") for e in range(ELEMENTS_PER_BEAT)]
+        selected = [Signal(32, name=f"selected{e}") for e in range(ELEMENTS_PER_BEAT)]
         with m.Switch(codec):
             for c, values in results.items():
                 with m.Case(c):
-                    m.d.comb += [o.eq(v) for o, v in zip(out, values, strict=True)]
-        return out
+                    m.d.comb += [o.eq(v) for o, v in zip(selected, values, strict=True)]
+        return [stager.reg(Mux(mask[e], v, 0), name=f"result{e}")
+                for e, v in enumerate(selected)]
 
 
 class EncoderBank(_Bank):
@@ -126,10 +134,11 @@ class EncoderBank(_Bank):
     :func:`bank_meta_layout`; ``o`` gives :func:`encoder_output_layout` of
     width 32 with the same ``meta``. The beat's ``meta.codec`` chooses the codec.
 
-    Latency: the longest latency of the codecs built (11 cycles with ``fixed``
-    or ``qsgd``, 9 with ``natural``, else 1–2). Throughput: one beat per cycle,
-    codecs mixed freely. Backpressure: the whole pipeline holds; nothing is
-    dropped or reordered.
+    Latency: one more than the longest latency of the codecs built (15 cycles
+    with ``fixed`` or ``qsgd``, 13 with ``natural``, else 2–4). Throughput: one
+    beat per cycle, codecs mixed freely. Backpressure: the whole pipeline holds
+    (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered. The
+    output payload is a register.
     """
     _TABLE = ENCODERS
     _OUT_FIELD = "codes"
@@ -153,9 +162,10 @@ class DecoderBank(_Bank):
     :func:`bank_meta_layout`; ``o`` gives :func:`decoder_output_layout`.
     Each codec sees only its own code width (the bits above are ignored).
 
-    Latency: the longest latency of the decoders built (6 cycles with
-    ``fixed`` or ``qsgd``, else 1). Throughput: one beat per cycle.
-    Backpressure: the whole pipeline holds.
+    Latency: one more than the longest latency of the decoders built (11
+    cycles with ``fixed`` or ``qsgd``, else 2). Throughput: one beat per cycle.
+    Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``).
+    The output payload is a register.
     """
     _TABLE = DECODERS
     _OUT_FIELD = "elements"

@@ -6,8 +6,11 @@ its rationale are there and in ``docs/rng.md``)::
     K    = W(seed ^ 0x9E3779B9)
     U[e] = W(W(offset + e + K) ^ K)        e = 0 … 15
 
-``W`` is Wang's ``hash32shift``: shifts, XORs and 4 adders, no multiplier.
-Each ``W`` is split over two pipeline stages of two adders each.
+``W`` is Wang's ``hash32shift``: shifts, XORs and 4 adders, no multiplier. Each
+``W`` is split over three pipeline stages of one carry chain each (the XORs fold
+into the LUTs in front of the chains, or follow them): ``~x + (x << 15)``; then
+``x + (x << 2)``; then ``x + (x << 3) + (x << 11)`` as a carry-save add (a
+3:2 compressor in the LUTs, one carry chain).
 """
 
 from amaranth import Const, Module, unsigned
@@ -21,16 +24,21 @@ from squeezenic_hw.spec.rng import GOLDEN
 __all__ = ["CounterRng"]
 
 
-def _wang_first_half(x):
-    x = (~x + (x << 15))[:32]
+def _add3(a, b, c):
+    """``(a + b + c) mod 2**32`` with one carry chain: the sum and majority bits of a
+    carry-save step, then one add."""
+    majority = (a & b) | (a & c) | (b & c)
+    return ((a ^ b ^ c) + (majority << 1))[:32]
+
+
+def _wang_stages(st, x, name):
+    """``W(x)`` over three stages of ``st``; returns the registered result."""
+    x = st.reg((~x + (x << 15))[:32], name=f"{name}_a")
     x = x ^ (x >> 12)
-    return (x + (x << 2))[:32]
-
-
-def _wang_second_half(x):
-    x = x ^ (x >> 4)
-    x = (x + (x << 3) + (x << 11))[:32]
-    return x ^ (x >> 16)
+    x = (x + (x << 2))[:32]
+    x = st.reg(x ^ (x >> 4), name=f"{name}_b")
+    x = _add3(x, (x << 3)[:32], (x << 11)[:32])
+    return st.reg(x ^ (x >> 16), name=f"{name}_c")
 
 
 class CounterRng(wiring.Component):
@@ -48,12 +56,13 @@ class CounterRng(wiring.Component):
     u : Out(ArrayLayout(32, 16))
         ``u[e]`` = ``draw_u32(seed, offset + e)``, registered.
 
-    ``LATENCY`` = 8 enabled cycles from ``seed``/``offset`` to ``u``: two
-    stages for the key, one for ``offset + K``, one for the 16 indices, two
-    for each of the two rounds of ``W``.
+    ``LATENCY`` = 11 enabled cycles from ``seed``/``offset`` to ``u``: three
+    stages for the key, one for ``offset + K``, one for the 16 indices, three
+    for each of the two rounds of ``W``. No register takes a reset (draws only:
+    the enclosing pipeline's valid bits say which count).
     """
 
-    LATENCY = 8
+    LATENCY = 11
 
     def __init__(self):
         super().__init__({
@@ -65,20 +74,15 @@ class CounterRng(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        st = Stager(m, self.en, reset_less=True)   # draws only: nothing to reset
-        # Key: K = W(seed ^ GOLDEN), over two stages, offset riding beside it.
-        key_a = st.reg(_wang_first_half(self.seed ^ Const(GOLDEN, 32)), name="key_a")
-        offset = st.delay(self.offset, 2, name="offset")
-        key = st.reg(_wang_second_half(key_a), name="key")
+        st = Stager(m, self.en, reset_less=True)
+        # Key: K = W(seed ^ GOLDEN), offset riding beside it.
+        key = _wang_stages(st, self.seed ^ Const(GOLDEN, 32), "key")
+        offset = st.delay(self.offset, 3, name="offset")
         base = st.reg((offset + key)[:32], name="base")
-        key = st.delay(key, 2, name="key")  # aligned with the indices' second round
+        key = st.delay(key, 5, name="key")  # aligned with the indices' second round
         for e in range(ELEMENTS_PER_BEAT):
             j = st.reg((base + e)[:32], name=f"j{e}")
-            h = st.reg(_wang_first_half(j), name=f"h1a_{e}")
-            h = st.reg(_wang_second_half(h), name=f"h1_{e}")
-            if e == 0:
-                key = st.delay(key, 2, name="key_r2")
-            h = st.reg(_wang_first_half(h ^ key), name=f"h2a_{e}")
-            u = st.reg(_wang_second_half(h), name=f"u{e}")
+            h = _wang_stages(st, j, f"h1_{e}")
+            u = _wang_stages(st, h ^ key, f"h2_{e}")
             m.d.comb += self.u[e].eq(u)
         return m

@@ -1,22 +1,18 @@
 """Codec 3, ``fixed``: symmetric two's complement integers of q = 2…16 bits."""
 
-from amaranth import Const, Mux
+from amaranth import Mux
 
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
-    _clamped_param,
     build_levels,
     build_scaled_values,
-    top_bit,
+    code_mask,
+    top_bit_select,
 )
 from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["FixedEncoder", "FixedDecoder"]
-
-
-def _mask(param):
-    return ((Const(1, 17) << _clamped_param(param)) - 1)[:16]
 
 
 class FixedEncoder(EncoderUnit):
@@ -26,8 +22,9 @@ class FixedEncoder(EncoderUnit):
     stochastically with the section-5 draws when the frame's ``stochastic``
     flag is set. Codes are ``c mod 2**q`` in the low bits.
 
-    Latency: ``ENCODE_LATENCY + 1`` = 11 cycles (4 waiting for the random draws,
-    4 in the multiplier, 2 to decompose and round, 1 to form the code), in
+    Latency: ``ENCODE_LATENCY + 1`` = 12 cycles (7 in the multiplier, 2 to
+    decompose the product, 2 to round and saturate, 1 to form the code; the
+    random draws, 8 cycles, wait one cycle for the product's fraction), in
     both rounding modes. Throughput: one beat per cycle. Backpressure: the
     whole pipeline holds (see
     :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
@@ -38,8 +35,8 @@ class FixedEncoder(EncoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         codes = []
-        for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "fx")):
-            code = Mux(negative, -level, level)[:16] & _mask(param)
+        for e, (level, negative, mask, _) in enumerate(build_levels(m, stager, payload, "fx")):
+            code = Mux(negative, -level, level)[:16] & mask
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
 
@@ -47,8 +44,9 @@ class FixedEncoder(EncoderUnit):
 class FixedDecoder(DecoderUnit):
     """``fixed`` decoder: ``fl32(c · aux)``, c the sign-extended q-bit code.
 
-    Latency: ``DECODE_LATENCY`` = 6 cycles (int → fp32, 4 in the multiplier, 1
-    out). Throughput: one beat per cycle. Backpressure: the pipeline holds.
+    Latency: ``DECODE_LATENCY`` = 10 cycles (1 for the code's sign and
+    magnitude candidates, 2 int → fp32, 7 in the multiplier). Throughput: one
+    beat per cycle. Backpressure: the pipeline holds.
     """
     LATENCY = DECODE_LATENCY
     CODE_WIDTH = 16
@@ -56,9 +54,8 @@ class FixedDecoder(DecoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         def magnitude_sign(code, param):
-            q = _clamped_param(param)
-            code = code & _mask(param)
-            negative = (code >> top_bit(param))[0]
-            value = Mux(negative, ((Const(1, 17) << q) - code)[:16], code)
-            return value, negative, Const(0)
+            mask = code_mask(param)
+            negative = (code & top_bit_select(param)).any()
+            # |c| of a negative code is 2**q - code = (-code) mod 2**q
+            return code & mask, (-code)[:16] & mask, negative
         return build_scaled_values(m, stager, payload, "fx", magnitude_sign)

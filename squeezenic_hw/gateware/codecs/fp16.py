@@ -19,11 +19,12 @@ __all__ = ["Fp16Encoder", "Fp16Decoder"]
 class Fp16Encoder(EncoderUnit):
     """``fp16`` encoder: code = bits of ``x.astype(np.float16)``.
 
-    Latency 2 cycles (shift and round bits, then the rounding increment); one
+    Latency 3 cycles (the shift amount, sticky mask and special cases; the
+    shift, guard, sticky and round decision; the rounding increment); one
     beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
-    LATENCY = 2
+    LATENCY = 3
     CODE_WIDTH = 16
 
     @classmethod
@@ -46,21 +47,12 @@ class Fp16Encoder(EncoderUnit):
                 m.d.comb += sh.eq(25)
             with m.Else():
                 m.d.comb += sh.eq(126 - exp)
-            sh_m1 = Signal(range(25), name=f"sh_m1_{e}")   # shift amounts must be unsigned
-            q = Signal(11, name=f"q{e}")
-            guard = Signal(name=f"guard{e}")
-            below = Signal(24, name=f"below{e}")   # the bits under the guard bit
-            m.d.comb += [
-                sh_m1.eq(sh - 1),
-                q.eq(sig >> sh),
-                guard.eq((sig >> sh_m1)[0]),
-                below.eq((Const(1, 25) << sh_m1) - 1),
-            ]
-            sticky = (sig & below).any()
+            # The bits under the guard bit (sig bits below sh - 1), as compares on exp:
+            # k < sh - 1 is k < 12 for normals, exp < 125 - k below.
+            below = Cat(*((k < 12) | (exp < 125 - k) for k in range(24)))
             # Exponent and mantissa fields without the increment: the carry of
             # the increment ripples into the exponent (and up to inf) by itself.
-            mag = Cat(q[0:10], Mux(exp >= 113, exp - 112, 0)[0:5])
-            round_up = guard & (sticky | q[0])
+            exp_field = Mux(exp >= 113, exp - 112, 0)[0:5]
 
             # inf, NaN and exponents beyond fp16's range bypass the rounding.
             nan_payload = man[13:23]
@@ -72,15 +64,31 @@ class Fp16Encoder(EncoderUnit):
             with m.Else():
                 m.d.comb += special_code.eq(0x7C00)
 
-            sign_1 = stager.reg(sign, name=f"sign{e}_d1")
-            special_1 = stager.reg(special, name=f"special{e}_d1")
-            special_code_1 = stager.reg(special_code, name=f"special_code{e}_d1")
-            mag_1 = stager.reg(mag, name=f"mag{e}_d1")
-            round_up_1 = stager.reg(round_up, name=f"round_up{e}_d1")
+            # stage 1 registers
+            sig = stager.reg(sig, name=f"sig{e}_d1")
+            sh_1 = stager.reg(sh, name=f"sh{e}_d1")
+            sh_m1 = stager.reg((sh - 1)[:5], name=f"sh_m1_{e}_d1")  # unsigned shift
+            below = stager.reg(below, name=f"below{e}_d1")
+            exp_field = stager.reg(exp_field, name=f"exp_field{e}_d1")
+            special = stager.reg(special, name=f"special{e}_d1")
+            special_code = stager.reg(special_code, name=f"special_code{e}_d1")
+            sign = stager.reg(sign, name=f"sign{e}_d1")
 
+            # stage 2: shift, guard, sticky, round decision
+            q = Signal(11, name=f"q{e}")
+            m.d.comb += q.eq(sig >> sh_1)
+            guard = (sig >> sh_m1)[0]
+            sticky = (sig & below).any()
+            round_up = stager.reg(guard & (sticky | q[0]), name=f"round_up{e}_d2")
+            mag = stager.reg(Cat(q[0:10], exp_field), name=f"mag{e}_d2")
+            special = stager.reg(special, name=f"special{e}_d2")
+            special_code = stager.reg(special_code, name=f"special_code{e}_d2")
+            sign = stager.reg(sign, name=f"sign{e}_d2")
+
+            # stage 3: the increment
             rounded = Signal(15, name=f"rounded{e}")
-            m.d.comb += rounded.eq(mag_1 + round_up_1)
-            code = Cat(Mux(special_1, special_code_1, rounded), sign_1)
+            m.d.comb += rounded.eq(mag + round_up)
+            code = Cat(Mux(special, special_code, rounded), sign)
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
 

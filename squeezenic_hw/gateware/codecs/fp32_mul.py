@@ -18,38 +18,51 @@ stage by stage (where the gateware prepares two candidates of a value for the
 two possible values of ``P[47]``, the model computes the selected one
 directly). ``X[h:l]`` denotes bits ``h`` down to ``l`` of ``X``.
 
-Stage 1 - unpack, normalise inputs, exponent bases, special cases
+Stage 1 - unpack, special cases, leading zeros, exponent bases
     1. Split each operand into sign ``s``, biased exponent ``e`` (8 bits) and
        fraction ``f`` (23 bits). The result sign is ``sa XOR sb``.
     2. Classify: NaN (``e = 255, f != 0``), inf (``e = 255, f = 0``), zero
        (``e = 0, f = 0``). The result is NaN if either operand is NaN or one is
        inf and the other zero; else inf if either is inf; else zero if either
-       is zero. Otherwise it is computed by the steps below (which run anyway;
-       their result is then replaced in step 15).
-    3. Significand ``m = (e != 0) << 23 | f`` (24 bits) and effective exponent
-       ``E = max(e, 1)`` (subnormals share the exponent of the smallest normal),
-       so that ``|x| = m * 2**(E - 150)``.
-    4. Normalise: ``lz`` = number of leading zeros of the 24-bit ``m`` (a
-       leading-zero counter; 24 for ``m = 0``), then ``m = (m << lz) mod 2**24``.
-       Only ``e = 0`` needs it (``lz = 0`` otherwise), so the gateware counts
-       and shifts ``m = f`` (hidden bit 0) while the exponent test runs, and
-       selects after.
-       Afterwards bit 23 of a non-zero ``m`` is set and
-       ``|x| = m * 2**(E - lz - 150)``. ``lz`` is 0 for normal operands.
+       is zero (the gateware classifies in stage 2, from the exponent tests and
+       the leading-zero groups of stage 1). Otherwise it is computed by the steps
+       below (which run anyway; their result is then replaced in step 15).
+    3. Significand ``m = (e != 0) << 23 | f`` (24 bits), so that
+       ``|x| = m * 2**(max(e, 1) - 150)`` (subnormals share the exponent of the
+       smallest normal).
+    4. Normalise: for ``e = 0``, ``lz`` = number of leading zeros of the 23-bit
+       ``f`` (23 for ``f = 0``; per group of four bits a count and the first
+       group with a one in stage 1, their combination in stage 2) and
+       ``m = (f << (lz + 1)) mod 2**24`` (stage 2, as a shift by four times that
+       group's index and one by the count within it): the leading one of ``f``
+       becomes bit 23, and ``|x| = m * 2**(-lz - 150)``. For ``e != 0``,
+       ``lz = 0`` and ``m`` stays. Either way bit 23 of a non-zero ``m`` is set
+       and ``|x| = m * 2**(e - lz - 150)``: the raw exponent field and ``lz``
+       carry the whole scale.
     5. Exponent bases, which do not depend on ``lz`` and are computed in
-       parallel (signed, 10 bits): ``ebase = Ea + Eb - 127``, ``ebase + 1``
+       parallel (signed, 10 bits): ``ebase = ea + eb - 127``, ``ebase + 1``
        and ``1 - ebase``.
 
-Stage 2 - significand product, exponent and shift preparation
+Stage 2 - normalising shift
+    Step 4's count and shift of each subnormal significand, into the
+    multiplier's input registers.
+
+Stages 3 to 5 - significand product, exponent, shift preparation
+    7. ``lzs = lza + lzb``; ``esum = ebase - lzs``, ``esum + 1``,
+       ``d = 1 - esum`` (each a single add of ``lzs`` to a base; stage 3). The
+       result's biased exponent is ``Er = esum + t`` (``t`` from step 6):
+       ``|a*b| = P * 2**(esum - 173) = (N / 2**47) * 2**(Er - 127)`` with
+       ``N = P << (1 - t)`` the 1-bit-normalised product.
     6. ``P = ma * mb`` (24 x 24 -> 48 bits). Both factors lie in
        ``[2**23, 2**24)``, so ``P`` lies in ``[2**46, 2**48)``: its leading one
        is bit 47 (``t = 1``) or bit 46 (``t = 0``), ``t = P[47]``.
-    7. ``lzs = lza + lzb``; ``esum = ebase - lzs``, ``esum + 1``,
-       ``d = 1 - esum`` (each a single add of ``lzs`` to a stage-1 base). The
-       result's biased exponent is ``Er = esum + t``:
-       ``|a*b| = P * 2**(esum - 173) = (N / 2**47) * 2**(Er - 127)`` with
-       ``N = P << (1 - t)`` the 1-bit-normalised product.
-    8. While the multiplier works, prepare what depends on ``Er``:
+       The product is formed as two partial products that each fit one DSP48E2,
+       ``Plo = ma[16:0] * mb`` (17 x 24) and ``Phi = ma[23:17] * mb`` (7 x 24),
+       each registered twice (stages 3 and 4: the DSP's multiplier and output
+       registers); stage 5 adds ``P[47:17] = Plo[40:17] + Phi`` in fabric
+       (``P[16:0] = Plo[16:0]``).
+    8. While the multiplier works (stages 4 and 5), prepare what depends on
+       ``Er``:
 
        - ``norm = esum >= 1`` (``d <= 0``): the result is normal for either ``t``;
        - ``v = clamp(d, 0, 26)``: the right shift that denormalises a
@@ -59,7 +72,7 @@ Stage 2 - significand product, exponent and shift preparation
          ``ef_t = Er_t if Er_t >= 1 else 0`` (8 bits) and the overflow flag
          ``ovf_t = Er_t >= 255``, with ``Er_t = esum + t``.
 
-Stage 3 - normalisation and denormalisation shift, sticky, round decision
+Stage 6 - normalisation and denormalisation shift, sticky
     9. ``X = P << 1`` (49 bits) and ``S = X >> u`` with ``u = t`` if
        ``norm`` else ``v``. This right shift does both the 1-bit normalisation
        and the denormalisation: for a normal result ``S = X >> t = N``; for
@@ -74,13 +87,15 @@ Stage 3 - normalisation and denormalisation shift, sticky, round decision
     11. Sticky: OR of the bits of ``X`` below the guard position,
         ``st = (X & (2**(23 + u) - 1)) != 0``. The mask is a thermometer: bits
         0-22 set, bit 23 = ``(u >= 1) = ~norm | t``, bits ``24 + k`` = ``mv[k]``
-        (prepared in stage 2, independent of ``P``); nothing is lost below
-        bit 0 because the shift only moves bits of ``X`` down.
-    12. Round to nearest even: ``up = g & (st | frac[0])``.
+        (prepared in stage 5, independent of ``P``); nothing is lost below
+        bit 0 because the shift only moves bits of ``X`` down. Bits 1-17 of
+        ``X`` (``P[16:0]``) are always under the mask: stage 5 ORs them while
+        it adds the partial products, stage 6 ORs in the rest.
     13. Overflow (``ovf``) turns the result into inf; the special cases of
         step 2 take precedence.
 
-Stage 4 - round and pack
+Stage 7 - round and pack
+    12. Round to nearest even: ``up = g & (st | frac[0])``.
     14. ``w = (ef << 23 | frac) + up`` (31 bits). The increment's carry ripples
         from the fraction into the exponent field, which handles every
         boundary at once: a significand of all ones rounds up to the next
@@ -99,16 +114,35 @@ from squeezenic_hw.spec.fp32 import CANONICAL_NAN, INF_BITS, MUL_MAX_SHIFT
 
 __all__ = ["Fp32Multiplier"]
 
-def _lzc(bits):
-    """Leading-zero counter tree over ``bits`` (most significant first, power of
-    two long). Returns ``(nonzero, count)``; ``count`` is valid if ``nonzero``."""
-    if len(bits) == 2:
-        hi, lo = bits
-        return hi | lo, ~hi
-    half = len(bits) // 2
-    nz_hi, c_hi = _lzc(bits[:half])
-    nz_lo, c_lo = _lzc(bits[half:])
-    return nz_hi | nz_lo, Cat(Mux(nz_hi, c_hi, c_lo), ~nz_hi)
+def _leading_groups(f):
+    """Stage 1 of the leading-zero count of the 23-bit ``f`` padded with a one below
+    (so the count is 23 for ``f = 0``): per group of four bits, most significant first,
+    the count of its leading zeros (2 bits each), and the first group with a one
+    (one-hot). Returns ``(first, counts)``."""
+    padded = Cat(Const(1, 1), f)
+    groups = [[padded[23 - i] for i in range(k, k + 4)] for k in range(0, 24, 4)]
+    nonzero = [g[0] | g[1] | g[2] | g[3] for g in groups]
+    counts = [Cat(~g[0] & (g[1] | ~g[2]), ~g[0] & ~g[1]) for g in groups]
+    first = []
+    for k in range(6):
+        first.append(nonzero[k])
+        for j in range(k):
+            first[k] = first[k] & ~nonzero[j]
+    return Cat(*first), Cat(*counts)
+
+
+def _normalised(f, first, counts):
+    """Stage 2: ``((f << lz) mod 2**23, lz)`` from :func:`_leading_groups`: a shift by
+    four times the first group's index (an AND-OR over the one-hot), then by the count
+    within that group (0-3); ``lz = 4 * group + within``."""
+    coarse = 0
+    within = 0
+    group = 0
+    for k in range(6):
+        coarse = coarse | Mux(first[k], (f << 4 * k)[:23], 0)
+        within = within | Mux(first[k], counts[2 * k:2 * k + 2], 0)
+        group = group | Mux(first[k], k, 0)
+    return (coarse << within)[:23], Cat(within, group)[:5]
 
 
 class Fp32Multiplier(wiring.Component):
@@ -121,7 +155,7 @@ class Fp32Multiplier(wiring.Component):
     Attributes
     ----------
     LATENCY : int
-        4. Operands on ``a``/``b`` are sampled at an enabled clock edge (``en``
+        7. Operands on ``a``/``b`` are sampled at an enabled clock edge (``en``
         high in that cycle); their product is on ``p`` after the ``LATENCY``-th
         enabled edge counting the sampling one, i.e. ``LATENCY - 1`` enabled
         edges later. With ``en`` held high, operands driven in cycle ``c``
@@ -136,34 +170,48 @@ class Fp32Multiplier(wiring.Component):
 
     Notes
     -----
-    Every register belongs to one of four stages and updates only when ``en``
-    is high (``p`` is the stage-4 register), so a low ``en`` freezes the whole
-    pipeline and ``p``.
+    Every register belongs to one of seven stages and updates only when ``en``
+    is high (``p`` is the stage-7 register), so a low ``en`` freezes the whole
+    pipeline and ``p``. No register takes a reset (a datapath: the enclosing
+    pipeline's valid bits say which results count). Each stage fits the timing
+    budget (``docs/timing.md``): at most six LUT levels, or a carry chain and a
+    few LUT levels; no multiplier is combinational.
 
-    Stage 1 (steps 1-5)
-        Unpack, special-case flags and result sign; per operand a
-        leading-zero counter (tree) and a left barrel shift of ``0 | f`` (the
-        significand with hidden bit 0), selected when the exponent field is 0;
-        beside them the
-        exponent bases ``Ea + Eb - 127`` (+1, and ``1 -``).
-        Registers: the normalised 24-bit significands (the multiplier's input
-        registers), the leading-zero counts, the bases, sign and flags.
-    Stage 2 (steps 6-8)
-        The 24 x 24 -> 48-bit unsigned product as a plain ``*`` of registered
-        signals into a register (two cascaded DSP48E2). Beside it, in fabric:
-        ``lza + lzb`` and three adds (``esum``, ``esum + 1``, ``1 - esum``),
-        the clamped denormalisation shift, its thermometer mask, and the
-        exponent-field and overflow candidates for both values of ``P[47]``.
-    Stage 3 (steps 9-13)
+    Stage 1 (steps 1, 3, 4's groups, 5)
+        Unpack and the result sign; per operand the exponent tests ``e = 255``
+        and ``e = 0`` and the first half of a flat leading-zero counter over
+        ``f`` (per group of four bits a 2-bit count, and the first group with a
+        one, one-hot); beside them the exponent bases ``ea + eb - 127`` (+1,
+        and ``1 -``).
+    Stage 2 (2, 4's count and shift)
+        Per operand the left shift of ``f`` (an AND-OR by four times the
+        one-hot group, then a 0-3 shift by the count within that group),
+        selected when ``e = 0``, into the multiplier's input registers; the
+        count ``lz`` (masked to 0 for a normal operand); the operands' classes
+        (``f = 0`` from the groups) and the result's special case.
+    Stages 3 and 4 (6, 7, 8)
+        The partial products ``ma[16:0] * mb`` (17 x 24) and ``ma[23:17] * mb``
+        (7 x 24), each a plain ``*`` of registered signals into a register and
+        a second register (one DSP48E2 each, with its input, multiplier and
+        output registers). Beside them, in fabric: ``lza + lzb`` and three adds
+        (``esum``, ``esum + 1``, ``1 - esum``) in stage 3; in stage 4 the
+        clamped denormalisation shift, and the exponent-field and overflow
+        candidates for both values of ``P[47]``.
+    Stage 5 (6, 8, 11's low part)
+        ``P[47:17] = Plo[40:17] + Phi``: one 31-bit carry chain; beside it the
+        OR of ``P[16:0]`` and the thermometer mask.
+    Stage 6 (9-11, 13)
         A 49-bit right shift by ``v`` (0-26) beside the 1-bit normalisation,
-        candidate select on ``P[47]``, sticky (mask AND + 49-input OR), guard
-        and the round-to-nearest-even decision, overflow -> inf.
-    Stage 4 (steps 14-15)
-        31-bit increment of ``exponent field | fraction`` (carry into the
-        exponent), sign and special-value selection into the ``p`` register.
+        candidate select on ``P[47]``, sticky (mask AND, the OR of ``X[48:18]`` and
+        stage 5's OR), guard;
+        overflow -> inf.
+    Stage 7 (12, 14-15)
+        The round-to-nearest-even decision and the 31-bit increment of
+        ``exponent field | fraction`` (carry into the exponent), sign and
+        special-value selection into the ``p`` register.
     """
 
-    LATENCY = 4
+    LATENCY = 7
 
     def __init__(self):
         super().__init__({
@@ -193,89 +241,112 @@ class Fp32Multiplier(wiring.Component):
             m.d.comb += c.eq(value)
             return c
 
-        # ---- stage 1: unpack, classify, normalise, exponent bases (steps 1-5)
-        def unpack(x, tag):
+        # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
+        def unpack(x):
             e = x[23:31]
             f = x[:23]
-            e_max = e == 0xFF
-            e_zero = e == 0
-            f_zero = f == 0
-            # The normaliser only acts on subnormals (hidden bit 0), so it works on
-            # Cat(f, 0) without waiting for the exponent test, which only selects.
-            # Padded to 32 bits with ones below: the count saturates at 24 for 0.
-            padded = Cat(Const(0xFF, 8), f, Const(0, 1))
-            _, lz_sub = _lzc([padded[i] for i in reversed(range(32))])
-            lz_sub = comb(lz_sub, f"{tag}_lzsub1", 5)
-            sig_sub = comb(Cat(f, Const(0, 1)) << lz_sub, f"{tag}_sigsub1", 24)
-            return {
-                "nan": e_max & ~f_zero, "inf": e_max & f_zero, "zero": e_zero & f_zero,
-                "sig": Mux(e_zero, sig_sub, Cat(f, Const(1, 1))),
-                "lz": Mux(e_zero, lz_sub, 0), "e_eff": Mux(e_zero, 1, e),
-            }
+            first, counts = _leading_groups(f)
+            return {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "first": first,
+                    "counts": counts, "e": e}
 
-        ua = unpack(self.a, "a")
-        ub = unpack(self.b, "b")
-        nan1 = ua["nan"] | ub["nan"] | (ua["inf"] & ub["zero"]) | (ua["zero"] & ub["inf"])
-        inf1 = ~nan1 & (ua["inf"] | ub["inf"])
-        zero1 = ~nan1 & ~inf1 & (ua["zero"] | ub["zero"])
-        esum_e = ua["e_eff"] + ub["e_eff"]
+        ua = unpack(self.a)
+        ub = unpack(self.b)
+        esum_e = ua["e"] + ub["e"]
 
         s1_sign = reg(self.a[31] ^ self.b[31], "s1_sign")
-        s1_nan = reg(nan1, "s1_nan")
-        s1_inf = reg(inf1, "s1_inf")
-        s1_zero = reg(zero1, "s1_zero")
-        s1_ma = reg(ua["sig"], "s1_ma")
-        s1_mb = reg(ub["sig"], "s1_mb")
-        s1_lza = reg(ua["lz"], "s1_lza")
-        s1_lzb = reg(ub["lz"], "s1_lzb")
+        s1_op = [{key: reg(u[key], f"s1_{key}_{tag}")
+                  for key in ("f", "e_max", "e_zero", "first", "counts")}
+                 for u, tag in ((ua, "a"), (ub, "b"))]
         s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase
         s1_base1 = reg(esum_e - 126, "s1_base1", signed(10))    # ebase + 1
         s1_based = reg(128 - esum_e, "s1_based", signed(10))    # 1 - ebase
 
-        # ---- stage 2: product, exponent, shift preparation (steps 6-8)
-        s2_prod = reg(s1_ma * s1_mb, "s2_prod", unsigned(48))
-        lzs = comb(s1_lza + s1_lzb, "lzs2", 6)
-        esum0 = comb(s1_base0 - lzs, "esum0_2", signed(10))
-        esum1 = comb(s1_base1 - lzs, "esum1_2", signed(10))
-        d = comb(s1_based + lzs, "d2", signed(10))
-        v = comb(Mux(d <= 0, 0, Mux(d >= MUL_MAX_SHIFT, MUL_MAX_SHIFT, d[:5])), "v2", 5)
-        s2_norm = reg(d <= 0, "s2_norm", unsigned(1))
-        s2_v = reg(v, "s2_v")
-        s2_mv = reg(Cat(*(v >= k + 2 for k in range(25))), "s2_mv", unsigned(25))
-        s2_ef = [reg(Mux(er >= 1, er[:8], 0), f"s2_ef{t}", unsigned(8))
-                 for t, er in enumerate((esum0, esum1))]
-        s2_ovf = [reg(er >= 255, f"s2_ovf{t}", unsigned(1))
-                  for t, er in enumerate((esum0, esum1))]
-        s2_sign = reg(s1_sign, "s2_sign")
-        s2_nan = reg(s1_nan, "s2_nan")
-        s2_inf = reg(s1_inf, "s2_inf")
-        s2_zero = reg(s1_zero, "s2_zero")
+        # ---- stage 2: leading-zero count, normalising shift (4)
+        s2_m, s2_lz = [], []
+        for op, tag in zip(s1_op, "ab", strict=True):
+            shifted, lz = _normalised(op["f"], op["first"], op["counts"])
+            # subnormal: f << (lz + 1), the leading one of f at bit 23; normal: 1.f
+            s2_m.append(reg(Mux(op["e_zero"], Cat(Const(0, 1), shifted),
+                                Cat(op["f"], Const(1, 1))), f"s2_m{tag}", unsigned(24)))
+            s2_lz.append(reg(Mux(op["e_zero"], lz, 0), f"s2_lz{tag}", unsigned(5)))
+        s2_ma, s2_mb = s2_m
+        s2_base0 = reg(s1_base0, "s2_base0")
+        s2_base1 = reg(s1_base1, "s2_base1")
+        s2_based = reg(s1_based, "s2_based")
+        # The operands' classes (step 2); f = 0 iff the first group with a one is the
+        # last (the padding's) and that one is its fourth bit.
+        classes = []
+        for op in s1_op:
+            f_zero = op["first"][5] & (op["counts"][10:12] == 3)
+            classes.append((op["e_max"] & ~f_zero, op["e_max"] & f_zero, op["e_zero"] & f_zero))
+        (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = classes
+        nan2 = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)
+        inf2 = ~nan2 & (a_inf | b_inf)
+        zero2 = ~nan2 & ~inf2 & (a_zero | b_zero)
+        s2_flags = reg(Cat(s1_sign, nan2, inf2, zero2), "s2_flags")
 
-        # ---- stage 3: shift, guard, sticky, round decision (steps 9-13)
-        t = s2_prod[47]
-        x = Cat(Const(0, 1), s2_prod)                                  # P << 1, 49 bits
+        # ---- stages 3, 4: partial products, each through the DSP48E2's multiplier and
+        # output registers (6). The split is on ma: a caller whose a has few significant
+        # bits (an integer) leaves Plo's low bits constant, never Phi's, so every bit of
+        # the stage-5 sum stays an add (no register chain the shift-register mapper
+        # would take, which would also keep the DSP from absorbing its registers).
+        s3_lo = reg(s2_ma[:17] * s2_mb, "s3_lo", unsigned(41))
+        s3_hi = reg(s2_ma[17:] * s2_mb, "s3_hi", unsigned(31))
+        s4_lo = reg(s3_lo, "s4_lo")
+        s4_hi = reg(s3_hi, "s4_hi")
+        # Beside them, the exponent (7) in stage 3, the shift preparation (8) in stages
+        # 4 and 5. (No value passes three registers without logic between: its last
+        # register would become a slow shift-register output.)
+        lzs = comb(s2_lz[0] + s2_lz[1], "lzs3", 6)
+        s3_esum = [reg(s2_base0 - lzs, "s3_esum0", signed(10)),
+                   reg(s2_base1 - lzs, "s3_esum1", signed(10))]
+        s3_d = reg(s2_based + lzs, "s3_d", signed(10))
+        s3_flags = reg(s2_flags, "s3_flags")
+        d = s3_d
+        s4_norm = reg(d <= 0, "s4_norm", unsigned(1))
+        s4_v = reg(Mux(d <= 0, 0, Mux(d >= MUL_MAX_SHIFT, MUL_MAX_SHIFT, d[:5])), "s4_v",
+                   unsigned(5))
+        s4_ef = [reg(Mux(er >= 1, er[:8], 0), f"s4_ef{t}", unsigned(8))
+                 for t, er in enumerate(s3_esum)]
+        s4_ovf = [reg(er >= 255, f"s4_ovf{t}", unsigned(1)) for t, er in enumerate(s3_esum)]
+        s4_flags = reg(s3_flags, "s4_flags")
+
+        # ---- stage 5: the product from its two parts (6). P[16:0] = Plo[16:0] only
+        # reach the sticky OR (they lie under the guard position whatever the shift), so
+        # they are reduced here and only P[47:17] is registered.
+        s5_prod = reg(s4_lo[17:] + s4_hi, "s5_prod", unsigned(31))     # P[47:17]
+        s5_low = reg(s4_lo[:17].any(), "s5_low")
+        s5_norm = reg(s4_norm, "s5_norm")
+        s5_v = reg(s4_v, "s5_v")
+        s5_mv = reg(Cat(*(s4_v >= k + 2 for k in range(25))), "s5_mv", unsigned(25))
+        s5_ef = [reg(ef, f"s5_ef{t}") for t, ef in enumerate(s4_ef)]
+        s5_ovf = [reg(ovf, f"s5_ovf{t}") for t, ovf in enumerate(s4_ovf)]
+        s5_flags = reg(s4_flags, "s5_flags")
+
+        # ---- stage 6: shift, guard, sticky (9-11, 13)
+        sign, nan, inf, zero = s5_flags
+        t = s5_prod[30]
+        x = Cat(Const(0, 18), s5_prod)               # P << 1 (49 bits), P[16:0] zeroed
         # X >> u, u = t if norm else v: the subnormal shift by the registered v
         # runs in parallel with the 1-bit normalisation and is selected after
-        shifted = comb(Mux(s2_norm, Mux(t, x >> 1, x), x >> s2_v), "s3", 49)
-        mask = comb(Cat(Const((1 << 23) - 1, 23), ~s2_norm | t, s2_mv), "mask3", 49)
-        frac = shifted[24:47]
-        guard = shifted[23]
-        sticky = (x & mask).any()
-        up = guard & (sticky | frac[0])
-        ef = Mux(t, s2_ef[1], s2_ef[0])
-        ovf = Mux(t, s2_ovf[1], s2_ovf[0])
-        s3_word = reg(Cat(frac, ef), "s3_word", unsigned(31))
-        s3_up = reg(up, "s3_up")
-        s3_sign = reg(s2_sign, "s3_sign")
-        s3_nan = reg(s2_nan, "s3_nan")
-        s3_inf = reg(s2_inf | (ovf & ~s2_nan & ~s2_zero), "s3_inf")
-        s3_zero = reg(s2_zero, "s3_zero")
+        shifted = comb(Mux(s5_norm, Mux(t, x >> 1, x), x >> s5_v), "s6", 49)
+        mask = comb(Cat(Const((1 << 23) - 1, 23), ~s5_norm | t, s5_mv), "mask6", 49)
+        ef = Mux(t, s5_ef[1], s5_ef[0])
+        ovf = Mux(t, s5_ovf[1], s5_ovf[0])
+        s6_word = reg(Cat(shifted[24:47], ef), "s6_word", unsigned(31))
+        s6_guard = reg(shifted[23], "s6_guard")
+        s6_sticky = reg((x & mask).any() | s5_low, "s6_sticky")
+        s6_sign = reg(sign, "s6_sign")
+        s6_nan = reg(nan, "s6_nan")
+        s6_inf = reg(inf | (ovf & ~nan & ~zero), "s6_inf")
+        s6_zero = reg(zero, "s6_zero")
 
-        # ---- stage 4: round, pack (steps 14-15)
-        w = comb(s3_word + s3_up, "w4", 31)
-        result = Mux(s3_nan, CANONICAL_NAN,
-                     Mux(s3_inf, Cat(Const(INF_BITS, 31), s3_sign),
-                         Mux(s3_zero, Cat(Const(0, 31), s3_sign),
-                             Cat(w, s3_sign))))
-        m.d.comb += self.p.eq(reg(result, "s4_p", unsigned(32)))
+        # ---- stage 7: round, pack (12, 14-15)
+        up = s6_guard & (s6_sticky | s6_word[0])
+        w = comb(s6_word + up, "w7", 31)
+        result = Mux(s6_nan, CANONICAL_NAN,
+                     Mux(s6_inf, Cat(Const(INF_BITS, 31), s6_sign),
+                         Mux(s6_zero, Cat(Const(0, 31), s6_sign),
+                             Cat(w, s6_sign))))
+        m.d.comb += self.p.eq(reg(result, "s7_p", unsigned(32)))
         return m

@@ -13,47 +13,64 @@ below ``2**-32``; the stochastic comparison ``U < F + δ`` with ``0 ≤ δ < 1``
 (``δ > 0`` iff sticky) is ``U < F or (U = F and sticky)``, exactly the
 reference's real-number comparison.
 
-Decoding: the integer code becomes an fp32 exactly (≤ 16 significant bits),
-then ``fl32(c · aux)`` on the same multiplier.
+Decoding: the integer code becomes an fp32 exactly (≤ 16 significant bits, its
+sign that of the decoded value), then ``fl32(±c · aux)`` on the same multiplier
+(rounding to nearest even is symmetric, so ``fl32(-c · aux) = -fl32(c · aux)``,
+and a NaN result is the canonical NaN either way).
+
+The codec parameter ``p`` (2…16; other values are clamped) enters as
+thermometer and one-hot masks of the code bits (:func:`code_mask`,
+:func:`max_level`, :func:`top_bit_select`), each bit a compare of ``param``
+with a constant: no shifter or adder on the parameter's path.
 """
 
-from amaranth import Const, Mux, Signal
+from amaranth import Cat, Const, Mux, Signal
 
 from .counter_rng import CounterRng
 from .fp32_mul import Fp32Multiplier
+from .unit import delay_into_flipflop
 
-__all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "int_to_fp32",
-           "build_scaled_values", "max_level", "top_bit"]
+__all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
+           "code_mask", "max_level", "top_bit_select", "int_to_fp32"]
 
-# x waits 4 cycles so that the product meets the random draws (CounterRng.LATENCY = 8)
-_X_DELAY = CounterRng.LATENCY - Fp32Multiplier.LATENCY
-#: cycles from the input beat to the registered level (decompose, shift, round).
-ENCODE_LATENCY = _X_DELAY + Fp32Multiplier.LATENCY + 2
-#: cycles from the input beat to the registered fp32 value.
-DECODE_LATENCY = 1 + Fp32Multiplier.LATENCY + 1
+# Encoder stages after the product: two to decompose y, two to round and saturate.
+_DECOMPOSE = 2
+_ROUND = 2
+# The draws are needed by the first rounding stage: x waits (_X_DELAY) if the generator is
+# the slower, the draws wait (_U_DELAY) if the multiplier and decomposition are.
+_X_DELAY = max(0, CounterRng.LATENCY - Fp32Multiplier.LATENCY - _DECOMPOSE)
+_U_DELAY = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE - CounterRng.LATENCY
+#: cycles from the input beat to the registered level (decompose, round, saturate).
+ENCODE_LATENCY = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE + _ROUND
+# Decoder stages before the multiplier: the code's sign and magnitude candidates, then the
+# two of int_to_fp32 (the first selects the candidate).
+_MAGNITUDE = 1
+#: cycles from the input beat to the registered fp32 value (the multiplier's output).
+DECODE_LATENCY = _MAGNITUDE + 2 + Fp32Multiplier.LATENCY
 
 
-def _clamped_param(param):
-    """The parameter clamped to 2…16 (frames with other values never reach a unit
-    in a lane; clamping keeps the unit's behaviour defined regardless)."""
-    return Mux(param < 2, 2, Mux(param > 16, 16, param[:5]))[:5]
-
-
-def top_bit(param):
-    """Index ``p - 1`` of the top code bit, as an unsigned shift amount."""
-    return (_clamped_param(param) - 1)[:5]
+def code_mask(param):
+    """The ``p`` low bits set (16 bits): bit ``k`` is ``k < clamp(param, 2, 16)``."""
+    return Cat(*(Const(1) if k < 2 else param > k for k in range(16)))
 
 
 def max_level(param):
-    """``2**(p-1) - 1`` for the clamped parameter ``p``."""
-    return ((Const(1, 17) << top_bit(param)) - 1)[:16]
+    """``2**(p-1) - 1`` for the clamped parameter ``p`` (16 bits, a thermometer)."""
+    return code_mask(param)[1:]
+
+
+def top_bit_select(param):
+    """One-hot (16 bits) of the top code bit ``p - 1`` for the clamped parameter ``p``."""
+    return Cat(Const(0), param <= 2, *(param == k + 1 for k in range(2, 15)), param >= 16)
 
 
 def build_levels(m, stager, payload, name):
-    """Build the encoder datapath; return per element ``(level, negative, param)``.
+    """Build the encoder datapath; return per element ``(level, negative, mask, top)``.
 
-    ``level`` (16 bits) and ``negative`` (the sign bit of x) are registered
-    ``ENCODE_LATENCY - 1`` times, leaving one stage for the codec to form its code.
+    ``level`` (16 bits), ``negative`` (the sign bit of x) and, for the frame's
+    codec parameter, ``mask`` (:func:`code_mask`) and ``top``
+    (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
+    after the input beat, leaving the codec one stage to form its code.
     """
     rng = m.submodules[f"{name}_rng"] = CounterRng()
     m.d.comb += [
@@ -61,16 +78,23 @@ def build_levels(m, stager, payload, name):
         rng.offset.eq(payload.offset),
         rng.en.eq(stager.enable),
     ]
-    # Stages (counted in enabled cycles from the input beat):
-    #   0..4  x waits (_X_DELAY) so that the product meets the random draws
-    #   4..8  y = fl32(|x|·scale) in the multiplier; the draws u are ready at 8
-    #   8..9  decompose y into integer part, 32 fraction bits and sticky
-    #   9..10 round (nearest even or against u) and saturate: the level
-    decompose_stage = _X_DELAY + Fp32Multiplier.LATENCY + 1
-    params = stager.delay(payload.params, decompose_stage, name="params")
+    # Stages (counted in enabled cycles from the input beat; _X_DELAY = 2 and
+    # _U_DELAY = 0 with today's latencies, CounterRng 11 and Fp32Multiplier 7):
+    #   0..X        x waits (_X_DELAY)
+    #   X..X+7      y = fl32(|x|·scale) in the multiplier; the draws u come at 11
+    #   X+7..X+8    unpack y: significand, shift, sticky mask, zero and saturate flags
+    #   X+8..X+9    shift: integer part, 32 fraction bits, sticky
+    #   X+9..X+10   round-up decision (nearest even, or against u); I vs the top level
+    #   X+10..X+11  I + up, saturate: the level
+    round_stage = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE
+    params = stager.delay(payload.params, round_stage - 1, name="params")
+    top = stager.reg(max_level(params.param), name="top")       # beside I and F
+    top_q = stager.reg(top, name="top_q")
+    params = stager.reg(params, name="params_r")
+    # the masks the codes need, aligned with the levels
+    mask = stager.delay(code_mask(params.param), _ROUND, name="mask_q")
+    top_bit = stager.delay(top_bit_select(params.param), _ROUND, name="top_bit_q")
     scale = stager.delay(payload.params.scale, _X_DELAY, name="scale")
-    top = max_level(params.param)
-    param = stager.reg(params.param, name="param_q")  # aligned with the registered levels
     out = []
     for e in range(len(payload.elements)):
         x = stager.delay(payload.elements[e], _X_DELAY, name=f"x{e}")
@@ -81,82 +105,101 @@ def build_levels(m, stager, payload, name):
             mul.en.eq(stager.enable),
         ]
         integer, frac, sticky, zero, saturate = _decompose(m, stager, mul.p, e)
-        u = stager.reg(rng.u[e], name=f"u{e}")
+        u = stager.delay(rng.u[e], _U_DELAY, name=f"u{e}")
+        # round-up decision
         up = Signal(name=f"up{e}")
         m.d.comb += up.eq(Mux(
             params.stochastic,
             (u < frac) | ((u == frac) & sticky),
             # nearest even: guard bit set and (anything below it, or I odd)
             frac[31] & ((frac[:31] != 0) | sticky | integer[0])))
+        up = stager.reg(up, name=f"up{e}_q")
+        # I + up > top  <=>  I > top, or I = top and up
+        above = stager.reg(integer > top, name=f"above{e}")
+        at_top = stager.reg(integer == top, name=f"at_top{e}")
+        integer = stager.reg(integer, name=f"int{e}_q")
+        zero = stager.reg(zero, name=f"zero{e}_q")
+        saturate = stager.reg(saturate, name=f"sat{e}_q")
+        # the level
         level = Signal(16, name=f"level{e}")
-        rounded = integer + up
-        m.d.comb += level.eq(Mux(zero, 0, Mux(saturate | (rounded > top), top, rounded)))
-        negative = stager.delay(x[31], Fp32Multiplier.LATENCY + 2, name=f"neg{e}")
-        out.append((stager.reg(level, name=f"level{e}_q"), negative, param))
+        m.d.comb += level.eq(Mux(zero, 0, Mux(saturate | above | (at_top & up), top_q,
+                                               integer + up)))
+        negative = stager.delay(x[31], Fp32Multiplier.LATENCY + _DECOMPOSE + _ROUND,
+                                name=f"neg{e}")
+        out.append((stager.reg(level, name=f"level{e}_q"), negative, mask, top_bit))
     return out
 
 
 def _decompose(m, stager, y, e):
-    """y (fp32 bits, stage 8) → registered integer part, 32 fraction bits, sticky,
-    zero and saturate flags (stage 9)."""
+    """y (fp32 bits, a register) → integer part, 32 fraction bits, sticky, zero and
+    saturate flags, registered ``_DECOMPOSE`` times."""
     exp = y[23:31]
     man = y[:23]
-    zero = Signal(name=f"y{e}_zero")
-    saturate = Signal(name=f"y{e}_sat")
     # NaN, negative (a negative scale), +0 and -0 give level 0; y ≥ 2^15 and inf saturate.
-    m.d.comb += [
-        zero.eq(y[31] | (exp == 0) & (man == 0) | (exp == 255) & (man != 0)),
-        saturate.eq(exp >= 127 + 15),
-    ]
+    zero = y[31] | (exp == 0) & (man == 0) | (exp == 255) & (man != 0)
+    saturate = exp >= 127 + 15
     # y·2^32 = sig · 2^(E - 118) with E = max(exp, 1); as a fixed-point number
-    # X = sig << 23 shifted right by r = 141 - E (r ≥ 48 leaves only sticky).
-    sig = Mux(exp != 0, Const(1 << 23, 24) | man, man)
+    # X = sig << 23 shifted right by r = 141 - E (r ≥ 48 leaves only sticky; with
+    # saturate, r is garbage, and so are I and F, but the level is the top one).
+    sig = Cat(man, exp != 0)
     big_e = Mux(exp == 0, 1, exp)
     r = Signal(range(49), name=f"y{e}_r")
     m.d.comb += r.eq(Mux(big_e < 141 - 47, 48, 141 - big_e))
-    x = Signal(47, name=f"y{e}_x")
-    m.d.comb += x.eq(Mux(saturate, 0, sig << 23))
+    # sticky: the bits of sig that end below 2^-32, sig[j] with j + 23 < r, i.e.
+    # E < 118 - j (a thermometer of compares on exp, beside r)
+    below = Cat(*(big_e < 118 - j for j in range(24)))
+    sig = stager.reg(sig, name=f"y{e}_sig")
+    r = stager.reg(r, name=f"y{e}_r_q")
+    below = stager.reg(below, name=f"y{e}_below")
+    zero = stager.reg(zero, name=f"y{e}_zero")
+    saturate = stager.reg(saturate, name=f"y{e}_sat")
     shifted = Signal(47, name=f"y{e}_shifted")
-    m.d.comb += shifted.eq(x >> r)
-    sticky = Signal(name=f"y{e}_sticky")
-    m.d.comb += sticky.eq((shifted << r)[:47] != x)
-    integer = stager.reg(shifted[32:47], name=f"y{e}_int")
-    frac = stager.reg(shifted[:32], name=f"y{e}_frac")
-    return (integer, frac, stager.reg(sticky, name=f"y{e}_sticky_q"),
+    m.d.comb += shifted.eq(Cat(Const(0, 23), sig) >> r)
+    return (stager.reg(shifted[32:47], name=f"y{e}_int"),
+            stager.reg(shifted[:32], name=f"y{e}_frac"),
+            stager.reg((sig & below).any(), name=f"y{e}_sticky"),
             stager.reg(zero, name=f"y{e}_zero_q"), stager.reg(saturate, name=f"y{e}_sat_q"))
 
 
-def int_to_fp32(m, magnitude, name):
-    """fp32 bits of an unsigned integer of up to 16 bits (exact): a priority
-    encoder for the leading one and a left shift."""
-    width = len(magnitude)
-    lead = Signal(range(width), name=f"{name}_lead")
-    for k in range(width):  # the highest set bit wins
-        with m.If(magnitude[k]):
-            m.d.comb += lead.eq(k)
-    bits = Signal(32, name=f"{name}_f32")
-    mantissa = (magnitude << (23 - lead)[:5])[:23]
-    with m.If(magnitude != 0):
-        m.d.comb += bits.eq(Const(0, 32) | ((lead + 127) << 23) | mantissa)
-    return bits
+def int_to_fp32(stager, magnitude, negative, name):
+    """fp32 bits of ``±magnitude`` (an unsigned integer of up to 16 bits, exact;
+    ``negative`` the sign bit, kept for 0 too), registered twice: the position of
+    the leading one, then the shift that makes it the hidden bit."""
+    magnitude = Cat(magnitude, Const(0, 16 - len(magnitude)))
+    lead = Const(0, 4)
+    for k in range(1, 16):     # the highest set bit wins
+        lead = Mux(magnitude[k], k, lead)
+    lead = stager.reg(lead, name=f"{name}_lead")
+    nonzero = stager.reg(magnitude != 0, name=f"{name}_nz")
+    magnitude = stager.reg(magnitude, name=f"{name}_mag")
+    negative = stager.reg(negative, name=f"{name}_neg")
+    # shifting by 15 - lead = ~lead puts the leading one at bit 15, the hidden bit
+    fraction = (magnitude << ~lead)[:15]        # the 15 bits under it: fraction[22:8]
+    exponent = (lead + 127)[:8]
+    body = Mux(nonzero, Cat(fraction, exponent), 0)
+    return stager.reg(Cat(Const(0, 8), body, negative), name=f"{name}_f32")
 
 
 def build_scaled_values(m, stager, payload, name, magnitude_sign):
-    """Decoder datapath: per element ``magnitude_sign(code, param) -> (mag, negate_int,
-    negate_result)``; returns the registered fp32 results ``fl32(±mag · aux)``."""
-    aux = stager.reg(payload.params.aux, name="aux")
+    """Decoder datapath: per element ``magnitude_sign(code, param) -> (positive,
+    negated, negative)`` (combinational, 16 bits each: the code's magnitude is
+    ``negated`` if ``negative`` else ``positive``, and ``negative`` is the sign of the
+    decoded value); returns the fp32 results ``fl32(±magnitude · aux)``, registers
+    ``DECODE_LATENCY`` enabled cycles after the input beat.
+
+    The two candidates are registered and selected in the next stage, beside the
+    leading-one search, so that the parameter's masks, the negation and the
+    selection do not share one stage."""
+    # the multiplier's stage 1 is deep: its operand comes from a flip-flop, not a shift register
+    aux = delay_into_flipflop(m, stager, payload.params.aux, _MAGNITUDE + 2, name="aux")
     out = []
     for e in range(len(payload.codes)):
-        mag, int_negative, result_negative = magnitude_sign(payload.codes[e],
-                                                           payload.params.param)
-        as_float = int_to_fp32(m, mag, f"c{e}")
-        value = stager.reg(as_float | (int_negative << 31), name=f"c{e}_f32_q")
-        flip = stager.reg(result_negative, name=f"flip{e}")
+        positive, negated, negative = magnitude_sign(payload.codes[e], payload.params.param)
+        positive = stager.reg(positive, name=f"c{e}_pos")
+        negated = stager.reg(negated, name=f"c{e}_negated")
+        negative = stager.reg(negative, name=f"c{e}_neg")
+        value = int_to_fp32(stager, Mux(negative, negated, positive), negative, f"c{e}")
         mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier()
         m.d.comb += [mul.a.eq(value), mul.b.eq(aux), mul.en.eq(stager.enable)]
-        flip = stager.delay(flip, Fp32Multiplier.LATENCY, name=f"flip{e}")
-        nan = (mul.p[23:31] == 255) & (mul.p[:23] != 0)
-        # −fl32(L·aux): flip the sign, except of the canonical NaN
-        out.append(stager.reg(mul.p ^ ((flip & ~nan) << 31), name=f"v{e}"))
+        out.append(mul.p)
     return out
-

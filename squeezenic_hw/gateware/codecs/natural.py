@@ -8,7 +8,7 @@ element's tensor index ``j`` (stochastic, i.e. ``u / 2**32 < m / 2**23``).
 Decoding gives ``sign << 31 | e' << 23``: ±0 for ``e' = 0``, ±inf for 255.
 """
 
-from amaranth import Cat, Const, Mux, Signal
+from amaranth import Cat, Const, Mux
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 
@@ -21,9 +21,9 @@ __all__ = ["NaturalEncoder", "NaturalDecoder"]
 class NaturalEncoder(EncoderUnit):
     """``natural`` encoder: code = sign and the rounded biased exponent.
 
-    Latency ``CounterRng.LATENCY + 1`` cycles in both modes (the elements wait
-    for the random draws, then one cycle compares and rounds); one beat per
-    cycle; holds under backpressure, the generator included
+    Latency ``CounterRng.LATENCY + 1`` = 12 cycles in both modes (the elements
+    wait for the random draws, then one cycle compares and rounds); one beat
+    per cycle; holds under backpressure, the generator included
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = CounterRng.LATENCY + 1
@@ -43,13 +43,19 @@ class NaturalEncoder(EncoderUnit):
                                   name="stochastic")
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
-            x = stager.delay(payload.elements[e], CounterRng.LATENCY, name=f"x{e}")
+            x = payload.elements[e]
             sign, exp, man = x[31], x[23:31], x[0:23]
-            up = Mux(stochastic, rng.u[e] < Cat(Const(0, 9), man), man[22])
-            # exp <= 254 here, so exp + up fits 8 bits (254 + 1 = 255 is ±inf).
-            rounded = Signal(8, name=f"rounded{e}")
-            m.d.comb += rounded.eq(Mux(exp == 255, 255, exp + up))
-            codes.append(stager.reg(Cat(rounded, sign), name=f"code{e}"))
+            # Both candidate exponents are ready before the draw: exp + 1 (exp <= 254
+            # here, and 254 + 1 = 255 is ±inf) and exp, with 255 (inf, NaN) kept.
+            bumped = stager.reg(Mux(exp == 255, 255, exp + 1)[:8], name=f"bumped{e}")
+            bumped = stager.delay(bumped, CounterRng.LATENCY - 1, name=f"bumped{e}")
+            kept = stager.delay(Cat(exp, sign), CounterRng.LATENCY, name=f"kept{e}")
+            man = stager.delay(man, CounterRng.LATENCY, name=f"man{e}")
+            # u < m * 2**9 compares u's top 23 bits with m (the low 9 bits of m * 2**9
+            # are zero)
+            up = Mux(stochastic, rng.u[e][9:] < man, man[22])
+            code = Cat(Mux(up, bumped, kept[:8]), kept[8])
+            codes.append(stager.reg(code, name=f"code{e}"))
         return codes
 
 

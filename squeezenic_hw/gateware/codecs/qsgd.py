@@ -1,8 +1,15 @@
 """Codec 4, ``qsgd``: sign-magnitude levels of b = 2…16 bits (QSGD, TernGrad)."""
 
-from amaranth import Const
+from amaranth import Mux
 
-from .levels import DECODE_LATENCY, ENCODE_LATENCY, build_levels, build_scaled_values, top_bit
+from .levels import (
+    DECODE_LATENCY,
+    ENCODE_LATENCY,
+    build_levels,
+    build_scaled_values,
+    max_level,
+    top_bit_select,
+)
 from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["QsgdEncoder", "QsgdDecoder"]
@@ -12,8 +19,9 @@ class QsgdEncoder(EncoderUnit):
     """``qsgd`` encoder: level ``L = min(R(fl32(|x|·scale)), 2**(b-1) - 1)``; the
     code is ``L`` with bit ``b-1`` = sign of x when ``L > 0``.
 
-    Latency: ``ENCODE_LATENCY + 1`` = 11 cycles in both rounding modes.
-    Throughput: one beat per cycle. Backpressure: the pipeline holds.
+    Latency: ``ENCODE_LATENCY + 1`` = 12 cycles in both rounding modes (as
+    :class:`~squeezenic_hw.gateware.codecs.fixed.FixedEncoder`). Throughput:
+    one beat per cycle. Backpressure: the pipeline holds.
     """
     LATENCY = ENCODE_LATENCY + 1
     CODE_WIDTH = 16
@@ -21,8 +29,8 @@ class QsgdEncoder(EncoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         codes = []
-        for e, (level, negative, param) in enumerate(build_levels(m, stager, payload, "qs")):
-            sign = (negative & (level != 0)) << top_bit(param)
+        for e, (level, negative, _, top_bit) in enumerate(build_levels(m, stager, payload, "qs")):
+            sign = Mux(negative & (level != 0), top_bit, 0)
             codes.append(stager.reg((level | sign)[:16], name=f"code{e}"))
         return codes
 
@@ -30,8 +38,9 @@ class QsgdEncoder(EncoderUnit):
 class QsgdDecoder(DecoderUnit):
     """``qsgd`` decoder: ``±fl32(L · aux)``, the sign from bit ``b-1``.
 
-    Latency: ``DECODE_LATENCY`` = 6 cycles. Throughput: one beat per cycle.
-    Backpressure: the pipeline holds.
+    Latency: ``DECODE_LATENCY`` = 10 cycles (as
+    :class:`~squeezenic_hw.gateware.codecs.fixed.FixedDecoder`). Throughput:
+    one beat per cycle. Backpressure: the pipeline holds.
     """
     LATENCY = DECODE_LATENCY
     CODE_WIDTH = 16
@@ -39,6 +48,6 @@ class QsgdDecoder(DecoderUnit):
     @classmethod
     def datapath(cls, m, stager, payload):
         def magnitude_sign(code, param):
-            level = code & ((Const(1, 17) << top_bit(param)) - 1)[:16]
-            return level, Const(0), (code >> top_bit(param))[0]
+            level = code & max_level(param)
+            return level, level, (code & top_bit_select(param)).any()
         return build_scaled_values(m, stager, payload, "qs", magnitude_sign)

@@ -18,7 +18,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 
 __all__ = [
-    "CodecParams",
+    "CodecParams", "delay_into_flipflop",
     "encoder_input_layout", "encoder_output_layout",
     "decoder_input_layout", "decoder_output_layout",
     "PipelinedBeatUnit",
@@ -84,6 +84,27 @@ def decoder_output_layout(meta_shape=unsigned(1)):
     })
 
 
+def delay_into_flipflop(m, stager, value, cycles, *, name):
+    """``stager.delay(value, cycles)`` whose last register stays a flip-flop.
+
+    Synthesis turns a plain delay line of three or more registers into a shift register
+    (an SRL), whose clock-to-out is slow (``lutram_read`` in ``docs/timing.md``): too slow
+    in front of deep logic. A ``keep`` on the register two before the end stops the last
+    register joining the shift register (Yosys' ``xilinx_srl`` takes no register whose
+    input net is kept); the registers before it may still form one.
+    """
+    for k in range(cycles):
+        if k == cycles - 3:
+            r = Signal(Signal.like(value).shape(), name=f"{name}_d{k + 1}", reset_less=True,
+                       attrs={"keep": 1})
+            with m.If(stager.enable):
+                m.d.sync += r.eq(value)
+            value = r
+        else:
+            value = stager.reg(value, name=f"{name}_d{k + 1}")
+    return value
+
+
 class PipelinedBeatUnit(wiring.Component):
     """Base class: a fixed-latency, fully pipelined beat transformer.
 
@@ -91,7 +112,9 @@ class PipelinedBeatUnit(wiring.Component):
     ``datapath(m, stager, payload)``, which must return the output payload's
     data field (``codes`` or ``elements``) registered exactly ``LATENCY`` times
     through ``stager.reg``. The base carries ``valid`` and ``meta`` alongside,
-    zeroes invalid elements, and does the stream handshake.
+    zeroes invalid elements (an AND behind the last register; a subclass whose
+    datapath zeroes them itself, before its last register, sets
+    ``_ZEROES_INVALID``), and does the stream handshake.
 
     Latency: ``LATENCY`` cycles from an accepted input beat to its output beat.
     Throughput: one beat per cycle.
@@ -101,7 +124,8 @@ class PipelinedBeatUnit(wiring.Component):
     """
 
     LATENCY = None
-    _OUT_FIELD = None    # "codes" (encoders) or "elements" (decoders)
+    _OUT_FIELD = None        # "codes" (encoders) or "elements" (decoders)
+    _ZEROES_INVALID = False  # the datapath's results are already zero where invalid
 
     def __init__(self, in_layout, out_layout):
         if not isinstance(self.LATENCY, int) or self.LATENCY < 1:
@@ -142,8 +166,11 @@ class PipelinedBeatUnit(wiring.Component):
             self.o.payload.meta.eq(meta),
         ]
         for e in range(ELEMENTS_PER_BEAT):
-            with m.If(mask[e]):
+            if self._ZEROES_INVALID:
                 m.d.comb += out_field[e].eq(result[e])
+            else:
+                with m.If(mask[e]):
+                    m.d.comb += out_field[e].eq(result[e])
         return m
 
 

@@ -312,7 +312,10 @@ def test_gateware_holds_when_disabled():
     dut = Fp32Multiplier()
     pairs = [(0x3FC00000, 0x40000000), (0x007FFFFF, 0x3F800001),
              (0x7F7FFFFF, 0x3F800001), (0x00000003, 0x3F000000),
-             (0xC0400000, 0x3F800800), (0x7F800000, 0x00000000)]
+             (0xC0400000, 0x3F800800), (0x7F800000, 0x00000000),
+             (0x00FFFFFF, 0x3F000000), (0x80000001, 0x3F400000),
+             (0x3F800001, 0x3F7FFFFF), (0xFF800000, 0xBF800000)]
+    assert len(pairs) > Fp32Multiplier.LATENCY   # pairs wait outside as well as inside
     want = [int(x) for x in fp32_mul_model([p[0] for p in pairs], [p[1] for p in pairs])]
     latency = Fp32Multiplier.LATENCY
 
@@ -349,7 +352,7 @@ def test_gateware_holds_when_disabled():
 
 def test_converts_to_verilog():
     dut = Fp32Multiplier()
-    assert isinstance(dut.LATENCY, int) and dut.latency == dut.LATENCY == 4
+    assert isinstance(dut.LATENCY, int) and dut.latency == dut.LATENCY == 7
     text = verilog.convert(dut, name="fp32_mul")
     assert "module fp32_mul" in text
     assert " * " in text    # the significand product is a plain multiplication
