@@ -13,12 +13,19 @@ from amaranth import Cat, Const, Module, Mux, Shape, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.sparse.bits import (
+    add_bits,
+    const_bits,
+    count_onehot,
+    or_all,
+    popcount16,
+)
+
 __all__ = ["SparseCompactor", "sparse_compactor_input_layout",
            "sparse_compactor_output_layout", "ELEMENTS"]
 
 #: Elements per job (one 512-bit beat of fp32).
 ELEMENTS = 16
-_GROUP = 4      # elements per group of a popcount
 _HALF = 8       # elements per half: each half is compacted on its own in stage 1
 _ENTRY = 38     # bits per element in the crossbar: value, index low bits, two flags
 
@@ -76,86 +83,6 @@ def sparse_compactor_output_layout(meta_shape=unsigned(1)):
         "close_mid": unsigned(1),
         "meta": meta_shape,
     })
-
-
-def _add(a, b, carry=None):
-    """Sum of two little-endian bit lists, one bit wider, as plain gates.
-
-    Yosys maps every ``+`` to a ``CARRY4`` chain, however narrow; these adders
-    of at most 5 bits are better left to ABC, which maps whole cones into LUTs.
-    """
-    n = max(len(a), len(b))
-    a = list(a) + [Const(0, 1)] * (n - len(a))
-    b = list(b) + [Const(0, 1)] * (n - len(b))
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if carry is None:
-            out.append(x ^ y)
-            carry = x & y
-        else:
-            out.append(x ^ y ^ carry)
-            carry = (x & y) | (carry & (x ^ y))
-    return out + [Const(0, 1) if carry is None else carry]
-
-
-def _const_bits(value, width):
-    return [Const((value >> k) & 1, 1) for k in range(width)]
-
-
-def _named(m, bits, name):
-    """A comb signal holding ``bits``: shared logic is then built (and simulated) once."""
-    sig = Signal(len(bits), name=name)
-    m.d.comb += sig.eq(Cat(*bits))
-    return [sig[k] for k in range(len(bits))]
-
-
-def _count_onehot(m, bits, name):
-    """``oh[v]`` = (popcount(``bits``) == ``v``) for ``v`` = 0 … ``len(bits)``.
-
-    Up to 4 bits: one LUT per output. More: the counts of a 4-bit head and of the
-    rest, combined as ``oh[v] = OR_a head[a] & rest[v - a]``; a combination of two
-    counts of at most 4 (or 8 and 7) values is one or two LUT levels, so a count of
-    up to 8 bits is 2 levels and of 15 bits 4 at most.
-    """
-    if len(bits) <= 4:
-        total = Cat(*_popcount(bits)) if bits else Const(0, 1)
-        oh = [Signal(name=f"{name}_is{v}") for v in range(len(bits) + 1)]
-        for v, sig in enumerate(oh):
-            m.d.comb += sig.eq(total == v)
-        return oh
-    split = 4 if len(bits) <= 8 else 8
-    head = _count_onehot(m, bits[:split], f"{name}_h")
-    rest = _count_onehot(m, bits[split:], f"{name}_r")
-    return _combine_onehot(m, head, rest, name)
-
-
-def _combine_onehot(m, a, b, name):
-    """One-hot of the sum of two one-hot counts."""
-    out = []
-    for v in range(len(a) + len(b) - 1):
-        sig = Signal(name=f"{name}_is{v}")
-        m.d.comb += sig.eq(_or_all([a[x] & b[v - x] for x in range(len(a))
-                                    if 0 <= v - x < len(b)]))
-        out.append(sig)
-    return out
-
-
-def _popcount(bits):
-    """Popcount of a few bits as little-endian gate-level bits (ABC maps it to LUTs)."""
-    total = [bits[0]]
-    for bit in bits[1:]:
-        total = _add(total, [bit])
-    return total
-
-
-def _popcount16(m, bits, name):
-    """5-bit popcount of 16 bits: counts of groups of 4 (one LUT per bit), pairwise
-    sums (six inputs per bit), and their sum."""
-    groups = [_named(m, _popcount(bits[g:g + _GROUP]), f"{name}_group{g // _GROUP}")
-              for g in range(0, ELEMENTS, _GROUP)]
-    pairs = [_named(m, _add(groups[0], groups[1]), f"{name}_lo"),
-             _named(m, _add(groups[2], groups[3]), f"{name}_hi")]
-    return Cat(*_add(pairs[0], pairs[1])[:5])
 
 
 class SparseCompactor(wiring.Component):
@@ -264,16 +191,16 @@ class SparseCompactor(wiring.Component):
         entries = []      # value, low 4 bits of the index, (high = base[4:], base[4:] + 1)
         selects = []      # select[e][j]: element e goes to slot j of its half
         for e in range(ELEMENTS):
-            own = _add(base_lo, _const_bits(e, 4))                    # base[:4] + e
-            rel = _add(_const_bits(e, 4), minus_split, Const(1, 1))   # e - split
+            own = add_bits(base_lo, const_bits(e, 4))                    # base[:4] + e
+            rel = add_bits(const_bits(e, 4), minus_split, Const(1, 1))   # e - split
             index_lo = Mux(first[e], Cat(*own[:4]), Cat(*rel[:4]))
             flags = Cat(first[e] & ~own[4], first[e] & own[4])
             entries.append(stage(0, Cat(p.values[e], index_lo, flags), f"entry{e}"))
             lo = e - e % _HALF
-            before = _count_onehot(m, keep[lo:e], f"before{e}")
+            before = count_onehot(m, keep[lo:e], f"before{e}")
             selects.append(stage(0, Cat(keep[e] & before[j] for j in range(e - lo + 1)),
                                  f"select{e}"))
-        low_count = stage(0, Cat(*_count_onehot(m, keep[:_HALF], "low_count")), "low_count")
+        low_count = stage(0, Cat(*count_onehot(m, keep[:_HALF], "low_count")), "low_count")
         base_hi = stage(0, p.base[4:], "base_hi")
         base_hi_inc = stage(0, p.base[4:] + 1, "base_hi_inc")
         keep1 = stage(0, p.keep, "keep")
@@ -287,13 +214,13 @@ class SparseCompactor(wiring.Component):
             for j in range(_HALF):
                 terms = [entries[e] & selects[e][j].replicate(_ENTRY)
                          for e in range(_HALF * h + j, _HALF * (h + 1))]
-                slots.append(stage(1, _or_all(terms), f"half{h}_slot{j}"))
+                slots.append(stage(1, or_all(terms), f"half{h}_slot{j}"))
             halves.append(slots)
         low_count2 = stage(1, low_count, "low_count")
         base_hi2 = stage(1, base_hi, "base_hi")
         base_hi_inc2 = stage(1, base_hi_inc, "base_hi_inc")
-        kept2 = stage(1, _popcount16(m, [keep1[e] for e in range(ELEMENTS)], "kept"), "kept")
-        kept_split2 = stage(1, _popcount16(m, [keep_first1[e] for e in range(ELEMENTS)],
+        kept2 = stage(1, popcount16(m, [keep1[e] for e in range(ELEMENTS)], "kept"), "kept")
+        kept_split2 = stage(1, popcount16(m, [keep_first1[e] for e in range(ELEMENTS)],
                                            "kept_split"), "kept_split")
         keep2 = stage(1, keep1, "keep")
         tail2 = stage(1, tail1, "tail")
@@ -316,7 +243,7 @@ class SparseCompactor(wiring.Component):
                 terms += [halves[1][j - v] & low_count2[v].replicate(_ENTRY)
                           for v in range(_HALF + 1) if 0 <= j - v < _HALF]
                 slot = Signal(_ENTRY, name=f"slot{j}")
-                m.d.comb += slot.eq(_or_all(terms))
+                m.d.comb += slot.eq(or_all(terms))
                 # Both flags clear (empty slot, or after a mid-job close): high bits zero.
                 hi = (base_hi2 & slot[36].replicate(12)) | (base_hi_inc2 & slot[37].replicate(12))
                 m.d.sync += [
@@ -324,11 +251,3 @@ class SparseCompactor(wiring.Component):
                     out.indices[j].eq(Cat(slot[32:36], hi)),
                 ]
         return m
-
-
-def _or_all(terms):
-    """OR of ``terms`` as a balanced tree."""
-    while len(terms) > 1:
-        terms = [terms[k] | terms[k + 1] if k + 1 < len(terms) else terms[k]
-                 for k in range(0, len(terms), 2)]
-    return terms[0]
