@@ -13,12 +13,21 @@ from amaranth import Cat, Const, Module, Mux, Shape, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.sparse.bits import (
+    add_bits,
+    const_bits,
+    count_onehot,
+    or_all,
+    popcount16,
+)
+
 __all__ = ["SparseCompactor", "sparse_compactor_input_layout",
            "sparse_compactor_output_layout", "ELEMENTS"]
 
 #: Elements per job (one 512-bit beat of fp32).
 ELEMENTS = 16
-_GROUP = 4      # elements per group of the two-level prefix count
+_HALF = 8       # elements per half: each half is compacted on its own in stage 1
+_ENTRY = 38     # bits per element in the crossbar: value, index low bits, two flags
 
 
 def _check_meta_shape(meta_shape):
@@ -76,72 +85,23 @@ def sparse_compactor_output_layout(meta_shape=unsigned(1)):
     })
 
 
-def _add(a, b, carry=None):
-    """Sum of two little-endian bit lists, one bit wider, as plain gates.
-
-    Yosys maps every ``+`` to a ``CARRY4`` chain, however narrow; these adders
-    of at most 5 bits are better left to ABC, which maps whole cones into LUTs.
-    """
-    n = max(len(a), len(b))
-    a = list(a) + [Const(0, 1)] * (n - len(a))
-    b = list(b) + [Const(0, 1)] * (n - len(b))
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if carry is None:
-            out.append(x ^ y)
-            carry = x & y
-        else:
-            out.append(x ^ y ^ carry)
-            carry = (x & y) | (carry & (x ^ y))
-    return out + [Const(0, 1) if carry is None else carry]
-
-
-def _const_bits(value, width):
-    return [Const((value >> k) & 1, 1) for k in range(width)]
-
-
-def _named(m, bits, name):
-    """A comb signal holding ``bits``: shared logic is then built (and simulated) once."""
-    sig = Signal(len(bits), name=name)
-    m.d.comb += sig.eq(Cat(*bits))
-    return [sig[k] for k in range(len(bits))]
-
-
-def _prefix_counts(m, bits, name):
-    """Ranks (set bits below each position, 4 bits) and the total (5 bits) of 16 bits.
-
-    Two levels: counts within groups of 4, then the counts of the earlier groups.
-    """
-    groups = [bits[g:g + _GROUP] for g in range(0, ELEMENTS, _GROUP)]
-    # within a group: 0, b0, b0+b1, b0+b1+b2 and the group's count b0+b1+b2+b3
-    local = []
-    for g, (b0, b1, b2, b3) in enumerate(groups):
-        s01 = _add([b0], [b1])
-        local.append([[], [b0], s01, _add(s01, [b2])[:2],
-                      _named(m, _add(s01, _add([b2], [b3])), f"{name}_group{g}")])
-    offsets = [[], local[0][4]]
-    for g in (1, 2):
-        offsets.append(_named(m, _add(offsets[-1], local[g][4]), f"{name}_offset{g + 1}"))
-    total = _add(offsets[3], local[3][4])[:5]
-    ranks = []
-    for e in range(ELEMENTS):
-        g, k = divmod(e, _GROUP)
-        ranks.append((_add(offsets[g], local[g][k]) + [Const(0, 1)] * 4)[:4])
-    return ranks, total
-
-
 class SparseCompactor(wiring.Component):
     """Compacts the kept elements of a job into a dense prefix, one job per cycle.
 
-    Stage 1 computes each element's rank (kept elements before it) as a
-    two-level prefix count (within groups of 4, plus the counts of the earlier
-    groups), ``kept`` and ``kept_split``, and each element's index in a
-    compact form: its low 4 bits, and whether its high 12 bits are
-    ``base[4:]``, ``base[4:] + 1`` (carry out of ``base[:4] + e``) or zero
-    (after a mid-job close). Stage 2 is the crossbar: slot ``j`` takes, by a
-    one-hot AND-OR, the value and compact index of the kept element of rank
-    ``j`` (only elements ``e >= j`` can have rank ``j``), then expands the
-    index; slots nobody selects stay zero.
+    Three register stages, each a few LUT levels deep:
+
+    1. Per element: its slot within its half of the job (elements 0-7 and
+       8-15), one-hot (kept, and how many of the half before it are kept), and
+       its index in a compact form: its low 4 bits, and whether its high 12
+       bits are ``base[4:]``, ``base[4:] + 1`` (carry out of ``base[:4] + e``)
+       or zero (after a mid-job close); how many of elements 0-7 are kept,
+       one-hot.
+    2. Each half compacted on its own: slot ``j`` of a half is the AND-OR of
+       its (at most 8) candidates' value and compact index; ``kept`` and
+       ``kept_split`` (popcounts).
+    3. The merge: slot ``j`` is the low half's slot ``j`` or the high half's
+       slot ``j - v``, ``v`` being the kept elements of the low half (slots
+       past a half's kept elements are zero); the index expanded to 16 bits.
 
     Parameters
     ----------
@@ -153,7 +113,7 @@ class SparseCompactor(wiring.Component):
     i : In(stream.Signature(sparse_compactor_input_layout(meta_shape)))
     o : Out(stream.Signature(sparse_compactor_output_layout(meta_shape)))
     latency : int
-        ``LATENCY`` = 2 cycles from an accepted job to its output beat.
+        ``LATENCY`` = 3 cycles from an accepted job to its output beat.
 
     Raises
     ------
@@ -162,19 +122,20 @@ class SparseCompactor(wiring.Component):
 
     Notes
     -----
-    Latency: 2 cycles (two register stages; the output payload comes straight
-    from the stage-2 registers). Throughput: one job per cycle. Backpressure:
-    each stage advances when the next one is empty or advancing
-    (``i.ready`` depends combinationally on ``o.ready``); nothing is dropped,
-    duplicated or reordered, and a bubble inside the pipeline is filled while
-    the output waits. Resources (Yosys ``synth_xilinx``, UltraScale+, 16-bit
-    ``meta``): ~3.6 k LUT, ~1.56 k FF, 3 CARRY4, logic depth 7; mostly the
-    crossbar of 16 slots by 38 bits (value, index low bits, two flags),
-    triangular since slot ``j`` has ``16 - j`` candidates, and the 512 value
-    bits of each stage plus the 256 index bits of the output.
+    Latency: 3 cycles (three register stages; the output payload comes straight
+    from the stage-3 registers). Throughput: one job per cycle. Backpressure:
+    each stage advances when the next one is empty or advancing, so
+    ``i.ready`` is one LUT of ``o.ready`` and the three valid bits (give ``o``
+    a registered ready); nothing is dropped, duplicated or reordered, and a
+    bubble inside the pipeline is filled while the output waits. Only the
+    valid bits are reset. Resources (Yosys ``synth_xilinx``, UltraScale+,
+    2-bit ``meta``): ~3.3 k LUT, ~2.3 k FF; mostly the two 8-slot crossbars of
+    38 bits (value, index low bits, two flags), triangular, the merge (slot
+    ``j`` has up to 9 candidates), and the 512 value bits of each stage plus
+    the 256 index bits of the output.
     """
 
-    LATENCY = 2
+    LATENCY = 3
 
     def __init__(self, meta_shape=unsigned(1)):
         _check_meta_shape(meta_shape)
@@ -191,19 +152,29 @@ class SparseCompactor(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.i.payload
-        meta_width = Shape.cast(self.meta_shape).width
 
         # Per-stage enables: a stage loads when it is empty or its content moves on.
-        valid1 = Signal(name="valid_s1")
-        en1 = Signal(name="enable_s1")
-        en2 = Signal(name="enable_s2")
+        valid = [Signal(name=f"valid_s{k + 1}") for k in range(3)]
+        enable = [Signal(name=f"enable_s{k + 1}") for k in range(3)]
         m.d.comb += [
-            en2.eq(~self.o.valid | self.o.ready),
-            en1.eq(~valid1 | en2),
-            self.i.ready.eq(en1),
+            enable[2].eq(~valid[2] | self.o.ready),
+            enable[1].eq(~valid[1] | enable[2]),
+            enable[0].eq(~valid[0] | enable[1]),
+            self.i.ready.eq(enable[0]),
+            self.o.valid.eq(valid[2]),
         ]
+        for k in range(3):
+            with m.If(enable[k]):
+                m.d.sync += valid[k].eq(self.i.valid if k == 0 else valid[k - 1])
 
-        # ---- stage 1: ranks, counts, compact indices ----
+        # Datapath registers carry no reset: the valid bits say whether they are meaningful.
+        def stage(k, value, name, width=None):
+            r = Signal(width or len(value), name=f"{name}_s{k + 1}", reset_less=True)
+            with m.If(enable[k]):
+                m.d.sync += r.eq(value)
+            return r
+
+        # ---- stage 1: slots within the halves (one-hot), compact indices ----
         keep = [p.keep[e] for e in range(ELEMENTS)]
         # Elements of the closing frame: a thermometer code of ``split``, decoded as a
         # table (one LUT per bit) rather than 16 comparators, which map to carry chains.
@@ -214,86 +185,69 @@ class SparseCompactor(wiring.Component):
                     m.d.comb += below_split.eq((1 << min(s, ELEMENTS)) - 1)
         first = Signal(ELEMENTS, name="in_first_frame")
         m.d.comb += first.eq(below_split | (~p.close_mid).replicate(ELEMENTS))
-        ranks, kept = _prefix_counts(m, keep, "kept")
-        _, kept_split = _prefix_counts(m, [keep[e] & first[e] for e in range(ELEMENTS)],
-                                       "kept_split")
 
         base_lo = [p.base[k] for k in range(4)]
         minus_split = [~p.split[k] for k in range(4)]
-        index_lo = []     # low 4 bits of each element's index
-        flags = []        # (high bits = base[4:], high bits = base[4:] + 1)
+        entries = []      # value, low 4 bits of the index, (high = base[4:], base[4:] + 1)
+        selects = []      # select[e][j]: element e goes to slot j of its half
         for e in range(ELEMENTS):
-            own = _add(base_lo, _const_bits(e, 4))                    # base[:4] + e
-            rel = _add(_const_bits(e, 4), minus_split, Const(1, 1))   # e - split
-            index_lo.append(Mux(first[e], Cat(*own[:4]), Cat(*rel[:4])))
-            flags.append(Cat(first[e] & ~own[4], first[e] & own[4]))
+            own = add_bits(base_lo, const_bits(e, 4))                    # base[:4] + e
+            rel = add_bits(const_bits(e, 4), minus_split, Const(1, 1))   # e - split
+            index_lo = Mux(first[e], Cat(*own[:4]), Cat(*rel[:4]))
+            flags = Cat(first[e] & ~own[4], first[e] & own[4])
+            entries.append(stage(0, Cat(p.values[e], index_lo, flags), f"entry{e}"))
+            lo = e - e % _HALF
+            before = count_onehot(m, keep[lo:e], f"before{e}")
+            selects.append(stage(0, Cat(keep[e] & before[j] for j in range(e - lo + 1)),
+                                 f"select{e}"))
+        low_count = stage(0, Cat(*count_onehot(m, keep[:_HALF], "low_count")), "low_count")
+        base_hi = stage(0, p.base[4:], "base_hi")
+        base_hi_inc = stage(0, p.base[4:] + 1, "base_hi_inc")
+        keep1 = stage(0, p.keep, "keep")
+        keep_first1 = stage(0, p.keep & first, "keep_first")
+        tail1 = stage(0, Cat(p.count, p.split, p.close_mid, Value.cast(p.meta)), "tail")
 
-        r_values = Signal.like(p.values, name="values_s1")
-        r_rank = [Signal(4, name=f"rank{e}_s1") for e in range(ELEMENTS)]
-        r_index_lo = [Signal(4, name=f"index_lo{e}_s1") for e in range(ELEMENTS)]
-        r_flags = [Signal(2, name=f"index_hi_sel{e}_s1") for e in range(ELEMENTS)]
-        r_base_hi = Signal(12, name="base_hi_s1")
-        r_base_hi_inc = Signal(12, name="base_hi_inc_s1")
-        r_keep = Signal(ELEMENTS, name="keep_s1")
-        r_count = Signal(5, name="count_s1")
-        r_split = Signal(5, name="split_s1")
-        r_close = Signal(name="close_mid_s1")
-        r_kept = Signal(5, name="kept_s1")
-        r_kept_split = Signal(5, name="kept_split_s1")
-        r_meta = Signal(meta_width, name="meta_s1")
-        with m.If(en1):
-            m.d.sync += [
-                valid1.eq(self.i.valid),
-                r_values.eq(p.values),
-                r_base_hi.eq(p.base[4:]),
-                r_base_hi_inc.eq(p.base[4:] + 1),
-                r_keep.eq(p.keep),
-                r_count.eq(p.count),
-                r_split.eq(p.split),
-                r_close.eq(p.close_mid),
-                r_kept.eq(Cat(*kept)),
-                r_kept_split.eq(Cat(*kept_split)),
-                r_meta.eq(Value.cast(p.meta)),
-            ]
-            for e in range(ELEMENTS):
-                m.d.sync += [
-                    r_rank[e].eq(Cat(*ranks[e])),
-                    r_index_lo[e].eq(index_lo[e]),
-                    r_flags[e].eq(flags[e]),
-                ]
+        # ---- stage 2: each half compacted on its own; the counts ----
+        halves = []
+        for h in range(2):
+            slots = []
+            for j in range(_HALF):
+                terms = [entries[e] & selects[e][j].replicate(_ENTRY)
+                         for e in range(_HALF * h + j, _HALF * (h + 1))]
+                slots.append(stage(1, or_all(terms), f"half{h}_slot{j}"))
+            halves.append(slots)
+        low_count2 = stage(1, low_count, "low_count")
+        base_hi2 = stage(1, base_hi, "base_hi")
+        base_hi_inc2 = stage(1, base_hi_inc, "base_hi_inc")
+        kept2 = stage(1, popcount16(m, [keep1[e] for e in range(ELEMENTS)], "kept"), "kept")
+        kept_split2 = stage(1, popcount16(m, [keep_first1[e] for e in range(ELEMENTS)],
+                                           "kept_split"), "kept_split")
+        keep2 = stage(1, keep1, "keep")
+        tail2 = stage(1, tail1, "tail")
 
-        # ---- stage 2: crossbar, index expansion ----
-        o = self.o.payload
-        with m.If(en2):
+        # ---- stage 3: the high half behind the low half's kept elements; indices ----
+        out = Signal(sparse_compactor_output_layout(self.meta_shape), reset_less=True)
+        m.d.comb += self.o.payload.eq(out)
+        tail_out = Cat(out.count, out.split, out.close_mid, Value.cast(out.meta))
+        with m.If(enable[2]):
             m.d.sync += [
-                self.o.valid.eq(valid1),
-                o.kept.eq(r_kept),
-                o.kept_split.eq(r_kept_split),
-                o.keep.eq(r_keep),
-                o.count.eq(r_count),
-                o.split.eq(r_split),
-                o.close_mid.eq(r_close),
-                Value.cast(o.meta).eq(r_meta),
+                out.kept.eq(kept2),
+                out.kept_split.eq(kept_split2),
+                out.keep.eq(keep2),
+                tail_out.eq(tail2),
             ]
             for j in range(ELEMENTS):
-                # Element e has rank <= e, so only e >= j can land in slot j.
-                slot = Signal(38, name=f"slot{j}")
-                terms = []
-                for e in range(j, ELEMENTS):
-                    hit = r_keep[e] & (r_rank[e] == j)
-                    terms.append(Cat(r_values[e], r_index_lo[e], r_flags[e]) & hit.replicate(38))
-                m.d.comb += slot.eq(_or_all(terms))
+                # Slot j: the low half's slot j (zero past its kept elements) or the high
+                # half's slot j - v when v elements of the low half are kept.
+                terms = [halves[0][j]] if j < _HALF else []
+                terms += [halves[1][j - v] & low_count2[v].replicate(_ENTRY)
+                          for v in range(_HALF + 1) if 0 <= j - v < _HALF]
+                slot = Signal(_ENTRY, name=f"slot{j}")
+                m.d.comb += slot.eq(or_all(terms))
                 # Both flags clear (empty slot, or after a mid-job close): high bits zero.
-                hi = (r_base_hi & slot[36].replicate(12)) | (r_base_hi_inc & slot[37].replicate(12))
+                hi = (base_hi2 & slot[36].replicate(12)) | (base_hi_inc2 & slot[37].replicate(12))
                 m.d.sync += [
-                    o.values[j].eq(slot[:32]),
-                    o.indices[j].eq(Cat(slot[32:36], hi)),
+                    out.values[j].eq(slot[:32]),
+                    out.indices[j].eq(Cat(slot[32:36], hi)),
                 ]
         return m
-
-
-def _or_all(terms):
-    out = terms[0]
-    for t in terms[1:]:
-        out = out | t
-    return out

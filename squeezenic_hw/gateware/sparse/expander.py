@@ -10,11 +10,19 @@ order) takes value ``r`` when ``r < k``, else +0.0; clear bits give +0.0;
 values past the set bits are dropped. Jobs of other codecs pass unchanged.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
+from squeezenic_hw.gateware.common.stream import SkidBuffer
+from squeezenic_hw.gateware.sparse.bits import (
+    combine_onehot,
+    count_onehot,
+    or_all,
+    popcount16,
+    shift_right_by4,
+)
 
 __all__ = [
     "VALUE_DESC_LAYOUT", "sparse_expander_job_layout", "SparseExpander",
@@ -24,19 +32,19 @@ __all__ = [
 VALUE_DESC_LAYOUT = data.StructLayout({"k": unsigned(16), "start": unsigned(6)})
 
 _BEAT_BYTES = BEAT_BITS // 8
-# Four beats: at a frame boundary R can jump up to 64 + 63 + 63 bytes (the last job's
-# values, the frame's last beat, the next frame's start) and the next job then reads 64
-# bytes, so three beats must be held ahead for one job per cycle, and four is a power of 2.
-_RING_BEATS = 4
-_RING_BYTES = _RING_BEATS * _BEAT_BYTES
+# Eight beats: the next job reads at most the two beats from R, and a beat is taken while
+# fewer than eight are unread after the jobs counted so far. Four would do for the job
+# waiting now; the rest covers i.ready being a register (a cycle late) at one job and one
+# value beat per cycle.
+_SLOT_BITS = 3
+_RING_BEATS = 1 << _SLOT_BITS
 _RANK_BITS = (CODES_PER_JOB - 1).bit_length()       # rank of a keep bit inside a job
-# Bytes of a frame's value beats after `start`: ≤ 64·⌈(63 + 4·65535)/64⌉ < 2**19.
-_FREM_BITS = 19
-# Unread bytes in the ring (W − R): ≤ 256, or negative when bytes of frames already
-# finished are still to come and will be dropped. A frame's last job only leaves while
-# D ≥ −2**19 and takes < 2**19 bytes, so D > −2**20: 21 signed bits never wrap.
-_D_BITS = 21
-_D_FLOOR = -(1 << 19)
+# Byte positions in the value stream, modulo 2**22 (beats modulo 2**16): a frame's last
+# job only leaves while at most 8192 beats of finished frames are still to come, and a
+# frame has at most 4097 beats, so positions never get 2**15 beats apart.
+_POS_BITS = 22
+_OWED_BEATS = 8192
+_BEATS_BITS = 13                                    # a frame's value beats: ≤ 4097
 _DESC_DEPTH = 4
 
 
@@ -89,56 +97,68 @@ class SparseExpander(wiring.Component):
 
     Notes
     -----
-    Structure: an input register (a job with its keep bits, their ranks inside
-    the job and their number, ranks from a 4-level prefix sum); a 256-byte ring
-    of four beat slots holding the value stream, read as the two slots holding
-    the read position rotated by its byte offset (0…63); a window register
-    (the next 64 value bytes, or the codes of a non-sparse job); the output
-    register (per element a word mux, ``e + 1`` inputs for element ``e``). A
-    4-entry queue holds the frame descriptors, each with its skip (``start``,
-    or 0 when ``k = 0``) and the bytes of its beats after the skip, computed
-    on the way in.
+    Structure, one register stage after another:
 
-    The value stream is followed as a byte stream with a read position ``R``
-    and a written position ``W`` (whole beats). A frame's descriptor is loaded
-    as soon as the previous frame's last job leaves (or when there is none),
-    moving ``R`` past ``start``; a job with ``p`` set bits takes
-    ``u = min(p, k_left)`` values (``4u`` bytes); a frame's last job moves
-    ``R`` to the end of the frame's beats. ``D = W − R`` goes negative when a
-    frame ends before its beats are in: those beats are then taken and dropped
-    as they come, while the jobs that need no values (the rest of a
-    ``k = 0`` frame, non-sparse jobs) go on. A beat is taken whenever at most
-    192 bytes are unread after this cycle's job.
+    1. an input skid buffer (``i.ready`` a register) with each job's keep bits;
+    2. ranks: the number of set bits, and each kept element's slot within its
+       half of the job and the low half's count, one-hot;
+    3. counting: per sparse job, the values it takes and where they are (from
+       the frame's descriptor); the counted jobs wait in a skid buffer for
+       their value beats;
+    4. pair: the two beats of a 1 KiB ring of eight beat slots holding the
+       value stream from the job's first value (or a non-sparse job's codes);
+       each element's rank in the job, one-hot;
+    5. window: the pair shifted by the first value's byte offset (stages of
+       4:1 multiplexers); which elements take a value;
+    6. output: element ``e`` takes the word of its rank (an AND-OR of ``e + 1``
+       words).
 
-    Latency: 3 cycles from an accepted job to its job on ``o`` when its values
-    and its frame's descriptor are in (input register; window register;
-    output register). A taken beat or descriptor is usable the next cycle
-    (a descriptor: once the frame before has left).
+    A 4-entry queue holds the frame descriptors, each with its skip
+    (``start``, or 0 when ``k = 0``) and its number of value beats, computed on
+    the way in. The value stream is followed as a byte stream with the
+    position ``P`` of the next value to count, the read position ``R`` (where
+    the next job to leave stage 3 reads) and ``W`` beats written. A frame's
+    descriptor is loaded as soon as the previous frame's last job is counted
+    (or when there is none): ``P`` goes to its first value; a job with ``p``
+    set bits takes ``u = min(p, k_left)`` values (``4u`` bytes); a frame's last
+    job moves on to the end of the frame's beats. ``W − R`` goes negative when
+    a frame ends before its beats are in: those beats are then taken and
+    dropped as they come, while the jobs that need no values (the rest of a
+    ``k = 0`` frame, non-sparse jobs) go on. ``values.ready`` is a register:
+    a beat is taken while fewer than eight beats from ``R``'s are in, with
+    ``R`` and ``W`` as they will be in the cycle it is offered.
+
+    Latency: 6 cycles from an accepted job to its job on ``o`` when its values
+    and its frame's descriptor are in (the six registers above). A taken beat
+    is usable the next cycle; a descriptor in the cycle after it reaches the
+    queue's output register, two cycles after it was taken (once the frame
+    before has been counted).
 
     Throughput: one job per cycle whenever the values it needs are in. A job
     reads up to 64 value bytes (two beats), and at a frame boundary the read
     position also skips the rest of the frame's last beat and the next frame's
-    ``start`` (up to 190 bytes in all); the ring keeps up to three beats ahead
-    and takes one per cycle, so with value beats offered every cycle a job
-    waits only for beats that one beat per cycle could not have brought
-    earlier (the tests check this cycle for cycle). At full density that is
-    one job per cycle while a stretch of frames has no more value beats than
-    jobs, across frame boundaries, ``start`` offsets and short jobs. Jobs that
-    need no values (non-sparse, no set bits, values used up, ``k = 0``) never
-    wait for beats. Exceptions: the unused beats of a frame (``k`` above its
-    set bits) are known only at its last job and are then dropped at one per
-    cycle before the next frame's values; and a frame's last job waits while
-    more than 2**19 bytes of finished frames are still owed (so ``D`` cannot
-    wrap).
+    ``start`` (up to 190 bytes in all); the ring takes one beat per cycle up to
+    eight ahead of ``R``, so with value beats offered every cycle a job waits
+    only for beats that one beat per cycle could not have brought earlier (the
+    tests check this cycle for cycle). At full density that is one job per
+    cycle while a stretch of frames has no more value beats than jobs, across
+    frame boundaries, ``start`` offsets and short jobs. Jobs that need no
+    values (non-sparse, no set bits, values used up, ``k = 0``) never wait for
+    beats. Exceptions: the unused beats of a frame (``k`` above its set bits)
+    are known only at its last job and are then dropped at one per cycle
+    before the next frame's values; and a frame's last job waits while more
+    than 8192 beats (2**19 bytes) of finished frames are still owed (so the
+    16-bit beat counts cannot wrap).
 
     Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the
-    window and input registers then fill, ``i.ready`` drops, the ring stops
-    taking beats once full and the descriptor queue once 4 are waiting.
-    Nothing is dropped or reordered. ``i.ready`` and ``values.ready`` depend
-    combinationally on ``o.ready``; ``vdesc.ready`` does not.
+    stages then fill, ``i.ready`` drops, the ring stops taking beats once
+    full and the descriptor queue once 4 are waiting. Nothing is dropped or
+    reordered. ``i.ready``, ``values.ready`` and ``vdesc.ready`` are
+    registers; ``o.ready`` reaches the last three stages' enables and the
+    skid buffer holding the counted jobs. Datapath registers take no reset.
     """
 
-    LATENCY = 3
+    LATENCY = 6
 
     def __init__(self, tag_shape=unsigned(1)):
         try:
@@ -162,215 +182,286 @@ class SparseExpander(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         N = CODES_PER_JOB
+        H = N // 2                              # elements per half of a job
         ip, op = self.i.payload, self.o.payload
         words = data.ArrayLayout(unsigned(32), N)
+        fields = data.StructLayout({            # what rides along with a job's data
+            "count": unsigned(5), "frame_last": unsigned(1), "sparse": unsigned(1),
+            "tag": self.tag_shape})
+
+        def datapath(shape, name):
+            return Signal(shape, name=name, reset_less=True)
+
+        def fields_of(job):
+            return Cat(job.count, job.frame_last, job.sparse, Value.cast(job.tag))
 
         # --- frame descriptors ------------------------------------------------------------
-        # Skip and beat bytes are computed on the way in, so loading a frame is a plain move.
+        # The skip and the frame's value beats are computed on the way in, so loading a
+        # frame is a plain move.
         desc_layout = data.StructLayout({
-            "k": unsigned(16), "skip": unsigned(6), "frem": unsigned(_FREM_BITS)})
-        m.submodules.desc = desc_q = fifo.SyncFIFO(width=desc_layout.size, depth=_DESC_DEPTH)
+            "k": unsigned(16), "skip": unsigned(6), "beats": unsigned(_BEATS_BITS)})
+        m.submodules.desc = desc_q = fifo.SyncFIFOBuffered(width=desc_layout.size,
+                                                           depth=_DESC_DEPTH)
         desc_in = data.View(desc_layout, desc_q.w_data)
         desc_out = data.View(desc_layout, desc_q.r_data)
         vk, vstart = self.vdesc.payload.k, self.vdesc.payload.start
-        vend = Signal(_FREM_BITS + 1)           # start + 4k + 63
-        has_values = Signal()
+        has_values = vk != 0
         m.d.comb += [
-            vend.eq(vstart + (vk << 2) + (_BEAT_BYTES - 1)),
-            has_values.eq(vk != 0),
             desc_in.k.eq(vk),
             # k = 0: no beats at all, so nothing to skip either.
             desc_in.skip.eq(Mux(has_values, vstart, 0)),
-            desc_in.frem.eq(Mux(has_values, Cat(Const(0, 6), vend[6:]) - vstart, 0)),
+            desc_in.beats.eq(Mux(has_values, (vstart + (vk << 2) + (_BEAT_BYTES - 1)) >> 6, 0)),
             desc_q.w_en.eq(self.vdesc.valid),
             self.vdesc.ready.eq(desc_q.w_rdy),
         ]
 
-        # --- input register: keep bits, their ranks in the job, their number -------------
-        a_valid = Signal()
-        a_job = Signal(self.job_layout)
-        a_keep = Signal(N)
-        a_rank = Signal(data.ArrayLayout(unsigned(_RANK_BITS), N))
-        a_pop = Signal(range(N + 1))
-        keep = Signal(N)
-        m.d.comb += keep.eq(Cat(ip.sparse & (ip.count > e) & ip.codes[e][0] for e in range(N)))
-        # Inclusive prefix sums in log2(16) levels instead of a 16-long chain.
-        incl = [keep[e] for e in range(N)]
-        step = 1
-        while step < N:
-            incl = [incl[e] + incl[e - step] if e >= step else incl[e] for e in range(N)]
-            step *= 2
+        # --- input: a skid buffer (i.ready a register); keep bits and their number -------
+        staged = data.StructLayout({"job": self.job_layout, "keep": unsigned(N)})
+        m.submodules.input = inq = SkidBuffer(staged)
+        m.d.comb += [
+            inq.i.valid.eq(self.i.valid),
+            self.i.ready.eq(inq.i.ready),
+            inq.i.payload.job.eq(ip),
+            inq.i.payload.keep.eq(Cat(ip.sparse & (ip.count > e) & ip.codes[e][0]
+                                      for e in range(N))),
+        ]
 
-        # --- state of the value stream and of the current sparse frame --------------------
-        ring = Array(Signal(BEAT_BITS, name=f"ring{j}") for j in range(_RING_BEATS))
-        wslot = Signal(range(_RING_BEATS))      # slot of the next beat: beat j in slot j mod 4
-        rptr = Signal(range(_RING_BYTES))       # R mod 256
-        dlvl = Signal(signed(_D_BITS))          # W − R
+        # --- ranks: the number of set bits, each kept element's slot within its half
+        # (one-hot) and the kept elements of the low half (one-hot), registered ----------
+        ranked = data.StructLayout({
+            "job": self.job_layout,
+            "keep": unsigned(N),
+            "pop": range(N + 1),
+            "local": data.ArrayLayout(unsigned(H), N),
+            "low": unsigned(H + 1),
+        })
+        r_valid = Signal()
+        a = datapath(ranked, "ranked")
+        a_job = a.job
+        acc_fire = Signal()
+        r_free = Signal()
+        m.d.comb += [r_free.eq(~r_valid | acc_fire), inq.o.ready.eq(r_free)]
+        kept = [inq.o.payload.keep[e] for e in range(N)]
+        with m.If(r_free):
+            m.d.sync += r_valid.eq(inq.o.valid)
+        with m.If(r_free & inq.o.valid):
+            m.d.sync += [
+                a.job.eq(inq.o.payload.job),
+                a.keep.eq(inq.o.payload.keep),
+                a.pop.eq(popcount16(m, kept, "pop")),
+                a.low.eq(Cat(*count_onehot(m, kept[:H], "low"))),
+            ]
+            for e in range(N):
+                lo = e - e % H
+                before = count_onehot(m, kept[lo:e], f"local{e}")
+                m.d.sync += a.local[e].eq(Cat(kept[e] & before[j] for j in range(e - lo + 1)))
+
+        # --- the pipeline's enables (from the output back) --------------------------------
+        o_valid = Signal()
+        w_valid = Signal()      # window stage
+        p_valid = Signal()      # pair stage
+        c_valid = Signal()      # counted stage: the job waits there for its value beats
+        c_fire = Signal()
+        p_free = Signal()
+        m.d.comb += [
+            self.o.valid.eq(o_valid),
+            p_free.eq(~p_valid | ~w_valid | ~o_valid | self.o.ready),
+        ]
+        out_free = ~o_valid | self.o.ready
+        w_free = ~w_valid | out_free
+
+        counted = data.StructLayout({
+            "job": self.job_layout,
+            "use": range(N + 1),
+            "no_values": unsigned(1),           # u = 0, or not sparse
+            "first": unsigned(6 + _SLOT_BITS),  # P: ring slot, byte offset
+            "need": unsigned(_POS_BITS - 6),    # beats needed: ⌈(P + 4u)/64⌉
+            "after": unsigned(_POS_BITS),       # R after the job
+            "err": unsigned(1),                 # last job: set bits ≠ k
+            # each kept element's slot within its half, one-hot
+            "local": data.ArrayLayout(unsigned(H), N),
+            "low": unsigned(H + 1),             # kept elements of the low half, one-hot
+        })
+        # The counted jobs wait for their value beats in a skid buffer: the counting
+        # sees a registered ready.
+        m.submodules.counted = cq = SkidBuffer(counted)
+        # --- counting: the values each job takes and where they are ----------------------
+        # The value stream is a byte stream; P is the position of the frame's next value,
+        # `base` the beat where the next frame's values begin. Per sparse job:
+        # u = min(set bits, values left), its values at [P, P + 4u); a frame's last job
+        # moves on to the frame's end (the next frame's base).
         cur_valid = Signal()                    # a sparse frame's descriptor is loaded
-        krem = Signal(16)                       # values not yet given to set bits
-        krem_job = Signal(range(CODES_PER_JOB + 1))   # min(krem, 16), kept beside krem
-        frem = Signal(_FREM_BITS)               # bytes from R to the end of the frame's beats
-        over = Signal()                         # a job of the frame had more set bits than krem
-
-        # --- window register and output register -------------------------------------------
-        b_valid = Signal()
-        b_data = Signal(words)                  # value window, or a non-sparse job's codes
-        b_sel = Signal(data.ArrayLayout(unsigned(_RANK_BITS), N))
-        b_mask = Signal(N)
-        b_job = Signal(self.job_layout)
-        b_err = Signal()
-        o_err = Signal()
-
-        c_free = Signal()
-        b_free = Signal()
-        m.d.comb += [
-            c_free.eq(~self.o.valid | self.o.ready),
-            b_free.eq(~b_valid | c_free),
-        ]
-
-        # --- the job in the input register: values it takes, may it go -------------------
+        krem = Signal(16)                       # values of the frame not yet given
+        krem16 = Signal(signed(17))             # krem − 16
+        pos = Signal(_POS_BITS)                 # P
+        pos63 = Signal(_POS_BITS)               # P + 63
+        base = Signal(_POS_BITS - 6)            # the next frame's first beat
+        over = Signal()                         # a job had more set bits than krem
         a_sparse, a_last = a_job.sparse, a_job.frame_last
-        use = Signal(range(N + 1))              # values this job takes
-        use_bytes = Signal(range(4 * N + 1))
-        m.d.comb += [
-            use.eq(Mux(a_pop < krem_job, a_pop, krem_job)),
-            use_bytes.eq(use << 2),
-        ]
-        # D ≥ 4u without a 21-bit compare: D ≥ 128, or D ≥ 0 and its low 7 bits ≥ 4u.
-        vals_in = Signal()
-        m.d.comb += vals_in.eq((use == 0) | ~dlvl[-1] & ((dlvl[7:-1] != 0)
-                                                           | (dlvl[:7] >= use_bytes)))
-        a_ok = Signal()
-        fire = Signal()
-        m.d.comb += [
-            # A frame's last job keeps D from wrapping (it only waits if a frame's worth
-            # of value bytes is already owed).
-            a_ok.eq(~a_sparse | (cur_valid & vals_in & (~a_last | (dlvl >= _D_FLOOR)))),
-            fire.eq(a_valid & a_ok & b_free),
-            self.i.ready.eq(~a_valid | fire),
-        ]
-        sfire = Signal()
+        all_in = Signal()                       # every set bit gets a value: u = pop
+        m.d.comb += all_in.eq(~krem16[-1] | (a.pop <= krem[:5]))
+        use = Mux(all_in, a.pop, krem[:5])
         lfire = Signal()
         load = Signal()
         m.d.comb += [
-            sfire.eq(fire & a_sparse),
-            lfire.eq(sfire & a_last),
-            # The next frame is loaded as this one's last job leaves: no bubble between frames.
+            acc_fire.eq(r_valid & (~a_sparse | cur_valid) & cq.i.ready),
+            lfire.eq(acc_fire & a_sparse & a_last),
+            # The next frame is loaded as this one's last job is counted: no bubble.
             load.eq(desc_q.r_rdy & (~cur_valid | lfire)),
             desc_q.r_en.eq(load),
         ]
-
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [
-                a_valid.eq(1),
-                a_job.eq(ip),
-                a_keep.eq(keep),
-                a_pop.eq(incl[N - 1]),
-            ]
-            for e in range(N):
-                m.d.sync += a_rank[e].eq(incl[e] - keep[e])
-        with m.Elif(fire):
-            m.d.sync += a_valid.eq(0)
-
-        # --- value stream bookkeeping -------------------------------------------------------
-        # Bytes R moves on by this cycle: the job's values (or, on a frame's last job,
-        # the rest of the frame's beats), then the next frame's skip if it is loaded.
-        # Every candidate next D is computed from registers in parallel (a sparse job
-        # leaves or not, a beat comes or not); fire and the beat only pick one.
-        last_bytes = Signal(_FREM_BITS + 1)     # last job: rest of the frame + next skip
-        fire_bytes = Signal(_FREM_BITS + 1)
-        skip_idle = Signal(6)                   # no sparse job leaves: load iff none loaded
-        m.d.comb += [
-            last_bytes.eq(frem + Mux(desc_q.r_rdy, desc_out.skip, 0)),
-            fire_bytes.eq(Mux(a_last, last_bytes, use_bytes)),
-            skip_idle.eq(Mux(desc_q.r_rdy & ~cur_valid, desc_out.skip, 0)),
-        ]
-        dlvl_beat = Signal.like(dlvl)
-        d_fire, d_fire_beat, d_idle, d_idle_beat = (
-            Signal(signed(_D_BITS + 1), name=n)
-            for n in ("d_fire", "d_fire_beat", "d_idle", "d_idle_beat"))
-        m.d.comb += [
-            dlvl_beat.eq(dlvl + _BEAT_BYTES),
-            d_fire.eq(dlvl - fire_bytes),
-            d_fire_beat.eq(dlvl_beat - fire_bytes),
-            d_idle.eq(dlvl - skip_idle),
-            d_idle_beat.eq(dlvl_beat - skip_idle),
-        ]
-        # A beat goes into the free slot once at most 192 bytes are unread after this
-        # cycle; o.ready only drives the last mux.
-        room = _RING_BYTES - _BEAT_BYTES
-        m.d.comb += self.values.ready.eq(Mux(sfire, d_fire <= room, d_idle <= room))
-        beat = Signal()
-        m.d.comb += beat.eq(self.values.valid & self.values.ready)
-        with m.If(beat):
-            # A beat taken while D ≤ −64 lies wholly before R: written, never read.
-            m.d.sync += [
-                ring[wslot].eq(self.values.payload),
-                wslot.eq(wslot + 1),
-            ]
-        m.d.sync += [
-            # R mod 256 wraps around the ring.
-            rptr.eq(Mux(sfire, rptr + fire_bytes, rptr + skip_idle)),
-            dlvl.eq(Mux(sfire, Mux(beat, d_fire_beat, d_fire), Mux(beat, d_idle_beat, d_idle))),
-        ]
-
-        krem_next = Signal.like(krem)
-        m.d.comb += krem_next.eq(krem - use)
+        end_pop = pos + (a.pop << 2)            # P + 4u for u = pop, and for u = krem
+        end_krem = pos + (krem[:5] << 2)
+        end63_pop = pos63 + (a.pop << 2)
+        end63_krem = pos63 + (krem[:5] << 2)
         with m.If(load):
             m.d.sync += [
                 cur_valid.eq(1),
                 krem.eq(desc_out.k),
-                krem_job.eq(Mux(desc_out.k >= N, N, desc_out.k)),
-                frem.eq(desc_out.frem),
+                krem16.eq(desc_out.k - 16),
+                pos.eq(Cat(desc_out.skip, base)),
+                pos63.eq(Cat(desc_out.skip, base) + 63),
+                base.eq(base + desc_out.beats),
                 over.eq(0),
             ]
         with m.Elif(lfire):
             m.d.sync += cur_valid.eq(0)
-        with m.Elif(sfire):
+        with m.Elif(acc_fire & a_sparse):
             m.d.sync += [
-                krem.eq(krem_next),
-                krem_job.eq(Mux(krem_next >= N, N, krem_next)),
-                frem.eq(frem - use_bytes),
-                over.eq(over | (a_pop > krem)),
+                krem.eq(Mux(all_in, krem - a.pop, 0)),
+                krem16.eq(Mux(all_in, krem16 - a.pop, -16)),
+                pos.eq(Mux(all_in, end_pop, end_krem)),
+                pos63.eq(Mux(all_in, end63_pop, end63_krem)),
+                over.eq(over | ~all_in),
             ]
 
-        # --- window register ----------------------------------------------------------------
-        # The next 64 value bytes from R: the two slots holding them, rotated by R mod 64.
-        # Registered: their slots may take new beats in this very cycle.
-        rslot = rptr[6:]
-        pair = Signal(2 * BEAT_BITS)
-        window = Signal(BEAT_BITS)
+        # The counted job: what it reads, the beats it needs, where R goes after it, and
+        # each kept element's slot within its half (one-hot) with the count of the low
+        # half's kept elements (one-hot), from which the next stage has the ranks.
+        cn = cq.i.payload
+        # pop = krem: the (only) case where set bits = values of the frame left
+        pop_is_krem = (krem[5:] == 0) & (a.pop == krem[:5])
         m.d.comb += [
-            pair.eq(Cat(ring[rslot], ring[(rslot + 1)[:2]])),
-            window.eq(pair >> Cat(Const(0, 3), rptr[:6])),
+            cq.i.valid.eq(acc_fire),
+            cn.job.eq(a_job),
+            cn.use.eq(Mux(a_sparse, use, 0)),
+            cn.no_values.eq(~a_sparse | (a.pop == 0) | (~all_in & (krem[:5] == 0))),
+            cn.first.eq(pos[:6 + _SLOT_BITS]),
+            cn.need.eq(Mux(all_in, end63_pop, end63_krem)[6:]),
+            cn.after.eq(Mux(a_last, Cat(Const(0, 6), base), Mux(all_in, end_pop, end_krem))),
+            cn.err.eq(a_last & (over | ~pop_is_krem)),
+            cn.low.eq(a.low),
+            cn.local.eq(a.local),
         ]
-        with m.If(fire):
-            m.d.sync += [
-                b_valid.eq(1),
-                b_job.eq(a_job),
-                b_data.eq(Mux(a_sparse, window, a_job.codes)),
-                b_sel.eq(a_rank),
-                # Kept and within k: rank in the job < values left (rank < 16).
-                b_mask.eq(Cat(a_keep[e] & (a_rank[e] < krem_job) for e in range(N))),
-                b_err.eq(a_sparse & a_last & (over | (a_pop != krem))),
-            ]
-        with m.Elif(c_free):
-            m.d.sync += b_valid.eq(0)
+        c = cq.o.payload
+        m.d.comb += [c_valid.eq(cq.o.valid), cq.o.ready.eq(c_fire)]
 
-        # --- output register ----------------------------------------------------------------
-        with m.If(c_free):
+        # --- the value ring: eight beat slots; W beats written, R read --------------------
+        ring = Array(datapath(BEAT_BITS, f"ring{j}") for j in range(_RING_BEATS))
+        written = Signal(_POS_BITS - 6)         # W
+        written1 = Signal(_POS_BITS - 6, init=1)    # W + 1
+        read = Signal(_POS_BITS)                # R: where the next job's values begin
+        values_ready = Signal(init=1)
+        owed_ok = Signal(init=1)                # R − W ≤ 8192 beats
+        values_in = Signal()                    # the counted job needs no beat that is not in
+        m.d.comb += self.values.ready.eq(values_ready)
+        took = self.values.valid & values_ready
+        with m.If(took):
+            # A beat taken while it lies wholly before R: written, never read.
+            m.d.sync += [ring[written[:_SLOT_BITS]].eq(self.values.payload),
+                         written.eq(written1), written1.eq(written1 + 1)]
+
+        def behind(w, r):
+            """w − r ≥ 0, modulo 2**16 (positions never get 2**15 beats apart)."""
+            diff = Signal(signed(_POS_BITS - 6))
+            m.d.comb += diff.eq(w - r)
+            return ~diff[-1]
+
+        def unread_below(r, limit):
+            """Fewer than ``limit`` beats from R's beat ``r`` to W (or W behind r)."""
+            diff = Signal(signed(_POS_BITS - 6))
+            m.d.comb += diff.eq(written - r)
+            return diff[-1] | (diff < limit)
+
+        def owed_ok_for(r):
+            diff = Signal(signed(_POS_BITS - 6))
+            m.d.comb += diff.eq(written - r)
+            return diff >= -_OWED_BEATS
+
+        # The counted job leaves when its value beats are in; R moves past its values.
+        c_sparse, c_last = c.job.sparse, c.job.frame_last
+        m.d.comb += values_in.eq(c.no_values | behind(written, c.need))
+        m.d.comb += c_fire.eq(c_valid & p_free & values_in & (~c_sparse | ~c_last | owed_ok))
+        moves = c_fire & c_sparse
+        with m.If(moves):
+            m.d.sync += read.eq(c.after)
+        # Next cycle's flags, from this cycle's registers: a beat taken now counts, and
+        # for R, both cases (the job leaves now or not) are computed and the job's leaving
+        # only picks one.
+        m.d.sync += [
+            owed_ok.eq(Mux(moves, owed_ok_for(c.after[6:]), owed_ok_for(read[6:]))),
+            values_ready.eq(Mux(moves, unread_below(c.after[6:], _RING_BEATS - took),
+                                unread_below(read[6:], _RING_BEATS - took))),
+        ]
+
+        # --- pair stage: the two ring slots from P (or a non-sparse job's codes); ranks --
+        p_pair = datapath(2 * BEAT_BITS, "p_pair")
+        p_offset = datapath(6, "p_offset")      # bytes to rotate the pair by
+        p_rank = [datapath(e + 1, f"p_rank{e}") for e in range(N)]   # one-hot, with keep
+        p_below = datapath(N, "p_below")        # thermometer: j < u
+        p_fields = datapath(fields, "p_fields")
+        p_err = datapath(1, "p_err")
+        rslot = c.first[6:]
+        with m.If(p_free):
+            m.d.sync += p_valid.eq(c_fire)
+        with m.If(c_fire):
             m.d.sync += [
-                self.o.valid.eq(b_valid),
-                op.count.eq(b_job.count),
-                op.frame_last.eq(b_job.frame_last),
-                op.sparse.eq(b_job.sparse),
-                op.tag.eq(b_job.tag),
-                o_err.eq(b_valid & b_err),
+                p_pair.eq(Mux(c_sparse, Cat(ring[rslot], ring[(rslot + 1)[:_SLOT_BITS]]),
+                              c.job.codes)),
+                p_offset.eq(Mux(c_sparse, c.first[:6], 0)),
+                p_below.eq(Cat(c.use > j for j in range(N))),
+                p_fields.eq(fields_of(c.job)),
+                p_err.eq(c_sparse & c_last & c.err),
+            ]
+            low = [c.low[v] for v in range(H + 1)]
+            for e in range(N):
+                local = [c.local[e][j] for j in range(e % H + 1)]
+                rank = local if e < H else combine_onehot(m, low, local, f"rank{e}")
+                m.d.sync += p_rank[e].eq(Cat(*rank[:e + 1]))
+
+        # --- window stage: the 64 bytes from P; which elements take a value --------------
+        w_data = datapath(words, "w_data")      # the value window, or a non-sparse job's codes
+        w_rank = [datapath(e + 1, f"w_rank{e}") for e in range(N)]
+        w_mask = datapath(N, "w_mask")          # kept, and among the first u
+        w_fields = datapath(fields, "w_fields")
+        w_err = datapath(1, "w_err")
+        with m.If(w_free):
+            m.d.sync += w_valid.eq(p_valid)
+        with m.If(p_valid & w_free):
+            m.d.sync += [
+                w_data.eq(shift_right_by4(p_pair, p_offset, 8)[:BEAT_BITS]),
+                w_mask.eq(Cat(or_all([p_rank[e][j] & p_below[j] for j in range(e + 1)])
+                              for e in range(N))),
+                w_fields.eq(p_fields),
+                w_err.eq(p_err),
             ]
             for e in range(N):
-                # Element e's rank in its job is at most e: an (e + 1)-input mux.
-                picked = Array(b_data[w] for w in range(e + 1))[b_sel[e]]
-                m.d.sync += op.codes[e].eq(
-                    Mux(b_job.sparse, Mux(b_mask[e], picked, 0), b_data[e]))
+                m.d.sync += w_rank[e].eq(p_rank[e])
+
+        # --- output register ----------------------------------------------------------------
+        o_job = datapath(self.job_layout, "o_job")
+        o_err = Signal()
+        m.d.comb += op.eq(o_job)
+        w_sparse = w_fields.sparse
+        with m.If(out_free):
+            m.d.sync += [o_valid.eq(w_valid), o_err.eq(w_valid & w_err)]
+            with m.If(w_valid):
+                m.d.sync += fields_of(o_job).eq(w_fields)
+                for e in range(N):
+                    # Element e's rank in its job is at most e: an AND-OR of e + 1 words.
+                    picked = or_all([w_data[j] & w_rank[e][j].replicate(32)
+                                     for j in range(e + 1)])
+                    m.d.sync += o_job.codes[e].eq(
+                        Mux(w_sparse, Mux(w_mask[e], picked, 0), w_data[e]))
         m.d.comb += self.count_error.eq(self.o.valid & self.o.ready & o_err)
         return m

@@ -346,8 +346,13 @@ def test_throughput(entries_per_cycle):
 
 def test_latency():
     run = check([(1, [])], seed=80)
-    assert run.out_cycles[0] - run.desc_cycles[0] == 2
+    # desc queue, frame loaded, its (empty) item, the beat given, output buffer
+    assert run.out_cycles[0] - run.desc_cycles[0] == 5
     run = check([(512, [7])], seed=81)
-    # desc, index beat load, one entry, the end noticed, output register
+    # index beat into the shift register, its item, the bit set, the beat given,
+    # output buffer
     assert run.i_cycles[0][1] - run.desc_cycles[0] == 1
-    assert run.out_cycles[0] - run.i_cycles[0][1] == 3
+    assert run.out_cycles[0] - run.i_cycles[0][1] == 5
+    run = check([(1024, [7, 600])], seed=82)
+    # the entry of beat 1 first gives beat 0, then sets its bit: two cycles per beat
+    assert [c - run.i_cycles[0][1] for c in run.out_cycles] == [5, 7]

@@ -157,7 +157,7 @@ def test_full_rate_and_latency():
     n = 120
     dut = SparseCompactor(META)
     run = check(dut, make_jobs(99, n))
-    assert dut.latency == SparseCompactor.LATENCY == 2
+    assert dut.latency == SparseCompactor.LATENCY == 3
     assert run.latency == dut.latency
     assert run.max_ready_streak == n
     assert run.cycles == n + dut.latency
@@ -188,11 +188,11 @@ def test_layouts():
 
 
 def test_bubble_filled_while_output_stalled():
-    """With ``o.ready`` low the pipeline still takes a job while stage 1 is empty
+    """With ``o.ready`` low the pipeline still takes jobs while a stage is empty
     (a stage advances when the next is empty or advancing): job 0, a bubble, then
-    job 1 is accepted although job 0 waits at the output. Then ``i.ready`` drops,
-    and when ``o.ready`` rises the jobs leave in order, one per cycle, while new
-    jobs enter in the same cycles."""
+    jobs 1 and 2 are accepted although job 0 waits at the output (the bubble is
+    squeezed out). Then ``i.ready`` drops, and when ``o.ready`` rises the jobs
+    leave in order, one per cycle, while new jobs enter in the same cycles."""
     dut = SparseCompactor(META)
     jobs = make_jobs(7, 24)[-4:]
     in_layout = sparse_compactor_input_layout(META)
@@ -226,9 +226,10 @@ def test_bubble_filled_while_output_stalled():
     sim.run()
     took = [t for t, _ in log]
     gave = [g for _, g in log]
-    # job 1 enters at cycle 2 (stage 1 empty, stage 2 waiting); nothing more until
-    # cycle 6, when job 0 leaves and job 2 enters, etc.
-    assert took == [True, False, True, False, False, False, True, True, False, False]
+    # job 0 reaches the output (stage 3) at cycle 3; job 1 enters at cycle 2 and job 2
+    # at cycle 3 (the bubble moves on to stage 2, then is overwritten); the three
+    # stages are then full until cycle 6, when job 0 leaves and job 3 enters.
+    assert took == [True, False, True, True, False, False, True, False, False, False]
     assert gave == [False] * 6 + [True] * 4
 
 

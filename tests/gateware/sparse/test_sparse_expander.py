@@ -346,16 +346,19 @@ def test_random_mix(idle, backpressure):
 
 
 def ideal_fire_cycles(frames):
-    """Cycle in which each job leaves the input register if the block only ever waits for
-    what it needs, with every source offering from cycle 0 at one item per cycle and no
-    backpressure: the job itself (job ``j`` is accepted in cycle ``j`` at the earliest), the
-    value beats holding its values (beat ``b`` in cycle ``b``), its frame's descriptor
-    (descriptor ``d`` in cycle ``d``, loaded in cycle ``d + 1``) and the job before it."""
+    """Cycle in which each job leaves the stage where it waits for its values if the block
+    only ever waits for what it needs, with every source offering from cycle 0 at one item
+    per cycle and no backpressure: the job itself (job ``j`` is accepted in cycle ``j`` at
+    the earliest, ranked in cycle ``j + 1`` and counted in cycle ``j + 2``), the value
+    beats holding its values (beat ``b`` in cycle ``b``, readable from cycle ``b + 1``),
+    its frame's descriptor
+    (descriptor ``d`` in cycle ``d``, in the descriptor queue's output register in cycle
+    ``d + 2``, loaded in cycle ``d + 3``) and the job before it."""
     fires, beat_base, desc = [], 0, 0
     for frame in frames:
         if isinstance(frame, DenseFrame):
             for _ in frame.counts:
-                fires.append(max(len(fires) + 1, fires[-1] + 1 if fires else 0))
+                fires.append(max(len(fires) + 3, fires[-1] + 1 if fires else 0))
             continue
         keep, k, n = frame.keep, len(frame.values), len(frame.keep)
         used = 0                                       # values given out so far
@@ -364,9 +367,9 @@ def ideal_fire_cycles(frames):
         for q, (s, e) in enumerate(cuts):
             u = min(int(keep[s:e].sum()), k - used)
             used += u
-            t = max(len(fires) + 1, fires[-1] + 1 if fires else 0)
+            t = max(len(fires) + 3, fires[-1] + 1 if fires else 0)
             if q == 0:
-                t = max(t, desc + 2)
+                t = max(t, desc + 4)
             if u:
                 t = max(t, beat_base + (frame.start + 4 * used - 1) // BEAT_BYTES + 1)
             fires.append(t)
@@ -376,9 +379,10 @@ def ideal_fire_cycles(frames):
 
 
 def assert_ideal(frames, run):
-    """Every job leaves exactly when :func:`ideal_fire_cycles` says (then 2 more cycles)."""
+    """Every job leaves exactly when :func:`ideal_fire_cycles` says (then 3 more cycles:
+    the pair, window and output registers)."""
     fires = ideal_fire_cycles(frames)
-    got = [t - run.in_cycles[0] - 2 for t in run.out_cycles]
+    got = [t - run.in_cycles[0] - 3 for t in run.out_cycles]
     late = [(j, g, f) for j, (g, f) in enumerate(zip(got, fires, strict=True)) if g != f]
     assert not late, f"{len(late)} jobs off the ideal schedule; first (job, got, ideal) {late[0]}"
 
