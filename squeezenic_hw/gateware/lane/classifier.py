@@ -62,6 +62,7 @@ class ClassifiedBeat(data.Struct):
     beat: AxisBeat        # the input beat, unchanged
     first: unsigned(1)    # first beat of a frame (the header beat)
     reason: Reason        # the frame's bypass reason, on every beat; NONE = processed
+    bypass: unsigned(1)   # reason != NONE (a flag, so a controller need not compare)
     keep: unsigned(16)    # TX with threshold built in: element e of this payload beat has
                           # abs(x) > the frame's scale (NaN never); 0 on header beats and
                           # without threshold; bits past the frame's end: don't care
@@ -145,8 +146,9 @@ class FrameClassifier(wiring.Component):
     (stage 1: field compares and three partial sums of the IPv4 header words;
     stage 2: the checksum sum, the reasons before/after the checksum check and
     the n·b product's M register; stage 3: the checksum fold and n·b's P
-    register; stage 4: the checksum and length compares and the final reason,
-    and on RX the :class:`RxFrameInfo` of the frame). Throughput: one beat per
+    register; stage 4: the checksum and length compares, registered apart, and
+    on RX the :class:`RxFrameInfo` of the frame; ``o.payload.reason`` is one
+    LUT of the two). Throughput: one beat per
     cycle, back-to-back frames included. Backpressure: when ``o.valid &
     ~o.ready`` the whole pipeline holds (``i.ready = o.ready | ~o.valid``, one
     LUT from ``o.ready``); nothing is dropped or reordered and bubbles inside
@@ -299,29 +301,36 @@ class FrameClassifier(wiring.Component):
         dense_bad = ~(((q == x3) & ~rem) | ((q == x_m1_3) & x_nz3 & rem))
         length_bad = Mux(sparse["sparse3"], sparse["bad3"], dense_bad) \
             if sparse else dense_bad
-        reason = Signal(Reason, name="reason_s3")
+        # The reasons before the length check, and the length check, are registered apart
+        # (each loaded on a frame's first beat, held for the rest of the frame); the
+        # output's reason is one LUT of those registers.
+        early = Signal(Reason, name="reason_early")
         with m.If(head_any3):
-            m.d.comb += reason.eq(head3)
+            m.d.comb += early.eq(head3)
         with m.Elif(csum_bad):
-            m.d.comb += reason.eq(Reason.IP_CHECKSUM)
+            m.d.comb += early.eq(Reason.IP_CHECKSUM)
         with m.Elif(tail_any3):
-            m.d.comb += reason.eq(tail3)
-        with m.Elif(length_bad):
-            m.d.comb += reason.eq(Reason.LENGTH)
+            m.d.comb += early.eq(tail3)
 
         valid4 = st.reg(valid3, name="valid_s4", reset_less=False)
         first4 = st.reg(first3, name="first_s4")
         beat4 = st.reg(beat3, name="beat_s4")
-        # Loaded on a frame's first beat, held for the rest of the frame.
-        reason4 = Signal(Reason, name="reason_s4", reset_less=True)
+        early4 = Signal(Reason, name="reason_early_s4", reset_less=True)
+        length_bad4 = Signal(name="length_bad_s4", reset_less=True)
         with m.If(enable & valid3 & first3):
-            m.d.sync += reason4.eq(reason)
+            m.d.sync += [early4.eq(early), length_bad4.eq(length_bad)]
+        reason4 = Signal(Reason, name="reason_s4")
+        with m.If(early4 != Reason.NONE):
+            m.d.comb += reason4.eq(early4)
+        with m.Elif(length_bad4):
+            m.d.comb += reason4.eq(Reason.LENGTH)
 
         m.d.comb += [
             self.o.valid.eq(valid4),
             self.o.payload.beat.eq(beat4),
             self.o.payload.first.eq(first4),
             self.o.payload.reason.eq(reason4),
+            self.o.payload.bypass.eq((early4 != Reason.NONE) | length_bad4),
         ]
         if self.lane == "rx":
             m.d.comb += self.o.payload.rx.eq(self._rx_info(m, st, nb3, bits1, sparse))

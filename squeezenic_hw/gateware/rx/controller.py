@@ -26,7 +26,6 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.gateware.codecs.unit import CodecParams
 from squeezenic_hw.gateware.common.layouts import (
     BEAT_BITS,
-    Reason,
     axis_signature,
     field_le,
 )
@@ -160,7 +159,6 @@ class RxController(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         beat = self.i.payload.beat
-        reason = self.i.payload.reason
         h = self.i.payload.rx
         hdr = beat.data
         desc, pay, byp, frames = self.desc, self.payload, self.bypass, self.frames
@@ -237,7 +235,7 @@ class RxController(wiring.Component):
 
         with m.FSM(name="rx_ctrl"):
             with m.State("IDLE"):
-                with m.If(self.i.valid & (reason != Reason.NONE)):
+                with m.If(self.i.valid & self.i.payload.bypass):
                     bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
                                       size=desc.payload.size, reasons=RX_REASONS, bump=bump)
                 with m.Elif(self.i.valid):

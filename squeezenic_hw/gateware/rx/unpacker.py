@@ -142,8 +142,8 @@ class WireUnpacker(wiring.Component):
     depends on the ring in the same cycle.
 
     *Ring*: a beat goes straight into the free slot while at most 1536 bits are
-    unread (so ``i.ready`` is that compare of a register and nothing else: it
-    never depends on ``o.ready``; the fourth slot is the slack that lets the
+    unread (``i.ready`` is a flip-flop that says so: it never depends on
+    ``o.ready`` or the input in the same cycle; the fourth slot is the slack that lets the
     input run ahead while the first job is still on its way). A job *fires*
     when its bits are in the ring and the read stages can move; it advances
     the read pointer by ``need``: the frame's last job takes the frame's
@@ -175,8 +175,8 @@ class WireUnpacker(wiring.Component):
     Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the read
     stages hold, the ring fills and ``i.ready`` drops; the jobs wait in the
     skid buffer, ``desc.ready`` drops. Nothing is dropped or reordered.
-    ``i.ready`` is a compare of the fill level; ``desc.ready`` depends on the
-    job counter's registers and the skid buffer's registered ready only.
+    ``i.ready`` is a flip-flop; ``desc.ready`` depends on the job counter's
+    registers and the skid buffer's registered ready only.
     Only valid bits, pointers, the fill level and the counter's ``busy`` flag
     are reset.
     """
@@ -303,11 +303,13 @@ class WireUnpacker(wiring.Component):
         lvl = Signal(range(_SLOTS * BEAT_BITS + 1))   # unread bits
 
         # A beat fits when at most three slots' worth of bits are unread: the unread bits
-        # end at the write slot's start, so they all lie in the slots before it.
+        # end at the write slot's start, so they all lie in the slots before it. `room`
+        # says so, a flip-flop loaded with the next fill level's compare.
+        room = Signal(init=1)
         take = Signal()
         m.d.comb += [
-            self.i.ready.eq(lvl <= (_SLOTS - 1) * BEAT_BITS),
-            take.eq(self.i.valid & self.i.ready),
+            self.i.ready.eq(room),
+            take.eq(self.i.valid & room),
         ]
         with m.If(take):
             with m.Switch(wslot):
@@ -336,6 +338,12 @@ class WireUnpacker(wiring.Component):
                             m.d.sync += rslot.eq((s + carry) % _SLOTS)
         consumed = Mux(fire, lvl - head.need, lvl)
         m.d.sync += lvl.eq(consumed + Mux(take, BEAT_BITS, 0))
+        # The next level ≤ 1536 in the four cases of fire and take, compared from registers.
+        limit = (_SLOTS - 1) * BEAT_BITS
+        left_after = lvl - head.need
+        m.d.sync += room.eq(Mux(fire, Mux(take, left_after <= limit - BEAT_BITS,
+                                          left_after <= limit),
+                                Mux(take, lvl <= limit - BEAT_BITS, lvl <= limit)))
 
         # Stage 1 (at fire): the two slots the job can reach, rotated to the read
         # pointer's 32-bit boundary: 512 + 31 bits. Stage 2: the rest of the rotation, a

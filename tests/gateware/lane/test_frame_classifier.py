@@ -8,7 +8,8 @@ go through the classifier as AXI-Stream beats (``sim.axis.frame_beats``) under
 random idle and backpressure; every output beat must be the input beat
 unchanged, ``first`` must mark the header beats, and ``reason`` must be, on
 every beat of a frame, what ``classify_host_frame`` (TX) /
-``classify_wire_frame`` (RX) return with ``tuser_size = len(frame)``.
+``classify_wire_frame`` (RX) return with ``tuser_size = len(frame)``
+(``bypass`` = it is not ``NONE``).
 """
 
 import random
@@ -253,6 +254,8 @@ def check_classifier(lane, frames, *, port=F.DEFAULT_PORT, codecs=F.DEFAULT_CODE
         got = data.Const(ClassifiedBeat, out)
         if out & ((1 << _BEAT_BITS) - 1) != word:
             problems.append(f"frame {k}: beat changed")
+        if int(got.bypass) != (reason != Reason.NONE):
+            problems.append(f"frame {k}: bypass {int(got.bypass)} with reason {reason}")
         if int(got.first) != first or got.reason != reason:
             head = frames[k].data if isinstance(frames[k], AxisFrame) else frames[k]
             problems.append(f"frame {k} ({len(head)} bytes, header "
