@@ -145,8 +145,8 @@ class FrameClassifier(wiring.Component):
     Latency: ``LATENCY`` = 4 cycles from an accepted input beat to its output
     (stage 1: field compares and three partial sums of the IPv4 header words;
     stage 2: the checksum sum, the reasons before/after the checksum check and
-    the n·b product's M register; stage 3: the checksum fold and n·b's P
-    register; stage 4: the checksum and length compares, registered apart, and
+    the n·b product's M register; stage 3: the checksum fold and compare, and
+    n·b's P register; stage 4: the reasons and the length compare, registered apart, and
     on RX the :class:`RxFrameInfo` of the frame; ``o.payload.reason`` is one
     LUT of the two). Throughput: one beat per
     cycle, back-to-back frames included. Backpressure: when ``o.valid &
@@ -270,19 +270,23 @@ class FrameClassifier(wiring.Component):
         total2 = st.reg(psum1[0] + psum1[1] + psum1[2], name="csum_total")  # < 2**20
         # n·b: a registered multiply (input, M and P registers: stages 1, 2, 3)
         nb2 = st.reg(n1 * bits1, name="nb")                                   # < 2**22
+        csum_n = ~field_be(AxisBeat(beat1).data, *HDR.IP_CHECKSUM)
+        csum_n2 = st.reg(csum_n, name="csum_n")
+        csum_n_carry2 = st.reg(csum_n + 0xFFFF, name="csum_n_carry")
+        csum_n_nz2 = st.reg(csum_n != 0, name="csum_n_nz")
         x2 = st.reg(x1, name="payload_bytes_s2")
 
         # ---- stage 3: the checksum's fold; n·b's P register ---------------------------
         valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         first3 = st.reg(first2, name="first_s3")
         beat3 = st.reg(beat2, name="beat_s3")
-        fold = Signal(17, name="csum_fold1")
-        folded = Signal(16, name="csum_fold2")
-        m.d.comb += [
-            fold.eq(total2[:16] + total2[16:]),
-            folded.eq(fold[:16] + fold[16]),   # end-around carry: fits 16 bits
-        ]
-        folded3 = st.reg(folded, name="csum_folded")
+        # The one's-complement sum is fold[:16] + fold[16] (fold ≤ 0x1000E: no carry out);
+        # it equals N = ~checksum when fold = N, or when fold = N + 0xFFFF (end-around carry
+        # of 1, N ≠ 0): two compares instead of a second adder.
+        fold = Signal(17, name="csum_fold")
+        m.d.comb += fold.eq(total2[:16] + total2[16:])
+        csum_bad3 = st.reg(~((fold == csum_n2) | ((fold == csum_n_carry2) & csum_n_nz2)),
+                           name="csum_bad_s3")
         head3 = st.reg(head2, name="head_s3")
         tail3 = st.reg(tail2, name="tail_s3")
         head_any3 = st.reg(head2 != Reason.NONE, name="head_any_s3")
@@ -295,7 +299,7 @@ class FrameClassifier(wiring.Component):
 
         # ---- stage 4: checksum and length compares, final reason ----------------------
         b3 = AxisBeat(beat3)
-        csum_bad = ~folded3 != field_be(b3.data, *HDR.IP_CHECKSUM)
+        csum_bad = csum_bad3
         # 64 + ⌈n·b/8⌉ = size, i.e. ⌈n·b/8⌉ = x: q = ⌊n·b/8⌋ is x, or x − 1 with a remainder
         q, rem = nb3[3:], nb3[:3] != 0
         dense_bad = ~(((q == x3) & ~rem) | ((q == x_m1_3) & x_nz3 & rem))

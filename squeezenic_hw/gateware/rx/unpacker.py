@@ -152,9 +152,10 @@ class WireUnpacker(wiring.Component):
     *Read stages*: the first registers the two slots the job can reach, rotated
     to the read pointer's 32-bit boundary (543 bits); the second the 512-bit
     window from the read pointer; the third wires code ``e`` to window bits
-    ``[e·width, (e+1)·width)`` for every built width, picked by a one-hot
-    width and a ``count > e`` mask registered at the fire. The rotations are
-    4:1 selects, one LUT level per two pointer bits.
+    ``[e·width, (e+1)·width)`` for every built width: an AND-OR whose selects
+    (the width is one that puts the bit there, and ``count > e``) are
+    registered in the first two stages. The rotations are 4:1 selects, one
+    LUT level per two pointer bits.
 
     Latency: 4 cycles from an accepted beat to its job when the job waits for
     it (the write into the ring, three read stages); 6 cycles from a frame's
@@ -356,7 +357,6 @@ class WireUnpacker(wiring.Component):
         valid1 = st.reg(fire, name="read_valid1", reset_less=False)
         coarse1 = st.reg(coarse, name="read_coarse")
         fine1 = st.reg(roff[:_FIRST_LO], name="read_fine")
-        onehot1 = st.reg(Cat(*(head.width == w for w in self.widths)), name="read_width")
         mask1 = st.reg(Cat(*(head.count > e for e in range(J))), name="read_mask")
         fields1 = st.reg(Cat(head.count, head.host_first, head.host_last, head.frame_last,
                              head.tag), name="read_fields")
@@ -364,24 +364,44 @@ class WireUnpacker(wiring.Component):
         valid2 = st.reg(valid1, name="read_valid2", reset_less=False)
         window2 = st.reg(rotate(m, coarse1, fine1, 0, _FIRST_LO, "read_fine_by")[:BEAT_BITS],
                          name="read_window")
-        onehot2 = st.reg(onehot1, name="read_width2")
-        mask2 = st.reg(mask1, name="read_mask2")
         fields2 = st.reg(fields1, name="read_fields2")
 
-        # Stage 3: each code from its bits for the frame's width (an AND-OR over the built
-        # widths), zero past count.
-        valid3 = st.reg(valid2, name="read_valid3", reset_less=False)
+        # Stage 3: code e, bit j is window bit e·w + j for the frame's width w, zero past
+        # count: an AND-OR over the window bits it can be, each with a select registered
+        # in stage 2 (count > e, and the width is one of the widths that put the bit
+        # there: registered in stage 1, one flag per such set of widths).
+        layout = []                              # (e, [(window bit, set of widths)] per j)
         for e in range(J):
-            code = []
             for j in range(max(self.widths)):
-                # widths whose code e has bit j at the same window bit share one select
                 sources = {}
-                for k, w in enumerate(self.widths):
+                for w in self.widths:
                     if j < w:
-                        sources.setdefault(e * w + j, []).append(onehot2[k])
-                terms = [window2[src] & Cat(*sel).any() for src, sel in sources.items()]
-                code.append(Cat(*terms).any() & mask2[e])
-            m.d.comb += op.codes[e].eq(st.reg(Cat(*code), name=f"code{e}"))
+                        sources.setdefault(e * w + j, []).append(w)
+                layout.append((e, [(src, tuple(ws)) for src, ws in sources.items()]))
+        groups = sorted({ws for _, bits in layout for _, ws in bits})
+
+        def in_group(ws):
+            # all built widths from min(ws) up (code 0's bits): one compare
+            if ws == tuple(w for w in self.widths if w >= ws[0]):
+                return head.width >= ws[0]
+            return Cat(*(head.width == w for w in ws)).any()
+
+        in_group1 = {ws: st.reg(in_group(ws), name=f"read_widths{k}")
+                     for k, ws in enumerate(groups)}
+        selects = {}
+
+        def select_of(e, ws):
+            if (e, ws) not in selects:
+                selects[e, ws] = st.reg(in_group1[ws] & mask1[e],
+                                        name=f"read_sel{len(selects)}")
+            return selects[e, ws]
+
+        valid3 = st.reg(valid2, name="read_valid3", reset_less=False)
+        codes = [[] for _ in range(J)]
+        for e, bits in layout:
+            codes[e].append(Cat(*(window2[src] & select_of(e, ws) for src, ws in bits)).any())
+        for e in range(J):
+            m.d.comb += op.codes[e].eq(st.reg(Cat(*codes[e]), name=f"code{e}"))
         m.d.comb += [
             Cat(op.count, op.host_first, op.host_last, op.frame_last, op.tag).eq(
                 st.reg(fields2, name="out_fields")),
