@@ -142,24 +142,25 @@ class FrameClassifier(wiring.Component):
 
     Notes
     -----
-    Latency: ``LATENCY`` = 4 cycles from an accepted input beat to its output
+    Latency: ``LATENCY`` = 5 cycles from an accepted input beat to its output
     (stage 1: field compares and three partial sums of the IPv4 header words;
     stage 2: the checksum sum, the reasons before/after the checksum check and
-    the n·b product's M register; stage 3: the checksum fold and compare, and
-    n·b's P register; stage 4: the reasons and the length compare, registered apart, and
-    on RX the :class:`RxFrameInfo` of the frame; ``o.payload.reason`` is one
-    LUT of the two). Throughput: one beat per
-    cycle, back-to-back frames included. Backpressure: when ``o.valid &
-    ~o.ready`` the whole pipeline holds (``i.ready = o.ready | ~o.valid``, one
-    LUT from ``o.ready``); nothing is dropped or reordered and bubbles inside
-    the pipeline are squeezed out while the output waits. Only the valid bits
-    and the frame-start flag are reset. Resources: about four beats of
-    registers (~2.6k flip-flops), on RX one 16×6 and (with ``threshold``) one
-    16×16 multiplier in DSP slices, each with input, M and P registers; a few
-    hundred LUTs of compares.
+    the n·b product's M register; stage 3: the checksum fold and n·b's P
+    register; stage 4: the checksum and length compares, and on RX the
+    :class:`RxFrameInfo` of the frame; stage 5: the final reason and the
+    ``bypass`` flag). Each stage is an adder or a compare or a priority pick
+    on registers. Throughput: one beat per cycle, back-to-back frames
+    included. Backpressure: when ``o.valid & ~o.ready`` the whole pipeline
+    holds (``i.ready = o.ready | ~o.valid``, one LUT from ``o.ready``);
+    nothing is dropped or reordered and bubbles inside the pipeline are
+    squeezed out while the output waits. Only the valid bits and the
+    frame-start flag are reset. Resources: five beats of registers (the
+    beat's plain delay line maps to shift registers), on RX one 16×6 and
+    (with ``threshold``) one 16×16 multiplier in DSP slices, each with input,
+    M and P registers; a few hundred LUTs of compares.
     """
 
-    LATENCY = 4
+    LATENCY = 5
 
     def __init__(self, lane, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS):
         self.lane, self.port, self.codecs = _check_parameters(lane, port, codecs)
@@ -280,71 +281,76 @@ class FrameClassifier(wiring.Component):
         valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         first3 = st.reg(first2, name="first_s3")
         beat3 = st.reg(beat2, name="beat_s3")
-        # The one's-complement sum is fold[:16] + fold[16] (fold ≤ 0x1000E: no carry out);
-        # it equals N = ~checksum when fold = N, or when fold = N + 0xFFFF (end-around carry
-        # of 1, N ≠ 0): two compares instead of a second adder.
-        fold = Signal(17, name="csum_fold")
-        m.d.comb += fold.eq(total2[:16] + total2[16:])
-        csum_bad3 = st.reg(~((fold == csum_n2) | ((fold == csum_n_carry2) & csum_n_nz2)),
-                           name="csum_bad_s3")
+        fold3 = st.reg(total2[:16] + total2[16:], name="csum_fold")    # ≤ 0x1000E
+        csum_n3 = st.reg(csum_n2, name="csum_n_s3")
+        csum_n_carry3 = st.reg(csum_n_carry2, name="csum_n_carry_s3")
+        csum_n_nz3 = st.reg(csum_n_nz2, name="csum_n_nz_s3")
         head3 = st.reg(head2, name="head_s3")
         tail3 = st.reg(tail2, name="tail_s3")
-        head_any3 = st.reg(head2 != Reason.NONE, name="head_any_s3")
-        tail_any3 = st.reg(tail2 != Reason.NONE, name="tail_any_s3")
         nb3 = st.reg(nb2, name="nb_s3")
         x3 = st.reg(x2, name="payload_bytes_s3")
         x_m1_3 = st.reg(x2 - 1, name="payload_bytes_m1_s3")   # x = 0: never matches
         x_nz3 = st.reg(x2 != 0, name="payload_bytes_nz_s3")
         sparse = self._sparse_stages(m, st, d, size, x1, x2)
 
-        # ---- stage 4: checksum and length compares, final reason ----------------------
-        b3 = AxisBeat(beat3)
-        csum_bad = csum_bad3
+        # ---- stage 4: the checksum and length compares ----------------------------------
+        valid4 = st.reg(valid3, name="valid_s4", reset_less=False)
+        first4 = st.reg(first3, name="first_s4")
+        beat4 = st.reg(beat3, name="beat_s4")
+        # The one's-complement sum is fold[:16] + fold[16] (no carry out); it equals
+        # N = ~checksum when fold = N, or when fold = N + 0xFFFF (an end-around carry of
+        # 1, N ≠ 0): two compares instead of a second adder.
+        csum_bad4 = st.reg(~((fold3 == csum_n3) | ((fold3 == csum_n_carry3) & csum_n_nz3)),
+                           name="csum_bad_s4")
         # 64 + ⌈n·b/8⌉ = size, i.e. ⌈n·b/8⌉ = x: q = ⌊n·b/8⌋ is x, or x − 1 with a remainder
         q, rem = nb3[3:], nb3[:3] != 0
         dense_bad = ~(((q == x3) & ~rem) | ((q == x_m1_3) & x_nz3 & rem))
         length_bad = Mux(sparse["sparse3"], sparse["bad3"], dense_bad) \
             if sparse else dense_bad
-        # The reasons before the length check, and the length check, are registered apart
-        # (each loaded on a frame's first beat, held for the rest of the frame); the
-        # output's reason is one LUT of those registers.
-        early = Signal(Reason, name="reason_early")
-        with m.If(head_any3):
-            m.d.comb += early.eq(head3)
-        with m.Elif(csum_bad):
-            m.d.comb += early.eq(Reason.IP_CHECKSUM)
-        with m.Elif(tail_any3):
-            m.d.comb += early.eq(tail3)
+        length_bad4 = st.reg(length_bad, name="length_bad_s4")
+        head4 = st.reg(head3, name="head_s4")
+        tail4 = st.reg(tail3, name="tail_s4")
+        head_any4 = st.reg(head3 != Reason.NONE, name="head_any_s4")
+        tail_any4 = st.reg(tail3 != Reason.NONE, name="tail_any_s4")
+        b3 = AxisBeat(beat3)
 
-        valid4 = st.reg(valid3, name="valid_s4", reset_less=False)
-        first4 = st.reg(first3, name="first_s4")
-        beat4 = st.reg(beat3, name="beat_s4")
-        early4 = Signal(Reason, name="reason_early_s4", reset_less=True)
-        length_bad4 = Signal(name="length_bad_s4", reset_less=True)
-        with m.If(enable & valid3 & first3):
-            m.d.sync += [early4.eq(early), length_bad4.eq(length_bad)]
-        reason4 = Signal(Reason, name="reason_s4")
-        with m.If(early4 != Reason.NONE):
-            m.d.comb += reason4.eq(early4)
+        # ---- stage 5: the final reason ----------------------------------------------------
+        reason = Signal(Reason, name="reason")
+        with m.If(head_any4):
+            m.d.comb += reason.eq(head4)
+        with m.Elif(csum_bad4):
+            m.d.comb += reason.eq(Reason.IP_CHECKSUM)
+        with m.Elif(tail_any4):
+            m.d.comb += reason.eq(tail4)
         with m.Elif(length_bad4):
-            m.d.comb += reason4.eq(Reason.LENGTH)
+            m.d.comb += reason.eq(Reason.LENGTH)
+        valid5 = st.reg(valid4, name="valid_s5", reset_less=False)
+        first5 = st.reg(first4, name="first_s5")
+        beat5 = st.reg(beat4, name="beat_s5")
+        # Loaded on a frame's first beat, held for the rest of the frame.
+        reason5 = Signal(Reason, name="reason_s5", reset_less=True)
+        bypass5 = Signal(name="bypass_s5", reset_less=True)
+        with m.If(enable & valid4 & first4):
+            m.d.sync += [reason5.eq(reason), bypass5.eq(reason != Reason.NONE)]
 
         m.d.comb += [
-            self.o.valid.eq(valid4),
-            self.o.payload.beat.eq(beat4),
-            self.o.payload.first.eq(first4),
-            self.o.payload.reason.eq(reason4),
-            self.o.payload.bypass.eq((early4 != Reason.NONE) | length_bad4),
+            self.o.valid.eq(valid5),
+            self.o.payload.beat.eq(beat5),
+            self.o.payload.first.eq(first5),
+            self.o.payload.reason.eq(reason5),
+            self.o.payload.bypass.eq(bypass5),
         ]
         if self.lane == "rx":
-            m.d.comb += self.o.payload.rx.eq(self._rx_info(m, st, nb3, bits1, sparse))
+            info4 = self._rx_info(m, st, nb3, bits1, sparse)
+            m.d.comb += self.o.payload.rx.eq(st.reg(info4, name="rx_info_s5"))
         if self.lane == "tx" and THRESHOLD_ID in self.codecs:
-            m.d.comb += self.o.payload.keep.eq(self._keep_mask(m, st, valid3, first3, b3))
+            keep4 = self._keep_mask(m, st, valid3, first3, b3)
+            m.d.comb += self.o.payload.keep.eq(st.reg(keep4, name="keep_s5"))
         return m
 
     def _rx_info(self, m, st, nb3, bits1, sparse):
         """Stage-4 register: the :class:`RxFrameInfo` of a wire frame, from stage-3
-        registers (an adder or a mux each)."""
+        registers (an adder and a mux each)."""
         info = Signal(RxFrameInfo, name="rx_info")
         width3 = st.delay(bits1, 2, name="width")
         m.d.comb += [

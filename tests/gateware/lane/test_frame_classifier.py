@@ -315,12 +315,12 @@ def test_trusts_tuser_size(lane):
 
 @pytest.mark.parametrize("lane", ["tx", "rx"])
 def test_full_rate(lane):
-    """Back-to-back frames (1-beat ones included): latency 4, one beat per cycle."""
+    """Back-to-back frames (1-beat ones included): latency 5, one beat per cycle."""
     rng = random.Random(5)
     frames = valid_frames(lane, rng)[:12] + bypass_frames(lane, rng)[:20]
     rng.shuffle(frames)
     run, dut, n_beats, _ = check_classifier(lane, frames, seed=5)
-    assert run.latency == dut.LATENCY == 4
+    assert run.latency == dut.LATENCY == 5
     assert run.max_ready_streak == n_beats
     assert run.cycles == n_beats + dut.LATENCY
 
