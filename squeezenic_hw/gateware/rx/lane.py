@@ -2,11 +2,13 @@
 
 ::
 
-    i ─► FrameClassifier ─► RxController ─┬─ payload ─► FIFO ─► WireUnpacker ─► DecoderBank ─┐
-                                          ├─ desc ─► FIFO ─► HostFrameSplitter ─►           │
-                                          │      HeaderBuilder ─► token FIFO ───────────────┤
-                                          └─ bypass ─► bypass FIFO ─────────────────────────┤
-                                                                      FrameMerger ─► o ◄────┘
+    i ─► FrameClassifier ─► skid ─► RxController ─┬─ payload ─► FIFO ─┬─► WireUnpacker ─┐
+                                                  ├─ frames ─► FIFO ──┘    DecoderBank ◄─┘
+                                                  ├─ desc ─► FIFO ─► HostFrameSplitter ─► │
+                                                  │      HeaderBuilder ─► token FIFO ───┤ │
+                                                  └─ bypass ─► bypass FIFO ─────────────┤ │
+                                                                  FrameMerger ◄─────────┴─┘
+                                                                       └─► o
 
 Host frames stream through (a host frame's length is known from the wire
 header), so the RX lane does not store whole frames: the merger sends a host
@@ -98,12 +100,18 @@ class RxLane(wiring.Component):
         SqueezeNIC UDP destination port.
     bypass_depth, token_depth, payload_depth : int
         FIFO depths: beats of bypassed frames; output frames decided but not
-        sent; wire payload beats waiting for the unpacker.
+        sent; wire payload beats waiting for the unpacker. The FIFOs the
+        controller writes (bypass, payload) have two entries more, the slack of
+        their registered ready.
 
     Ports: ``i`` (wire AXI-Stream), ``o`` (host AXI-Stream), ``counters``
     (:data:`~.rx_controller.RX_COUNTERS`), ``cfg_port`` / ``cfg_enable``
     (run-time port and enable, init ``port`` and 1; ``cfg_enable`` = 0 passes
     every frame through as ``other_port``).
+
+    Block boundaries have registered ready signals: a skid buffer after the
+    classifier, FIFOs whose ready to the controller is a flip-flop
+    (:func:`fifo_from_controller`), the unpacker's own registered ``i.ready``.
 
     Latency: measured in ``docs/figures.md``. Throughput: one host beat per
     cycle while decoded data is available (a wire beat of b-bit codes carries
