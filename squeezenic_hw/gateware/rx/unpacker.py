@@ -65,12 +65,19 @@ def unpacker_output_layout(tag_shape=unsigned(1)):
     })
 
 
-def _job_layout(tag_shape):
-    """A job between the job counter and the ring."""
+_BLOCK = 4                       # widths per block of the "width ≥ w" flags (see below)
+
+
+def _job_layout(tag_shape, n_widths):
+    """A job between the job counter and the ring. The frame's width comes as flags over
+    the built widths (sorted): ``onehot`` (it is width k), ``suffix`` (it is width k or
+    a larger one of k's block of 4) and ``beyond`` (it is in a block after block b)."""
     return data.StructLayout({
         "need": unsigned(_NEED_BITS),   # bits it takes: count·width (+ pad on a frame's last)
         "count": unsigned(5),
-        "width": unsigned(6),
+        "onehot": unsigned(n_widths),
+        "suffix": unsigned(n_widths),
+        "beyond": unsigned(-(-n_widths // _BLOCK)),
         "host_first": unsigned(1),
         "host_last": unsigned(1),
         "frame_last": unsigned(1),
@@ -154,7 +161,9 @@ class WireUnpacker(wiring.Component):
     window from the read pointer; the third wires code ``e`` to window bits
     ``[e·width, (e+1)·width)`` for every built width: an AND-OR whose selects
     (the width is one that puts the bit there, and ``count > e``) are
-    registered in the first two stages. The rotations are 4:1 selects, one
+    registered in the first two stages. The width travels with each job as
+    flags (one-hot, and "this width or a larger one" in blocks of four), so
+    no select is more than an OR of a few flags. The rotations are 4:1 selects, one
     LUT level per two pointer bits.
 
     Latency: 4 cycles from an accepted beat to its job when the job waits for
@@ -203,7 +212,7 @@ class WireUnpacker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.jobs = jobs = SkidBuffer(_job_layout(self.tag_shape))
+        m.submodules.jobs = jobs = SkidBuffer(_job_layout(self.tag_shape, len(self.widths)))
         self._job_counter(m, jobs.i)
         self._ring(m, jobs.o)
         return m
@@ -230,6 +239,8 @@ class WireUnpacker(wiring.Component):
         hfirst = Signal(reset_less=True)
         count = Signal(5, reset_less=True)       # min(hrem, 16)
         width = Signal(6, reset_less=True)
+        onehot = Signal(len(self.widths), reset_less=True)   # width = widths[k]
+        in_block = Signal(-(-len(self.widths) // _BLOCK), reset_less=True)  # in block b
         pad = Signal(_BEAT_SHIFT, reset_less=True)   # (−n·width) mod 512
         host_bits = Signal.like(hbits)           # M·width, the bits of a full host frame
         tag = Signal.like(d.tag, reset_less=True)
@@ -272,6 +283,10 @@ class WireUnpacker(wiring.Component):
                 m.d.sync += reg.eq(Mux(load, a, Mux(hrem_small, b, c)))
         with m.If(load):
             m.d.sync += [busy.eq(1), width.eq(d.width), pad.eq(-d.bits),
+                         onehot.eq(Cat(*(d.width == w for w in self.widths))),
+                         in_block.eq(Cat(*(
+                             Cat(*(d.width == w for w in self.widths[lo:lo + _BLOCK])).any()
+                             for lo in range(0, len(self.widths), _BLOCK)))),
                          host_bits.eq(new_host_bits), tag.eq(d.tag)]
         with m.Elif(step & flast):
             m.d.sync += busy.eq(0)
@@ -282,13 +297,27 @@ class WireUnpacker(wiring.Component):
                 job_valid.eq(busy),
                 job.need.eq(Mux(hrem_small, hbits, job_bits) + Mux(flast, pad, 0)),
                 job.count.eq(count),
-                job.width.eq(width),
+                job.onehot.eq(onehot),
+                *self._width_flags(job, onehot, in_block),
                 job.host_first.eq(hfirst),
                 job.host_last.eq(hrem_small),
                 job.frame_last.eq(flast),
                 job.tag.eq(tag),
             ]
         m.d.comb += [out.valid.eq(job_valid), out.payload.eq(job)]
+
+    @staticmethod
+    def _width_flags(job, onehot, in_block):
+        """The job register's ``suffix`` and ``beyond`` flags, from the one-hot width and
+        its block: ORs of at most 4 flags, so no "width ≥ w" can become a long LUT chain."""
+        stmts = []
+        for k in range(len(onehot)):
+            end = min(k - k % _BLOCK + _BLOCK, len(onehot))
+            stmts.append(job.suffix[k].eq(onehot[k:end].any()))
+        for b in range(len(in_block)):
+            stmts.append(job.beyond[b].eq(in_block[b + 1:].any() if b + 1 < len(in_block)
+                                          else 0))
+        return stmts
 
     # --- ring and read stages -------------------------------------------------------------
     def _ring(self, m, jobs):
@@ -381,10 +410,12 @@ class WireUnpacker(wiring.Component):
         groups = sorted({ws for _, bits in layout for _, ws in bits})
 
         def in_group(ws):
-            # all built widths from min(ws) up (code 0's bits): one compare
-            if ws == tuple(w for w in self.widths if w >= ws[0]):
-                return head.width >= ws[0]
-            return Cat(*(head.width == w for w in ws)).any()
+            ks = [self.widths.index(w) for w in ws]
+            if len(ks) == 1:
+                return head.onehot[ks[0]]
+            # all built widths from widths[k] up (code 0's bits): k's block, or a later one
+            assert ks == list(range(ks[0], len(self.widths)))
+            return head.suffix[ks[0]] | head.beyond[ks[0] // _BLOCK]
 
         in_group1 = {ws: st.reg(in_group(ws), name=f"read_widths{k}")
                      for k, ws in enumerate(groups)}
