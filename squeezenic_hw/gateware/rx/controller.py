@@ -127,12 +127,13 @@ class RxController(wiring.Component):
     Latency: combinational from ``i`` to the outputs, which go into FIFOs.
     Throughput: one beat per cycle. Backpressure: a beat is accepted only when
     every output it needs is ready. The accept logic depends only on registers
-    (the input's registers, this block's state and the FIFOs' ``w_rdy``): the
-    header's quantities come from the classifier, and where a payload beat goes
-    is decided a beat ahead, into flags. Wire frames whose beats end before
-    ``tuser_size`` says are padded with zero beats, extra beats are discarded;
-    both count in ``size_errors``. Only the state, the counters and the
-    layout-check strobe are reset.
+    (the input's, this block's state, and the outputs' ``ready``, which the RX
+    lane makes flip-flops): the header's quantities come from the classifier,
+    and where a payload beat goes is decided a beat ahead, into flags. Wire
+    frames whose beats end before ``tuser_size`` says are padded with zero
+    beats, extra beats are discarded; both count in ``size_errors``. The
+    state, the per-frame flags and counts, and the counters are reset; the
+    bitmap check's byte index and mask are not.
     """
 
     def __init__(self, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS):
