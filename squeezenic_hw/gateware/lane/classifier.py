@@ -8,7 +8,7 @@ does exactly that and marks every beat of the frame with the result, so the
 lane downstream decides at the header whether to process or bypass the frame.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,7 +37,23 @@ from squeezenic_hw.spec.header import (
     VERSION,
 )
 
-__all__ = ["ClassifiedBeat", "FrameClassifier"]
+__all__ = ["ClassifiedBeat", "FrameClassifier", "RxFrameInfo"]
+
+
+class RxFrameInfo(data.Struct):
+    """What an RX wire frame's header implies, computed by the classifier so that the RX
+    controller does no arithmetic: valid on the first beat of a frame whose reason is
+    ``NONE`` (other beats and frames: don't care); zero on TX."""
+    width: unsigned(6)          # bits per code into the unpacker (1: threshold's bitmap)
+    beats: unsigned(16)         # payload beats: ⌈n·width/512⌉; threshold ⌈(size − 64)/64⌉
+    bits: unsigned(21)          # payload bits of the n codes: n·width
+    sparse: unsigned(1)         # codec 7 (threshold)
+    index: unsigned(1)          # threshold, index-list layout (param 1)
+    k: unsigned(16)             # threshold: values kept
+    layout_beats: unsigned(11)  # threshold: beats holding layout bytes, ⌈L/64⌉
+    value_beat: unsigned(10)    # threshold: beat of the first value byte, ⌊L/64⌋
+    start: unsigned(6)          # threshold: L mod 64 (L: layout bytes, ⌈n/8⌉ or 2k)
+    last_byte: unsigned(6)      # threshold: (L − 1) mod 64, the last layout byte in its beat
 
 
 
@@ -46,9 +62,11 @@ class ClassifiedBeat(data.Struct):
     beat: AxisBeat        # the input beat, unchanged
     first: unsigned(1)    # first beat of a frame (the header beat)
     reason: Reason        # the frame's bypass reason, on every beat; NONE = processed
+    bypass: unsigned(1)   # reason != NONE (a flag, so a controller need not compare)
     keep: unsigned(16)    # TX with threshold built in: element e of this payload beat has
                           # abs(x) > the frame's scale (NaN never); 0 on header beats and
                           # without threshold; bits past the frame's end: don't care
+    rx: RxFrameInfo       # RX: the frame's header-derived quantities (first beat only)
 
 
 def _byte(value, index):
@@ -112,6 +130,10 @@ class FrameClassifier(wiring.Component):
     ----------
     i : In(stream.Signature(AxisBeat))
     o : Out(stream.Signature(ClassifiedBeat))
+        On RX, ``o.payload.rx`` carries on each first beat the wire frame's
+        :class:`RxFrameInfo` (code width, payload bits and beats, and the
+        layout of a ``threshold`` frame), so the RX controller does no
+        arithmetic; zero on TX.
     cfg_port : In(16), init ``port``
         The SqueezeNIC port compared at run time (a register of the OpenNIC
         plugin); left undriven it is the constant ``port``.
@@ -120,19 +142,25 @@ class FrameClassifier(wiring.Component):
 
     Notes
     -----
-    Latency: ``LATENCY`` = 3 cycles from an accepted input beat to its output
+    Latency: ``LATENCY`` = 5 cycles from an accepted input beat to its output
     (stage 1: field compares and three partial sums of the IPv4 header words;
-    stage 2: the checksum sum, the n·b product and the reasons before/after the
-    checksum check; stage 3: checksum fold and compare, length compare, final
-    reason). Throughput: one beat per cycle, back-to-back frames included.
-    Backpressure: when ``o.valid & ~o.ready`` the whole pipeline holds
-    (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered and
-    bubbles inside the pipeline are squeezed out while the output waits.
-    Resources: about three beats of registers (~1.9k flip-flops), one 16×6
-    multiplier (RX; a shift on TX), a few hundred LUTs of compares.
+    stage 2: the checksum sum, the reasons before/after the checksum check and
+    the n·b product's M register; stage 3: the checksum fold and n·b's P
+    register; stage 4: the checksum and length compares, and on RX the
+    :class:`RxFrameInfo` of the frame; stage 5: the final reason and the
+    ``bypass`` flag). Each stage is an adder or a compare or a priority pick
+    on registers. Throughput: one beat per cycle, back-to-back frames
+    included. Backpressure: when ``o.valid & ~o.ready`` the whole pipeline
+    holds (``i.ready = o.ready | ~o.valid``, one LUT from ``o.ready``);
+    nothing is dropped or reordered and bubbles inside the pipeline are
+    squeezed out while the output waits. Only the valid bits and the
+    frame-start flag are reset. Resources: five beats of registers (the
+    beat's plain delay line maps to shift registers), on RX one 16×6 and
+    (with ``threshold``) one 16×16 multiplier in DSP slices, each with input,
+    M and P registers; a few hundred LUTs of compares.
     """
 
-    LATENCY = 3
+    LATENCY = 5
 
     def __init__(self, lane, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS):
         self.lane, self.port, self.codecs = _check_parameters(lane, port, codecs)
@@ -162,7 +190,8 @@ class FrameClassifier(wiring.Component):
                         # threshold: the layout is chosen by the encoder, so host frames
                         # say 0 and wire frames 0 (bitmap) or 1 (index list)
                         bad = param != 0 if self.lane == "tx" else param > 1
-                        m.d.comb += param_bad.eq(bad)
+                        # RX: its bitmap goes through the unpacker as 1-bit codes
+                        m.d.comb += [param_bad.eq(bad), bits.eq(1)]
                     elif info.param_range is None:
                         m.d.comb += [param_bad.eq(param != 0), bits.eq(info.bits)]
                     else:
@@ -182,7 +211,8 @@ class FrameClassifier(wiring.Component):
             enable.eq(~self.o.valid | self.o.ready),
             self.i.ready.eq(enable),
         ]
-        st = Stager(m, enable)
+        # Valid bits (and the frame-start flag) are reset; everything else is data.
+        st = Stager(m, enable, reset_less=True)
 
         # The beat after a ``last`` beat starts a frame.
         start = Signal(init=1)
@@ -198,7 +228,7 @@ class FrameClassifier(wiring.Component):
         del ip_words[(HDR.IP_CHECKSUM[0] - 14) // 2]
 
         # ---- stage 1: compares of header fields, partial checksum sums --------------
-        valid1 = st.reg(self.i.valid, name="valid_s1")
+        valid1 = st.reg(self.i.valid, name="valid_s1", reset_less=False)
         first1 = st.reg(start, name="first_s1")
         beat1 = st.reg(beat.as_value(), name="beat_s1")
         f = {
@@ -224,7 +254,8 @@ class FrameClassifier(wiring.Component):
                  for k in (0, 3, 6)]
         n1 = st.reg(field_le(d, *HDR.N), name="n_s1")
         bits1 = st.reg(bits, name="bits_s1") if self.lane == "rx" else bits
-        sparse1, sparse_bad1 = self._sparse_length(m, st, d, size)
+        # payload bytes, size − 64 (size ≥ 64 wherever it matters: else short_frame)
+        x1 = st.reg((size - HEADER_LEN)[:16], name="payload_bytes_s1")
 
         # ---- stage 2: checksum sum, n·b, the reasons either side of ip_checksum -----
         skip = Reason.NOT_ENCODED if self.lane == "tx" else Reason.ALREADY_ENCODED
@@ -232,97 +263,175 @@ class FrameClassifier(wiring.Component):
                 Reason.NOT_UDP, Reason.OTHER_PORT]
         tail = [r for r in Reason if Reason.IP_CHECKSUM.value < r.value < Reason.LENGTH.value
                 and r is not skip]
-        valid2 = st.reg(valid1, name="valid_s2")
+        valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
         first2 = st.reg(first1, name="first_s2")
         beat2 = st.reg(beat1, name="beat_s2")
         head2 = st.reg(self._first_failing(m, f1, head, "head"), name="head_s2")
         tail2 = st.reg(self._first_failing(m, f1, tail, "tail"), name="tail_s2")
         total2 = st.reg(psum1[0] + psum1[1] + psum1[2], name="csum_total")  # < 2**20
-        nb2 = st.reg(n1 * bits1, name="nb")                                   # < 2**21
-        sparse2 = st.reg(sparse1, name="sparse_s2")
-        sparse_bad2 = st.reg(sparse_bad1, name="sparse_bad_s2")
+        # n·b: a registered multiply (input, M and P registers: stages 1, 2, 3)
+        nb2 = st.reg(n1 * bits1, name="nb")                                   # < 2**22
+        csum_n = ~field_be(AxisBeat(beat1).data, *HDR.IP_CHECKSUM)
+        csum_n2 = st.reg(csum_n, name="csum_n")
+        csum_n_carry2 = st.reg(csum_n + 0xFFFF, name="csum_n_carry")
+        csum_n_nz2 = st.reg(csum_n != 0, name="csum_n_nz")
+        x2 = st.reg(x1, name="payload_bytes_s2")
 
-        # ---- stage 3: fold and compare the checksum, length, final reason ------------
-        b2 = AxisBeat(beat2)
-        fold = Signal(17, name="csum_fold1")
-        folded = Signal(16, name="csum_fold2")
-        m.d.comb += [
-            fold.eq(total2[:16] + total2[16:]),
-            folded.eq(fold[:16] + fold[16]),   # end-around carry: fits 16 bits
-        ]
-        csum_bad = ~folded != field_be(b2.data, *HDR.IP_CHECKSUM)
-        length_bad = Mux(sparse2, sparse_bad2, b2.size != HEADER_LEN + ((nb2 + 7) >> 3))
-        reason = Signal(Reason, name="reason_s2")
-        with m.If(head2 != Reason.NONE):
-            m.d.comb += reason.eq(head2)
-        with m.Elif(csum_bad):
-            m.d.comb += reason.eq(Reason.IP_CHECKSUM)
-        with m.Elif(tail2 != Reason.NONE):
-            m.d.comb += reason.eq(tail2)
-        with m.Elif(length_bad):
-            m.d.comb += reason.eq(Reason.LENGTH)
-
-        valid3 = st.reg(valid2, name="valid_s3")
+        # ---- stage 3: the checksum's fold; n·b's P register ---------------------------
+        valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         first3 = st.reg(first2, name="first_s3")
         beat3 = st.reg(beat2, name="beat_s3")
+        fold3 = st.reg(total2[:16] + total2[16:], name="csum_fold")    # ≤ 0x1000E
+        csum_n3 = st.reg(csum_n2, name="csum_n_s3")
+        csum_n_carry3 = st.reg(csum_n_carry2, name="csum_n_carry_s3")
+        csum_n_nz3 = st.reg(csum_n_nz2, name="csum_n_nz_s3")
+        head3 = st.reg(head2, name="head_s3")
+        tail3 = st.reg(tail2, name="tail_s3")
+        nb3 = st.reg(nb2, name="nb_s3")
+        x3 = st.reg(x2, name="payload_bytes_s3")
+        x_m1_3 = st.reg(x2 - 1, name="payload_bytes_m1_s3")   # x = 0: never matches
+        x_nz3 = st.reg(x2 != 0, name="payload_bytes_nz_s3")
+        sparse = self._sparse_stages(m, st, d, size, x1, x2)
+
+        # ---- stage 4: the checksum and length compares ----------------------------------
+        valid4 = st.reg(valid3, name="valid_s4", reset_less=False)
+        first4 = st.reg(first3, name="first_s4")
+        beat4 = st.reg(beat3, name="beat_s4")
+        # The one's-complement sum is fold[:16] + fold[16] (no carry out); it equals
+        # N = ~checksum when fold = N, or when fold = N + 0xFFFF (an end-around carry of
+        # 1, N ≠ 0): two compares instead of a second adder.
+        csum_bad4 = st.reg(~((fold3 == csum_n3) | ((fold3 == csum_n_carry3) & csum_n_nz3)),
+                           name="csum_bad_s4")
+        # 64 + ⌈n·b/8⌉ = size, i.e. ⌈n·b/8⌉ = x: q = ⌊n·b/8⌋ is x, or x − 1 with a remainder
+        q, rem = nb3[3:], nb3[:3] != 0
+        dense_bad = ~(((q == x3) & ~rem) | ((q == x_m1_3) & x_nz3 & rem))
+        length_bad = Mux(sparse["sparse3"], sparse["bad3"], dense_bad) \
+            if sparse else dense_bad
+        length_bad4 = st.reg(length_bad, name="length_bad_s4")
+        head4 = st.reg(head3, name="head_s4")
+        tail4 = st.reg(tail3, name="tail_s4")
+        head_any4 = st.reg(head3 != Reason.NONE, name="head_any_s4")
+        tail_any4 = st.reg(tail3 != Reason.NONE, name="tail_any_s4")
+        b3 = AxisBeat(beat3)
+
+        # ---- stage 5: the final reason ----------------------------------------------------
+        reason = Signal(Reason, name="reason")
+        with m.If(head_any4):
+            m.d.comb += reason.eq(head4)
+        with m.Elif(csum_bad4):
+            m.d.comb += reason.eq(Reason.IP_CHECKSUM)
+        with m.Elif(tail_any4):
+            m.d.comb += reason.eq(tail4)
+        with m.Elif(length_bad4):
+            m.d.comb += reason.eq(Reason.LENGTH)
+        valid5 = st.reg(valid4, name="valid_s5", reset_less=False)
+        first5 = st.reg(first4, name="first_s5")
+        beat5 = st.reg(beat4, name="beat_s5")
         # Loaded on a frame's first beat, held for the rest of the frame.
-        reason3 = Signal(Reason, name="reason_s3")
-        with m.If(enable & valid2 & first2):
-            m.d.sync += reason3.eq(reason)
+        reason5 = Signal(Reason, name="reason_s5", reset_less=True)
+        bypass5 = Signal(name="bypass_s5", reset_less=True)
+        with m.If(enable & valid4 & first4):
+            m.d.sync += [reason5.eq(reason), bypass5.eq(reason != Reason.NONE)]
 
         m.d.comb += [
-            self.o.valid.eq(valid3),
-            self.o.payload.beat.eq(beat3),
-            self.o.payload.first.eq(first3),
-            self.o.payload.reason.eq(reason3),
+            self.o.valid.eq(valid5),
+            self.o.payload.beat.eq(beat5),
+            self.o.payload.first.eq(first5),
+            self.o.payload.reason.eq(reason5),
+            self.o.payload.bypass.eq(bypass5),
         ]
+        if self.lane == "rx":
+            info4 = self._rx_info(m, st, nb3, bits1, sparse)
+            m.d.comb += self.o.payload.rx.eq(st.reg(info4, name="rx_info_s5"))
         if self.lane == "tx" and THRESHOLD_ID in self.codecs:
-            m.d.comb += self.o.payload.keep.eq(self._keep_mask(m, st, valid2, first2, b2))
+            keep4 = self._keep_mask(m, st, valid3, first3, b3)
+            m.d.comb += self.o.payload.keep.eq(st.reg(keep4, name="keep_s5"))
         return m
 
-    def _keep_mask(self, m, st, valid2, first2, b2):
-        """Stage-3 register: which elements of a payload beat ``threshold`` keeps.
+    def _rx_info(self, m, st, nb3, bits1, sparse):
+        """Stage-4 register: the :class:`RxFrameInfo` of a wire frame, from stage-3
+        registers (an adder and a mux each)."""
+        info = Signal(RxFrameInfo, name="rx_info")
+        width3 = st.delay(bits1, 2, name="width")
+        m.d.comb += [
+            info.width.eq(width3),
+            info.beats.eq((nb3 + 511) >> 9),
+            info.bits.eq(nb3),
+        ]
+        if sparse:
+            k_index = sparse["k_index3"]
+            layout = Signal(16, name="layout_bytes")
+            m.d.comb += layout.eq(Mux(sparse["index3"], k_index << 1, sparse["bitmap3"]))
+            with m.If(sparse["sparse3"]):
+                m.d.comb += info.beats.eq(sparse["beats3"])
+            m.d.comb += [
+                info.sparse.eq(sparse["sparse3"]),
+                info.index.eq(sparse["index3"]),
+                info.k.eq(Mux(sparse["index3"], k_index, sparse["k_bitmap3"])),
+                info.layout_beats.eq((layout + 63) >> 6),
+                info.value_beat.eq(layout >> 6),
+                info.start.eq(layout[:6]),
+                info.last_byte.eq((layout - 1)[:6]),
+            ]
+        return st.reg(info, name="rx_info_s4")
+
+    def _keep_mask(self, m, st, valid3, first3, b3):
+        """Stage-4 register: which elements of a payload beat ``threshold`` keeps.
 
         ``abs(x) > scale`` in IEEE terms, on the bits: NaN x or NaN scale never
         keeps; a negative scale keeps every x but a zero when the scale is −0;
         otherwise the 31-bit magnitudes compare as unsigned integers.
         """
-        scale = Signal(32, name="keep_scale")   # the frame's scale, from its header beat
-        with m.If(st.enable & valid2 & first2):
-            m.d.sync += scale.eq(field_le(b2.data, *HDR.SCALE))
+        scale = Signal(32, name="keep_scale", reset_less=True)   # the frame's, from its header
+        with m.If(st.enable & valid3 & first3):
+            m.d.sync += scale.eq(field_le(b3.data, *HDR.SCALE))
         s_abs = scale[:31]
         s_nan = s_abs > 0x7F800000
         s_neg = scale[31]
         bits = []
         for e in range(16):
-            x_abs = b2.data[32 * e:32 * e + 31]
+            x_abs = b3.data[32 * e:32 * e + 31]
             x_nan = x_abs > 0x7F800000
             above = Mux(s_neg, (x_abs != 0) | (s_abs != 0), x_abs > s_abs)
             bits.append(~s_nan & ~x_nan & above)
-        return st.reg(Mux(first2, 0, Cat(*bits)), name="keep_s3")   # 0 on header beats
+        return st.reg(Mux(first3, 0, Cat(*bits)), name="keep_s4")   # 0 on header beats
 
-    def _sparse_length(self, m, st, d, size):
-        """Stage-1 registers ``(sparse, length_bad)`` of an RX ``threshold`` frame, whose
-        length depends on its layout: bitmap ``64 + ⌈n/8⌉ + 4k``, index list ``64 + 6k``."""
+    def _sparse_stages(self, m, st, d, size, x1, x2):
+        """RX with ``threshold``: stage-3 registers of a threshold frame's length check
+        and layout (``{}`` otherwise). Its length depends on the layout: bitmap
+        ``64 + ⌈n/8⌉ + 4k``, index list ``64 + 6k``."""
         if self.lane == "tx" or THRESHOLD_ID not in self.codecs:
-            return Const(0, 1), Const(0, 1)
-        x = Signal(17, name="sparse_payload")           # size − 64 (size ≥ 64 if it matters)
-        rest = Signal(signed(18), name="sparse_rest")   # bytes left for values (bitmap)
+            return {}
         n = field_le(d, *HDR.N)
-        m.d.comb += [x.eq(size - HEADER_LEN), rest.eq(x - ((n + 7) >> 3))]
-        # x mod 3 from its base-4 digits (4 ≡ 1 mod 3): no divider
-        digits = Signal(6, name="sparse_digits")
-        m.d.comb += digits.eq(sum(x[2 * j:2 * j + 2] for j in range(9)))
+        sparse1 = st.reg(_byte(d, HDR.CODEC[0]) == THRESHOLD_ID, name="sparse_s1")
+        index1 = st.reg(_byte(d, HDR.PARAM[0])[0], name="index_s1")
+        bitmap1 = st.reg((n + 7) >> 3, name="bitmap_bytes_s1")     # ⌈n/8⌉
+        # x / 6 for x a multiple of 6 below 2**16: x·43691 / 2**18 is exact; a registered
+        # multiply (input, M and P registers: stages 1, 2, 3)
+        kq2 = st.reg(x1 * 43691, name="k_index_product")
+
+        # stage 2: bytes left for values (bitmap layout), x mod 3 (index layout)
+        rest = Signal(signed(18), name="sparse_rest")
+        m.d.comb += rest.eq(x1 - bitmap1)
         mod3 = Signal(2, name="sparse_mod3")
-        with m.Switch(digits):
-            for v in range(2**6):
-                with m.Case(v):
-                    m.d.comb += mod3.eq(v % 3)
+        m.d.comb += mod3.eq(_mod3(m, x1))
         bitmap_ok = (rest >= 0) & (rest[:2] == 0)
-        index_ok = (x[0] == 0) & (mod3 == 0)
-        sparse = _byte(d, HDR.CODEC[0]) == THRESHOLD_ID
-        bad = Mux(_byte(d, HDR.PARAM[0])[0], ~index_ok, ~bitmap_ok)
-        return st.reg(sparse, name="sparse_s1"), st.reg(bad, name="sparse_bad_s1")
+        index_ok = (x1[0] == 0) & (mod3 == 0)
+        bad2 = st.reg(Mux(index1, ~index_ok, ~bitmap_ok), name="sparse_bad_s2")
+        sparse2 = st.reg(sparse1, name="sparse_s2")
+        index2 = st.reg(index1, name="index_s2")
+        bitmap2 = st.reg(bitmap1, name="bitmap_bytes_s2")
+        k_bitmap2 = st.reg(rest[2:], name="k_bitmap_s2")               # (x − ⌈n/8⌉) / 4
+
+        return {
+            "sparse3": st.reg(sparse2, name="sparse_s3"),
+            "index3": st.reg(index2, name="index_s3"),
+            "bad3": st.reg(bad2, name="sparse_bad_s3"),
+            "bitmap3": st.reg(bitmap2, name="bitmap_bytes_s3"),
+            "k_bitmap3": st.reg(k_bitmap2, name="k_bitmap_s3"),
+            "k_index3": st.reg(kq2, name="k_index_product_s3")[18:34],
+            "beats3": st.reg((x2 + 63) >> 6, name="sparse_beats_s3"),  # ⌈x/64⌉
+        }
 
     @staticmethod
     def _first_failing(m, flags, order, name):
@@ -332,3 +441,24 @@ class FrameClassifier(wiring.Component):
             with (m.If if k == 0 else m.Elif)(flags[reason]):
                 m.d.comb += r.eq(reason)
         return r
+
+
+def _mod3(m, x):
+    """``x mod 3`` in two LUT levels: each 6-bit chunk's residue from a table, then the
+    residues' sum mod 3 from another (64 ≡ 1 mod 3)."""
+    chunks = [x[k:k + 6] for k in range(0, len(x), 6)]
+    residues = []
+    for j, c in enumerate(chunks):
+        r = Signal(2, name=f"mod3_chunk{j}")
+        with m.Switch(c):
+            for v in range(2 ** len(c)):
+                with m.Case(v):
+                    m.d.comb += r.eq(v % 3)
+        residues.append(r)
+    out = Signal(2, name="mod3")
+    joined = Cat(*residues)
+    with m.Switch(joined):
+        for v in range(2 ** len(joined)):
+            with m.Case(v):
+                m.d.comb += out.eq(sum((v >> (2 * j)) & 3 for j in range(len(residues))) % 3)
+    return out

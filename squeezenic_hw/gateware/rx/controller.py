@@ -6,10 +6,9 @@ After the :class:`~squeezenic_hw.gateware.lane.classifier.FrameClassifier`:
   and its beats on ``bypass``;
 * a wire frame to decode: one descriptor with ``built = 1`` (template header,
   ``n``, ``offset``, flags, ``tuser_src``/``dst``), which the
-  :class:`~.host_frame_splitter.HostFrameSplitter` turns into host frames, and
-  its payload beats on ``payload`` (for the
-  :class:`~.wire_unpacker.WireUnpacker`) with ``n``, the code width and the
-  codec parameters on each beat.
+  :class:`~.host_frame_splitter.HostFrameSplitter` turns into host frames; one
+  on ``frames`` (``n``, the code width, ``n``·width, the codec parameters) for
+  the :class:`~.unpacker.WireUnpacker`, and its payload beats on ``payload``.
 
 With ``threshold`` (codec 7) built in, a threshold wire frame's payload is
 split: its layout bytes go to ``payload`` as a bitmap of ``n`` one-bit codes
@@ -26,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import CodecParams
 from squeezenic_hw.gateware.common.layouts import (
-    Reason,
+    BEAT_BITS,
     axis_signature,
     field_le,
 )
@@ -34,18 +33,17 @@ from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.control import (
     bypass_and_drain_states,
     bypass_first_beat,
-    code_width_of,
     codec_params_of,
 )
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
 from squeezenic_hw.spec.counters import RX_COUNTERS
 from squeezenic_hw.spec.frames import RX_REASONS
-from squeezenic_hw.spec.header import HDR, HEADER_LEN
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, HDR
 
-from .unpacker import unpacker_input_layout
+from .unpacker import unpacker_frame_layout
 
-__all__ = ["RxController", "rx_counters_layout", "wire_desc_layout",
-           "rx_payload_tag_layout"]
+__all__ = ["RxController", "rx_counters_layout", "wire_desc_layout", "rx_frame_layout",
+           "rx_payload_layout", "rx_payload_tag_layout"]
 
 def rx_counters_layout():
     return data.StructLayout({name: unsigned(32) for name in RX_COUNTERS})
@@ -62,22 +60,27 @@ def wire_desc_layout():
         "size": unsigned(16),
         "src": unsigned(16),
         "dst": unsigned(16),
+        "single": unsigned(1),     # built: n ≤ max_host_elements, one host frame
     })
 
 
 def rx_payload_tag_layout():
-    """What rides with each payload beat through the unpacker to the decoders."""
+    """What rides with each job through the unpacker to the decoders."""
     return data.StructLayout({"codec": unsigned(3), "params": CodecParams})
+
+
+def rx_frame_layout():
+    """One decoded wire frame for the unpacker (:func:`~.unpacker.unpacker_frame_layout`)."""
+    return unpacker_frame_layout(rx_payload_tag_layout())
 
 
 def rx_payload_layout():
     """A payload beat for the unpacker, with ``last`` on the frame's last one."""
-    return data.StructLayout({"beat": unpacker_input_layout(rx_payload_tag_layout()),
-                              "last": unsigned(1)})
+    return data.StructLayout({"data": unsigned(BEAT_BITS), "last": unsigned(1)})
 
 
 #: One decoded wire frame, in order: ``index`` = its bitmap comes from the IndexToBitmap.
-RX_ORDER_LAYOUT = data.StructLayout({"index": unsigned(1), "n": unsigned(16)})
+RX_ORDER_LAYOUT = data.StructLayout({"index": unsigned(1)})
 #: A threshold frame with the index layout, for the IndexToBitmap.
 RX_INDEX_DESC_LAYOUT = data.StructLayout({"n": unsigned(16), "k": unsigned(16)})
 #: A threshold frame's values, for the SparseExpander.
@@ -91,29 +94,65 @@ class RxController(wiring.Component):
     ----------
     codecs : iterable of str or int, optional
         Codecs built in (default 0–6).
+    max_host_elements : int
+        The splitter's most elements per host frame (``desc.single`` says a wire
+        frame fits one).
 
-    Latency: combinational (the blocks around it register). Throughput: one
-    beat per cycle. Backpressure: a beat is accepted only when every output
-    it needs is ready. Wire frames whose beats end before ``tuser_size`` says
-    are padded with zero beats, extra beats are discarded; both count in
-    ``size_errors``.
+    Attributes
+    ----------
+    i : In(stream.Signature(ClassifiedBeat))
+        Classified beats; the header-derived quantities come in ``rx``
+        (:class:`~squeezenic_hw.gateware.lane.classifier.RxFrameInfo`).
+    desc : Out(stream.Signature(wire_desc_layout()))
+        One per input frame, for the host-frame splitter.
+    frames : Out(stream.Signature(rx_frame_layout()))
+        One per decoded frame, for the unpacker: ``n``, code width, payload
+        bits, codec and parameters (a ``threshold`` frame: its bitmap, 1-bit
+        codes; an index-list frame's parameters read 0).
+    payload : Out(stream.Signature(rx_payload_layout()))
+        Payload beats of decoded frames (a ``threshold`` frame: its bitmap
+        beats), ``last`` on each frame's last one.
+    bypass : Out(axis_signature())
+    counters : Out(rx_counters_layout())
+    order, index_desc, index, vdesc, values : Out(stream.Signature(...))
+        ``threshold`` only (never valid without it): per decoded frame whether
+        its bitmap comes from the index list; the index frames' ``n``/``k`` and
+        index beats; the value descriptors and value beats.
+    layout_error : Out(1)
+        A bitmap frame with padding bits set (one-cycle strobe, two cycles
+        after its last bitmap beat is accepted).
+
+    Notes
+    -----
+    Latency: combinational from ``i`` to the outputs, which go into FIFOs.
+    Throughput: one beat per cycle. Backpressure: a beat is accepted only when
+    every output it needs is ready. The accept logic depends only on registers
+    (the input's, this block's state, and the outputs' ``ready``, which the RX
+    lane makes flip-flops): the header's quantities come from the classifier,
+    and where a payload beat goes is decided a beat ahead, into flags. Wire
+    frames whose beats end before ``tuser_size`` says are padded with zero
+    beats, extra beats are discarded; both count in ``size_errors``. The
+    state, the per-frame flags and counts, and the counters are reset; the
+    bitmap check's byte index and mask are not.
     """
 
-    def __init__(self, *, codecs=None):
+    def __init__(self, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS):
         self._codecs = sorted(resolve_codecs(codecs))
+        self._max_host = max_host_elements
         self._sparse = THRESHOLD_ID in self._codecs
         super().__init__({
             "i": In(stream.Signature(ClassifiedBeat)),
             "desc": Out(stream.Signature(wire_desc_layout())),
+            "frames": Out(stream.Signature(rx_frame_layout())),
             "payload": Out(stream.Signature(rx_payload_layout())),
             "bypass": Out(axis_signature()),
             "counters": Out(rx_counters_layout()),
             # threshold only (never valid without it)
             "order": Out(stream.Signature(RX_ORDER_LAYOUT)),
             "index_desc": Out(stream.Signature(RX_INDEX_DESC_LAYOUT)),
-            "index": Out(stream.Signature(unsigned(512))),
+            "index": Out(stream.Signature(unsigned(BEAT_BITS))),
             "vdesc": Out(stream.Signature(RX_VALUES_DESC_LAYOUT)),
-            "values": Out(stream.Signature(unsigned(512))),
+            "values": Out(stream.Signature(unsigned(BEAT_BITS))),
             # a bitmap frame with padding bits set (one-cycle strobe)
             "layout_error": Out(1),
         })
@@ -121,123 +160,142 @@ class RxController(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         beat = self.i.payload.beat
-        reason = self.i.payload.reason
+        h = self.i.payload.rx
         hdr = beat.data
-        desc, pay, byp = self.desc, self.payload, self.bypass
+        desc, pay, byp, frames = self.desc, self.payload, self.bypass, self.frames
         counters = self.counters
+        sparse = self._sparse
 
         def bump(name, amount=1):
             m.d.sync += counters[name].eq(counters[name] + amount)
 
         h_codec = field_le(hdr, *HDR.CODEC)
-        h_param = field_le(hdr, *HDR.PARAM)
-        h_flags = field_le(hdr, *HDR.FLAGS)
         h_n = field_le(hdr, *HDR.N)
-        h_width = Signal(6)
-        m.d.comb += h_width.eq(code_width_of(h_codec, h_param))
-        h_beats = Signal(16)       # ⌈n·b / 512⌉ payload beats
-        m.d.comb += h_beats.eq((h_n * h_width + 511) >> 9)
+        h_sparse = h.sparse if sparse else Const(0)
+        h_index = h.index if sparse else Const(0)
 
-        # threshold: layout bytes L and values k from n, the layout and the length
-        # (the classifier has checked that they agree)
-        h_sparse = Signal()
-        h_index = Signal()
-        h_k = Signal(16)
-        h_layout_bytes = Signal(16)
-        h_total = Signal(16)       # payload beats
-        if self._sparse:
-            x = Signal(16, name="sparse_payload_bytes")
-            bitmap = (h_n + 7) >> 3
-            k_index = Signal(16, name="k_index")
-            # x / 6 for x a multiple of 6 below 2**16: x·43691 / 2**18 is exact
-            m.d.comb += [
-                x.eq(beat.size - HEADER_LEN),
-                k_index.eq((x * 43691) >> 18),
-                h_sparse.eq(h_codec == THRESHOLD_ID),
-                h_index.eq(h_param[0]),
-                h_k.eq(Mux(h_index, k_index, (x - bitmap) >> 2)),
-                h_layout_bytes.eq(Mux(h_index, k_index << 1, bitmap)),
-                h_total.eq((x + 63) >> 6),
-            ]
-
-        f_n = Signal(16)
-        f_width = Signal(6)
-        f_tag = Signal(rx_payload_tag_layout())
-        left = Signal(16)          # payload beats still to come
-        pad = Signal()
+        # Frame state, loaded at the header. What the next payload beat is (its flags) is
+        # known a beat ahead, so the accept logic reads flags, never counters.
+        left = Signal(16)          # payload beats still to come, this one included
+        final = Signal()           # left == 1
+        pad = Signal()             # the input ended early: zero beats stand in
         f_sparse = Signal()
+        to_pay = Signal()          # this beat goes to `payload` ...
+        to_idx = Signal()          # ... to `index`
+        to_val = Signal()          # ... to `values`
+        pay_last = Signal()        # last beat of the unpacker's frame
+        lay_left = Signal(11)      # threshold: layout beats to come, this one included
+        lay_last = Signal()        # lay_left == 1
+        in_layout = Signal()
+        pre_val = Signal(10)       # threshold: beats before the first value beat
+        in_values = Signal()
+        has_k = Signal()
         f_index = Signal()
-        f_k = Signal(16)
-        f_layout_bytes = Signal(16)
-        t = Signal(16)             # payload beat number within the frame
+        last_byte = Signal(6, reset_less=True)   # bitmap: the last layout byte in its beat
+        pad_bits = Signal(8, reset_less=True)    # bitmap: its bits past n (0 when n % 8 = 0)
+        check_layout = Signal()    # this beat holds a bitmap's last byte
 
+        if not sparse:
+            # every payload beat goes to `payload`, the frame's last one is its last
+            to_pay, to_idx, to_val, pay_last = Const(1), Const(0), Const(0), final
         m.d.comb += [
-            pay.payload.beat.n.eq(f_n),
-            pay.payload.beat.width.eq(Mux(f_sparse, 1, f_width)),
-            pay.payload.beat.tag.eq(f_tag),
-            pay.payload.beat.data.eq(beat.data),
-            self.index.payload.eq(beat.data),
-            self.values.payload.eq(beat.data),
+            pay.payload.data.eq(Mux(pad, 0, beat.data)),
+            pay.payload.last.eq(pay_last),
+            self.index.payload.eq(Mux(pad, 0, beat.data)),
+            self.values.payload.eq(Mux(pad, 0, beat.data)),
         ]
-        with m.If(pad):
-            m.d.comb += [pay.payload.beat.data.eq(0), self.index.payload.eq(0),
-                         self.values.payload.eq(0)]
+
+        # The unpacker's frame: threshold's bitmap is n 1-bit codes (the classifier's
+        # width and bits say so); an index-list frame's parameters read 0.
+        m.d.comb += [
+            frames.payload.n.eq(h_n),
+            frames.payload.width.eq(h.width),
+            frames.payload.bits.eq(h.bits),
+            frames.payload.tag.codec.eq(h_codec),
+        ]
+        with m.If(~h_index):
+            m.d.comb += codec_params_of(frames.payload.tag.params, hdr)
+
+        def load_flags(sparse_v, index_v, beats, lay_beats, val_beat, k_nz):
+            """Flags of the first payload beat, from the header's quantities."""
+            counts = [final.eq(beats == 1), left.eq(beats)]
+            if not sparse:
+                return counts
+            lay_one = lay_beats == 1
+            return counts + [
+                to_pay.eq(~sparse_v | ~index_v),
+                to_idx.eq(sparse_v & index_v),
+                to_val.eq(sparse_v & k_nz & (val_beat == 0)),
+                pay_last.eq(Mux(sparse_v, lay_one, beats == 1)),
+                in_layout.eq(1),
+                lay_last.eq(lay_one),
+                lay_left.eq(lay_beats),
+                in_values.eq(k_nz & (val_beat == 0)),
+                pre_val.eq(val_beat),
+            ]
 
         with m.FSM(name="rx_ctrl"):
             with m.State("IDLE"):
-                with m.If(self.i.valid & (reason != Reason.NONE)):
+                with m.If(self.i.valid & self.i.payload.bypass):
                     bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
                                       size=desc.payload.size, reasons=RX_REASONS, bump=bump)
                 with m.Elif(self.i.valid):
                     # every output the header needs must take it in the same cycle
-                    sparse_ready = Const(1)
-                    if self._sparse:
-                        sparse_ready = (self.order.ready
-                                        & (~h_sparse | self.vdesc.ready)
-                                        & (~(h_sparse & h_index) | self.index_desc.ready))
-                        go = desc.ready & sparse_ready
-                        m.d.comb += [
-                            self.order.valid.eq(desc.ready & (~h_sparse | self.vdesc.ready)
-                                                & (~(h_sparse & h_index)
-                                                   | self.index_desc.ready)),
-                            self.order.payload.index.eq(h_sparse & h_index),
-                            self.order.payload.n.eq(h_n),
-                            self.vdesc.valid.eq(h_sparse & go),
-                            self.vdesc.payload.k.eq(h_k),
-                            self.vdesc.payload.start.eq(h_layout_bytes[:6]),
-                            self.index_desc.valid.eq(h_sparse & h_index & go),
-                            self.index_desc.payload.n.eq(h_n),
-                            self.index_desc.payload.k.eq(h_k),
-                        ]
+                    needs = {"desc": (desc.ready, Const(1)),
+                             "frames": (frames.ready, Const(1))}
+                    if sparse:
+                        needs["order"] = (self.order.ready, Const(1))
+                        needs["vdesc"] = (self.vdesc.ready, h_sparse)
+                        needs["index_desc"] = (self.index_desc.ready, h_sparse & h_index)
+
+                    def others_ready(skip):
+                        ok = Const(1)
+                        for name, (ready, used) in needs.items():
+                            if name != skip:
+                                ok = ok & (ready | ~used)
+                        return ok
+
+                    go = others_ready(None)
                     m.d.comb += [
-                        desc.valid.eq(sparse_ready),
+                        desc.valid.eq(others_ready("desc")),
+                        frames.valid.eq(others_ready("frames")),
                         desc.payload.built.eq(1),
                         desc.payload.template.eq(hdr),
                         desc.payload.n.eq(h_n),
                         desc.payload.offset.eq(field_le(hdr, *HDR.OFFSET)),
-                        desc.payload.flags.eq(h_flags),
+                        desc.payload.flags.eq(field_le(hdr, *HDR.FLAGS)),
                         desc.payload.size.eq(beat.size),
                         desc.payload.src.eq(beat.src),
                         desc.payload.dst.eq(beat.dst),
-                        self.i.ready.eq(desc.ready & sparse_ready),
+                        desc.payload.single.eq(h_n <= self._max_host),
+                        self.i.ready.eq(go),
                     ]
-                    with m.If(desc.ready & sparse_ready):
+                    if sparse:
+                        m.d.comb += [
+                            self.order.valid.eq(others_ready("order")),
+                            self.order.payload.index.eq(h_sparse & h_index),
+                            self.vdesc.valid.eq(h_sparse & others_ready("vdesc")),
+                            self.vdesc.payload.k.eq(h.k),
+                            self.vdesc.payload.start.eq(h.start),
+                            self.index_desc.valid.eq(h_sparse & h_index
+                                                     & others_ready("index_desc")),
+                            self.index_desc.payload.n.eq(h_n),
+                            self.index_desc.payload.k.eq(h.k),
+                        ]
+                    with m.If(go):
                         bump("wire_frames")
                         bump("elements", h_n)
                         m.d.sync += [
-                            f_n.eq(h_n),
-                            f_width.eq(h_width),
-                            f_tag.codec.eq(h_codec),
-                            *codec_params_of(f_tag.params, hdr),
-                            left.eq(Mux(h_sparse, h_total, h_beats)),
+                            *load_flags(h_sparse, h_index, h.beats, h.layout_beats,
+                                        h.value_beat, h.k != 0),
                             pad.eq(beat.last),
                             f_sparse.eq(h_sparse),
                             f_index.eq(h_index),
-                            f_k.eq(h_k),
-                            f_layout_bytes.eq(h_layout_bytes),
-                            t.eq(0),
+                            has_k.eq(h.k != 0),
+                            last_byte.eq(h.last_byte),
+                            pad_bits.eq(Mux(h_n[:3] == 0, 0, (Const(0xFF, 8) << h_n[:3])[:8])),
                         ]
-                        with m.If(h_sparse & (h_total == 0)):
+                        with m.If(h.beats == 0):
                             # index layout with k = 0: the header is the whole frame
                             with m.If(~beat.last):
                                 bump("size_errors")
@@ -249,31 +307,32 @@ class RxController(wiring.Component):
 
             with m.State("PAYLOAD"):
                 have = self.i.valid | pad
-                layout_beats = (f_layout_bytes + 63) >> 6
-                in_layout = t < layout_beats
-                in_values = (t >= (f_layout_bytes >> 6)) & (f_k != 0)
-                to_pay = ~f_sparse | (in_layout & ~f_index)
-                to_idx = f_sparse & in_layout & f_index
-                to_val = f_sparse & in_values
                 ok = ((~to_pay | pay.ready) & (~to_idx | self.index.ready)
                       & (~to_val | self.values.ready))
+                advance = have & ok
                 m.d.comb += [
                     pay.valid.eq(have & to_pay & ok),
-                    pay.payload.last.eq(Mux(f_sparse, t + 1 == layout_beats, left == 1)),
                     self.index.valid.eq(have & to_idx & ok),
                     self.values.valid.eq(have & to_val & ok),
                     self.i.ready.eq(ok & ~pad),
                 ]
-                if self._sparse:
-                    # bitmap padding bits (past n in the last bitmap byte) must be zero
-                    last_byte = beat.data.word_select((f_layout_bytes - 1)[:6], 8)
-                    pad_bits = (Const(0xFF, 8) << f_n[:3])[:8]
-                    m.d.comb += self.layout_error.eq(
-                        have & ok & ~pad & f_sparse & ~f_index & (t + 1 == layout_beats)
-                        & (f_n[:3] != 0) & ((last_byte & pad_bits) != 0))
-                with m.If(have & ok):
-                    m.d.sync += [left.eq(left - 1), t.eq(t + 1)]
-                    final = left == 1
+                with m.If(advance):
+                    m.d.sync += [left.eq(left - 1), final.eq(left == 2)]
+                    if sparse:
+                        next_in_layout = in_layout & ~lay_last
+                        next_lay_last = in_layout & (lay_left == 2)
+                        next_in_values = has_k & (in_values | (pre_val == 1))
+                        m.d.sync += [
+                            lay_left.eq(lay_left - 1),
+                            lay_last.eq(next_lay_last),
+                            in_layout.eq(next_in_layout),
+                            pre_val.eq(pre_val - 1),
+                            in_values.eq(next_in_values),
+                            to_pay.eq(~f_sparse | (next_in_layout & ~f_index)),
+                            to_idx.eq(f_sparse & next_in_layout & f_index),
+                            to_val.eq(f_sparse & next_in_values),
+                            pay_last.eq(Mux(f_sparse, next_lay_last, left == 2)),
+                        ]
                     with m.If(~pad & beat.last & ~final):
                         bump("size_errors")
                         m.d.sync += pad.eq(1)
@@ -284,6 +343,20 @@ class RxController(wiring.Component):
                             m.next = "DRAIN"
                         with m.Else():
                             m.next = "IDLE"
+                m.d.comb += check_layout.eq(advance & ~pad & f_sparse & to_pay & pay_last)
 
             bypass_and_drain_states(m, self.i, byp)
+        if sparse:
+            self._layout_check(m, beat.data, check_layout, last_byte, pad_bits)
         return m
+
+    def _layout_check(self, m, data_, check, last_byte, pad_bits):
+        """``layout_error``: the last bitmap byte's bits past n must be zero. Registered
+        twice (the byte's bits, then their OR), so the 64-way byte select has a cycle."""
+        seen = Signal(name="layout_check")
+        bad_bits = Signal(8, name="layout_bad_bits", reset_less=True)
+        m.d.sync += [
+            seen.eq(check),
+            bad_bits.eq(data_.word_select(last_byte, 8) & pad_bits),
+            self.layout_error.eq(seen & (bad_bits != 0)),
+        ]

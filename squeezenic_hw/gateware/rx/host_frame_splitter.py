@@ -41,7 +41,9 @@ class HostFrameSplitter(wiring.Component):
 
     Latency: 1 cycle (registered output). Throughput: one descriptor per
     cycle; a wire frame of ``n`` elements takes ``⌈n/M⌉`` cycles. Backpressure:
-    holds.
+    holds; ``i.ready`` is a mux of this block's registers and the input's
+    ``single`` flag, and ``o.ready``. Only ``busy``, ``o.valid`` and the count
+    are reset.
     """
 
     def __init__(self, *, max_host_elements=DEFAULT_HOST_ELEMENTS):
@@ -61,13 +63,16 @@ class HostFrameSplitter(wiring.Component):
         M = self._max
         i, o = self.i, self.o
         busy = Signal()            # splitting the wire frame in i.payload
-        left = Signal(16)
-        offset = Signal(32)
+        left = Signal(16, reset_less=True)
+        left_last = Signal(reset_less=True)    # left ≤ M
+        offset = Signal(32, reset_less=True)
 
-        # Elements of the next host frame, and whether it is the last one.
+        # Elements of the next host frame, and whether it is the last one: from registers
+        # (the controller says whether a wire frame fits one host frame), so i.ready is a
+        # mux of flip-flops and o.ready.
         cur_left = Mux(busy, left, i.payload.n)
         cur_offset = Mux(busy, offset, i.payload.offset)
-        last = cur_left <= M
+        last = Mux(busy, left_last, i.payload.single)
         count = Signal(16)
         m.d.comb += count.eq(Mux(last, cur_left, M))
         size = Signal(16)
@@ -99,7 +104,8 @@ class HostFrameSplitter(wiring.Component):
                     m.d.comb += i.ready.eq(1)
                     m.d.sync += busy.eq(0)
                 with m.Else():
-                    m.d.sync += [busy.eq(1), left.eq(cur_left - M), offset.eq(cur_offset + M)]
+                    m.d.sync += [busy.eq(1), left.eq(cur_left - M), left_last.eq(cur_left <= 2 * M),
+                                 offset.eq(cur_offset + M)]
             with m.Else():
                 m.d.sync += [o.payload.size.eq(i.payload.size),
                              o.payload.tag.size.eq(i.payload.size)]

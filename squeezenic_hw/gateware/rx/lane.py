@@ -2,11 +2,13 @@
 
 ::
 
-    i ─► FrameClassifier ─► RxController ─┬─ payload ─► FIFO ─► WireUnpacker ─► DecoderBank ─┐
-                                          ├─ desc ─► FIFO ─► HostFrameSplitter ─►           │
-                                          │      HeaderBuilder ─► token FIFO ───────────────┤
-                                          └─ bypass ─► bypass FIFO ─────────────────────────┤
-                                                                      FrameMerger ─► o ◄────┘
+    i ─► FrameClassifier ─► skid ─► RxController ─┬─ payload ─► FIFO ─┬─► WireUnpacker ─┐
+                                                  ├─ frames ─► FIFO ──┘    DecoderBank ◄─┘
+                                                  ├─ desc ─► FIFO ─► HostFrameSplitter ─► │
+                                                  │      HeaderBuilder ─► token FIFO ───┤ │
+                                                  └─ bypass ─► bypass FIFO ─────────────┤ │
+                                                                  FrameMerger ◄─────────┴─┘
+                                                                       └─► o
 
 Host frames stream through (a host frame's length is known from the wire
 header), so the RX lane does not store whole frames: the merger sends a host
@@ -32,7 +34,12 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     token_tag_layout,
 )
-from squeezenic_hw.gateware.common.stream import check_fifo_depth, fifo_between, merge_in_order
+from squeezenic_hw.gateware.common.stream import (
+    check_fifo_depth,
+    fifo_between,
+    merge_in_order,
+    skid_between,
+)
 from squeezenic_hw.gateware.lane.classifier import FrameClassifier
 from squeezenic_hw.gateware.lane.control import token_stream
 from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
@@ -49,6 +56,36 @@ from .unpacker import WireUnpacker
 
 __all__ = ["RxLane"]
 
+#: Entries of each controller-side FIFO kept free: its ``ready`` to the controller is a
+#: register, one cycle behind the FIFO's level (at most one write a cycle), so it reads
+#: "room" only while two entries are free.
+_ROOM_SLACK = 2
+
+
+def fifo_from_controller(m, name, source, sink, depth):
+    """A ``SyncFIFOBuffered`` of ``depth`` + 2 entries from controller stream ``source`` to
+    stream ``sink`` (``None``: the caller reads the FIFO), whose ``source.ready`` is a
+    flip-flop: set while at least 3 entries were free in the cycle before, so ``depth``
+    entries can be filled. The controller's accept logic then depends on registers only."""
+    width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
+        source.payload)
+    total = depth + _ROOM_SLACK
+    q = m.submodules[name] = fifo.SyncFIFOBuffered(width=width, depth=total)
+    room = Signal(name=f"{name}_room")
+    m.d.sync += room.eq(q.level <= total - 1 - _ROOM_SLACK)
+    m.d.comb += [
+        q.w_data.eq(source.payload),
+        q.w_en.eq(source.valid & room),
+        source.ready.eq(room),
+    ]
+    if sink is not None:   # else the caller reads the FIFO
+        m.d.comb += [
+            sink.payload.eq(q.r_data),
+            sink.valid.eq(q.r_rdy),
+            q.r_en.eq(sink.ready),
+        ]
+    return q
+
 
 class RxLane(wiring.Component):
     """One 512-bit RX lane: classify, unpack, decode, split into host frames.
@@ -63,12 +100,18 @@ class RxLane(wiring.Component):
         SqueezeNIC UDP destination port.
     bypass_depth, token_depth, payload_depth : int
         FIFO depths: beats of bypassed frames; output frames decided but not
-        sent; wire payload beats waiting for the unpacker.
+        sent; wire payload beats waiting for the unpacker. The FIFOs the
+        controller writes (bypass, payload) have two entries more, the slack of
+        their registered ready.
 
     Ports: ``i`` (wire AXI-Stream), ``o`` (host AXI-Stream), ``counters``
     (:data:`~.rx_controller.RX_COUNTERS`), ``cfg_port`` / ``cfg_enable``
     (run-time port and enable, init ``port`` and 1; ``cfg_enable`` = 0 passes
     every frame through as ``other_port``).
+
+    Block boundaries have registered ready signals: a skid buffer after the
+    classifier, FIFOs whose ready to the controller is a flip-flop
+    (:func:`fifo_from_controller`), the unpacker's own registered ``i.ready``.
 
     Latency: measured in ``docs/figures.md``. Throughput: one host beat per
     cycle while decoded data is available (a wire beat of b-bit codes carries
@@ -77,11 +120,11 @@ class RxLane(wiring.Component):
     """
 
     def __init__(self, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS,
-                 port=DEFAULT_PORT, bypass_depth=64, token_depth=16, payload_depth=16):
+                 port=DEFAULT_PORT, bypass_depth=62, token_depth=16, payload_depth=16):
         check_fifo_depth("bypass_depth", bypass_depth, "beats")
         check_fifo_depth("token_depth", token_depth, "frames")
         self._splitter = HostFrameSplitter(max_host_elements=max_host_elements)
-        self._controller = RxController(codecs=codecs)
+        self._controller = RxController(codecs=codecs, max_host_elements=max_host_elements)
         self._classifier = FrameClassifier("rx", port=port,
                                            codecs=self._controller._codecs)
         self._codecs = self._controller._codecs
@@ -90,6 +133,7 @@ class RxLane(wiring.Component):
         self._token_depth = token_depth
         check_fifo_depth("payload_depth", payload_depth, "beats")
         self._payload_depth = payload_depth
+        self._frame_depth = 8
         super().__init__({
             "i": In(axis_signature()),
             "o": Out(axis_signature()),
@@ -117,7 +161,9 @@ class RxLane(wiring.Component):
         m.submodules.merger = merger = FrameMerger()
 
         wiring.connect(m, wiring.flipped(self.i), classifier.i)
-        wiring.connect(m, classifier.o, ctrl.i)
+        # A registered ready between the classifier and the controller: the classifier's
+        # pipeline enable (and the lane's i.ready) never waits on the controller's decisions.
+        skid_between(m, "classified", classifier.o, ctrl.i)
         m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
                      classifier.cfg_enable.eq(self.cfg_enable)]
         sparse_counters = {}
@@ -133,11 +179,13 @@ class RxLane(wiring.Component):
         # payload is still being decoded, so the next host header's token (a longer
         # path) is ready when the merger needs it: no bubble between host frames.
         pay = stream.Signature(ctrl.payload.payload.shape()).create()
-        fifo_between(m, "payload_fifo", ctrl.payload, pay, self._payload_depth)
+        fifo_from_controller(m, "payload_fifo", ctrl.payload, pay, self._payload_depth)
+        # each decoded frame's n, width, n·width and codec parameters, for the unpacker
+        fifo_from_controller(m, "frame_fifo", ctrl.frames, unpacker.desc, self._frame_depth)
         if sparse:
             jobs = self._sparse_path(m, ctrl, pay, unpacker, sparse_counters)
         else:
-            m.d.comb += [unpacker.i.payload.eq(pay.payload.beat),
+            m.d.comb += [unpacker.i.payload.data.eq(pay.payload.data),
                          unpacker.i.valid.eq(pay.valid), pay.ready.eq(unpacker.i.ready)]
             jobs = unpacker.o
         job = jobs.payload
@@ -157,11 +205,12 @@ class RxLane(wiring.Component):
         ]
 
         # tokens: controller → FIFO → splitter → header builder → token FIFO → merger
-        fifo_between(m, "desc_fifo", ctrl.desc, splitter.i, 4)
+        fifo_from_controller(m, "desc_fifo", ctrl.desc, splitter.i, 4)
         wiring.connect(m, splitter.o, builder.i)
         token = token_stream(m, builder)
         fifo_between(m, "token_fifo", token, merger.tokens, self._token_depth)
-        fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
+        fifo_from_controller(m, "bypass_fifo", ctrl.bypass, merger.bypass,
+                             self._bypass_depth)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m
@@ -170,30 +219,18 @@ class RxLane(wiring.Component):
         """Threshold decoding around the unpacker; returns the jobs for the decoders."""
         m.submodules.index_to_bitmap = conv = IndexToBitmap()
         m.submodules.expander = exp = SparseExpander(tag_shape=rx_payload_tag_layout())
-        fifo_between(m, "index_desc_fifo", ctrl.index_desc, conv.desc, 4)
-        fifo_between(m, "index_fifo", ctrl.index, conv.i, 4)
-        fifo_between(m, "vdesc_fifo", ctrl.vdesc, exp.vdesc, 8)
-        fifo_between(m, "values_fifo", ctrl.values, exp.values, self._payload_depth)
+        fifo_from_controller(m, "index_desc_fifo", ctrl.index_desc, conv.desc, 4)
+        fifo_from_controller(m, "index_fifo", ctrl.index, conv.i, 4)
+        fifo_from_controller(m, "vdesc_fifo", ctrl.vdesc, exp.vdesc, 8)
+        fifo_from_controller(m, "values_fifo", ctrl.values, exp.values, self._payload_depth)
 
         # The unpacker takes each decoded frame's beats from the payload FIFO or, for
-        # an index-list frame, from the IndexToBitmap: in frame order.
-        order = m.submodules.order_fifo = fifo.SyncFIFOBuffered(
-            width=len(ctrl.order.payload.as_value()), depth=8)
-        m.d.comb += [order.w_data.eq(ctrl.order.payload), order.w_en.eq(ctrl.order.valid),
-                     ctrl.order.ready.eq(order.w_rdy)]
-        # A bitmap beat of the IndexToBitmap as an unpacker beat: 1-bit codes of the
-        # frame's n elements (n from the order queue's head), threshold's codec id.
-        bitmap_beat = Signal(unpacker.i.payload.shape(), name="bitmap_beat")
-        m.d.comb += [
-            bitmap_beat.eq(pay.payload.beat),
-            bitmap_beat.data.eq(conv.o.payload.data),
-            bitmap_beat.n.eq(order.r_data[1:17]),
-            bitmap_beat.width.eq(1),
-            bitmap_beat.tag.codec.eq(THRESHOLD_ID),
-            bitmap_beat.tag.params.eq(0),
-        ]
-        merge_in_order(m, order, [(pay, pay.payload.beat, pay.payload.last),
-                                  (conv.o, bitmap_beat, conv.o.payload.last)], unpacker.i)
+        # an index-list frame, from the IndexToBitmap: in frame order. (The frame's
+        # descriptor, from the controller, already says 1-bit codes of n elements.)
+        order = fifo_from_controller(m, "order_fifo", ctrl.order, None, 8)
+        merge_in_order(m, order, [(pay, pay.payload.data, pay.payload.last),
+                                  (conv.o, conv.o.payload.data, conv.o.payload.last)],
+                       unpacker.i)
 
         job = unpacker.o.payload
         m.d.comb += [

@@ -1,45 +1,51 @@
-"""The RX lane's bit unpacker and host-frame splitter.
+"""The RX lane's bit unpacker: codes out of back-to-back wire-frame payloads, cut into host
+frames and jobs.
 
-The input is the payload beats of consecutive wire frames, back to back (no
-headers, no ``tlast``): a frame of ``n`` codes of ``width`` bits is exactly
-``⌈n·width/512⌉`` beats, element ``i`` taking bits ``[i·width, (i+1)·width)``
-of the payload bit string (wire format section 3: LSB-first, byte 0 of a beat
-in bits 7:0). The output is *jobs* of up to 16 codes: each wire frame is cut
-into host frames of at most ``max_host_elements`` codes, and each host frame
-into jobs of 16 codes, its last job holding the remainder.
+The input is two streams: one descriptor per wire frame (``n`` codes of ``width`` bits, the
+padding bits after them in the frame's last beat, a ``tag``), and the payload beats of the
+frames, back to back (no headers, no ``tlast``): a frame of ``n`` codes of ``width`` bits is
+exactly ``⌈n·width/512⌉`` beats, element ``i`` taking bits ``[i·width, (i+1)·width)`` of
+the payload bit string (wire format section 3: LSB-first, byte 0 of a beat in bits 7:0).
+The output is *jobs* of up to 16 codes: each wire frame is cut into host frames of at
+most ``max_host_elements`` codes, and each host frame into jobs of 16 codes, its last job
+holding the remainder.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth import Cat, Const, Module, Mux, Shape, Signal, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
+from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
 
 __all__ = [
     "MAX_HOST_ELEMENTS_LIMIT",
-    "unpacker_input_layout", "unpacker_output_layout", "WireUnpacker",
+    "UNPACKER_BEAT_LAYOUT", "unpacker_frame_layout", "unpacker_output_layout", "WireUnpacker",
 ]
 
 #: Largest ``max_host_elements``: a host frame of 64 + 4·2384 bytes fits 9600 bytes.
 MAX_HOST_ELEMENTS_LIMIT = 2384
 
 _BEAT_SHIFT = BEAT_BITS.bit_length() - 1
-_BUFFER_BITS = 2 * BEAT_BITS
-_DESC_DEPTH = 4
+_SLOTS = 4                       # beat-sized slots of the ring
+_FIRST_LO = 5                    # the first read stage aligns to 32 bits, the second to 1
+_NEED_BITS = 10                  # a job's bits, its frame's padding included: < 1024
+_FRAME_BITS = 21                 # n·width < 2**16 · 32
 
 
-def unpacker_input_layout(tag_shape=unsigned(1)):
-    """One payload beat of a wire frame into the unpacker.
-
-    ``n`` (codes in the wire frame, ≥ 1), ``width`` (bits per code) and ``tag``
-    are the same on every beat of a frame.
-    """
+def unpacker_frame_layout(tag_shape=unsigned(1)):
+    """One wire frame into the unpacker: ``n`` codes (≥ 1) of ``width`` bits, ``bits`` =
+    ``n·width`` (the RX classifier has that product), and the ``tag`` its jobs carry."""
     return data.StructLayout({
-        "data": unsigned(BEAT_BITS),
         "n": unsigned(16),
         "width": unsigned(6),
+        "bits": unsigned(_FRAME_BITS),
         "tag": tag_shape,
     })
+
+
+#: One payload beat into the unpacker.
+UNPACKER_BEAT_LAYOUT = data.StructLayout({"data": unsigned(BEAT_BITS)})
 
 
 def unpacker_output_layout(tag_shape=unsigned(1)):
@@ -52,6 +58,26 @@ def unpacker_output_layout(tag_shape=unsigned(1)):
     return data.StructLayout({
         "codes": data.ArrayLayout(unsigned(32), CODES_PER_JOB),
         "count": unsigned(5),
+        "host_first": unsigned(1),
+        "host_last": unsigned(1),
+        "frame_last": unsigned(1),
+        "tag": tag_shape,
+    })
+
+
+_BLOCK = 4                       # widths per block of the "width ≥ w" flags (see below)
+
+
+def _job_layout(tag_shape, n_widths):
+    """A job between the job counter and the ring. The frame's width comes as flags over
+    the built widths (sorted): ``onehot`` (it is width k), ``suffix`` (it is width k or
+    a larger one of k's block of 4) and ``beyond`` (it is in a block after block b)."""
+    return data.StructLayout({
+        "need": unsigned(_NEED_BITS),   # bits it takes: count·width (+ pad on a frame's last)
+        "count": unsigned(5),
+        "onehot": unsigned(n_widths),
+        "suffix": unsigned(n_widths),
+        "beyond": unsigned(-(-n_widths // _BLOCK)),
         "host_first": unsigned(1),
         "host_last": unsigned(1),
         "frame_last": unsigned(1),
@@ -91,68 +117,92 @@ class WireUnpacker(wiring.Component):
     max_host_elements : int
         ``M``, the most codes per host frame, 1…2384.
     tag_shape : shape-castable
-        Shape of the ``tag`` passed from a frame's beats to its jobs.
+        Shape of the ``tag`` passed from a frame's descriptor to its jobs.
 
     Attributes
     ----------
-    i : In(stream.Signature(unpacker_input_layout(tag_shape)))
-        Payload beats; the unpacker counts ``⌈n·width/512⌉`` beats per frame
-        and drops the padding bits after the ``n`` codes. ``n ≥ 1`` and
-        ``width`` one of ``widths`` are required (the RX controller has checked
-        the header); anything else is undefined.
+    desc : In(stream.Signature(unpacker_frame_layout(tag_shape)))
+        One descriptor per wire frame, in the order of their payloads. ``n ≥ 1``,
+        ``width`` one of ``widths`` and ``bits = n·width`` are required (the RX
+        controller has checked the header); anything else is undefined.
+    i : In(stream.Signature(UNPACKER_BEAT_LAYOUT))
+        The frames' payload beats (``data``), ``⌈n·width/512⌉`` per frame; the
+        bits after a frame's codes in its last beat are dropped.
     o : Out(stream.Signature(unpacker_output_layout(tag_shape)))
         Jobs: for each wire frame, host frame ``j`` has ``m_j = min(M, n − jM)``
         codes in ``⌈m_j/16⌉`` jobs.
-    input_layout, output_layout : data.StructLayout
-        The payload layouts of ``i`` and ``o``.
+    frame_layout, output_layout : data.StructLayout
+        The payload layouts of ``desc`` and ``o``.
 
     Notes
     -----
-    Structure: an input register (counting each frame's beats), a 1024-bit
-    ring of two beat-sized halves with a read pointer and a fill level, and an
-    output register. Whole beats go into the free half when at most 512 bits
-    are left unread after this cycle's job, so the way in has no shifter and
-    does not depend on ``n·width``. A job of ``count`` codes reads the next
-    ``count·width`` bits (a rotation of the ring by the read pointer, then
-    fixed wiring per built width, muxed by width) and advances the pointer by
-    that many bits, plus, on a frame's last job, the frame's padding
-    ``(−n·width) mod 512``. A 4-entry queue carries each frame's
-    ``n``/``width``/padding/``tag`` from the input register to the job
-    counter; the counter's next job (count, bits to take, flags) is computed
-    ahead from registers, and products ``count·width`` come from small
-    tables, one per built width.
+    Structure: a job counter, a 2048-bit ring of four beat-sized slots with a
+    read pointer and a fill level, and three read stages.
 
-    Latency: 3 cycles from an accepted first input beat to its job on ``o``
-    (input register; ring and job counter; output register).
+    *Job counter*: a frame's descriptor loads the counter, which steps one job
+    a cycle: codes and bits left in the host frame and after it (bits from the
+    descriptor's ``n·width``, less ``M·width`` per host frame and
+    ``16·width`` per job: no product on the way), and whether they are ≤ 16
+    and 0 as flags. A register then takes the job's bits (plus the frame's
+    padding, ``(−n·width) mod 512``, on its last job), and a skid buffer hands
+    the jobs to the ring. Nothing on the way from a descriptor to a job
+    depends on the ring in the same cycle.
 
-    Throughput: one job per cycle whenever the frame's bits are in. While
-    beats are offered the ring keeps ≥ 512 unread bits, so a job waits for
-    bits only when the input is the bottleneck (one beat per cycle at most; a
-    frame has at least as many jobs as beats), and the input register puts a
-    frame's descriptor in the queue a cycle before its bits reach the ring.
-    Width 32 with ``M`` a multiple of 16: one beat in and one job out per
-    cycle; width 16: one beat every second cycle, one job every cycle.
-    Short jobs (``M`` not a multiple of 16, e.g. 363), jobs starting
-    mid-beat and frame boundaries cost no cycles.
+    *Ring*: a beat goes straight into the free slot while at most 1536 bits are
+    unread (``i.ready`` is a flip-flop that says so: it never depends on
+    ``o.ready`` or the input in the same cycle; the fourth slot is the slack that lets the
+    input run ahead while the first job is still on its way). A job *fires*
+    when its bits are in the ring and the read stages can move; it advances
+    the read pointer by ``need``: the frame's last job takes the frame's
+    padding too, so every frame starts on a slot boundary.
 
-    Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the ring
-    then fills, and ``i.ready`` drops once the input register cannot move on
-    (the queue never blocks: at most 3 descriptors wait in it). Nothing is
-    dropped or reordered. ``i.ready`` depends combinationally on ``o.ready``
-    (one mux between them).
+    *Read stages*: the first registers the two slots the job can reach, rotated
+    to the read pointer's 32-bit boundary (543 bits); the second the 512-bit
+    window from the read pointer; the third wires code ``e`` to window bits
+    ``[e·width, (e+1)·width)`` for every built width: an AND-OR whose selects
+    (the width is one that puts the bit there, and ``count > e``) are
+    registered in the first two stages. The width travels with each job as
+    flags (one-hot, and "this width or a larger one" in blocks of four), so
+    no select is more than an OR of a few flags. The rotations are 4:1 selects, one
+    LUT level per two pointer bits.
+
+    Latency: 4 cycles from an accepted beat to its job when the job waits for
+    it (the write into the ring, three read stages); 6 cycles from a frame's
+    descriptor to its first job (counter, job register, skid buffer, three
+    read stages). ``LATENCY`` = 6: a frame's descriptor and first beat offered
+    in the same cycle, to its first job.
+
+    Throughput: one job per cycle whenever the frame's bits are in. While beats
+    are offered the ring takes one a cycle until three slots are unread, so a
+    job waits for bits only when the input is the bottleneck (one beat per
+    cycle at most; a frame has at least as many jobs as beats). Width 32 with
+    ``M`` a multiple of 16: one beat in and one job out per cycle; width 16:
+    one beat every second cycle, one job every cycle. Short jobs (``M`` not a
+    multiple of 16, e.g. 363), jobs starting mid-beat and frame boundaries
+    cost no cycles, provided the next frame's descriptor is waiting when the
+    counter reaches a frame's last job.
+
+    Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the read
+    stages hold, the ring fills and ``i.ready`` drops; the jobs wait in the
+    skid buffer, ``desc.ready`` drops. Nothing is dropped or reordered.
+    ``i.ready`` is a flip-flop; ``desc.ready`` depends on the job counter's
+    registers and the skid buffer's registered ready only.
+    Only valid bits, pointers, the fill level and the counter's ``busy`` flag
+    are reset.
     """
 
-    LATENCY = 3
+    LATENCY = 6
 
     def __init__(self, widths, *, max_host_elements=363, tag_shape=unsigned(1)):
         widths = _check_params(widths, max_host_elements, tag_shape)
         self.widths = tuple(widths)
         self.max_host_elements = max_host_elements
         self.tag_shape = tag_shape
-        self.input_layout = unpacker_input_layout(tag_shape)
+        self.frame_layout = unpacker_frame_layout(tag_shape)
         self.output_layout = unpacker_output_layout(tag_shape)
         super().__init__({
-            "i": In(stream.Signature(self.input_layout)),
+            "desc": In(stream.Signature(self.frame_layout)),
+            "i": In(stream.Signature(UNPACKER_BEAT_LAYOUT)),
             "o": Out(stream.Signature(self.output_layout)),
         })
 
@@ -162,197 +212,260 @@ class WireUnpacker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        M = self.max_host_elements
-        ip, op = self.i.payload, self.o.payload
-
-        # Frame descriptors, from the input register to the job counter. `pad`: bits
-        # after the frame's codes in its last beat, dropped with its last job.
-        desc_layout = data.StructLayout({
-            "n": unsigned(16), "width": unsigned(6), "pad": unsigned(_BEAT_SHIFT),
-            "tag": self.tag_shape})
-        m.submodules.desc = desc_q = fifo.SyncFIFO(width=desc_layout.size, depth=_DESC_DEPTH)
-        desc_in = data.View(desc_layout, desc_q.w_data)
-        desc_out = data.View(desc_layout, desc_q.r_data)
-
-        # --- input side: beat counting --------------------------------------------------
-        in_beats = Signal(13)           # beats still to come in the current frame; 0: new frame
-        r_valid = Signal()              # input register
-        r_data = Signal(BEAT_BITS)
-        first = Signal()
-        total = Signal(22)              # n·width of a frame starting on this beat
-        m.d.comb += [
-            first.eq(in_beats == 0),
-            total.eq(ip.n * ip.width),
-            desc_in.n.eq(ip.n),
-            desc_in.width.eq(ip.width),
-            desc_in.pad.eq(-total),     # (−n·width) mod 512
-            desc_in.tag.eq(ip.tag),
-        ]
-
-        # --- ring and job counter state -------------------------------------------------
-        # A ring of two beat-sized halves. Whole beats (padding included) are written
-        # into the free half, so nothing on the way in is shifted or depends on
-        # n·width; the unread bits are the `lvl` bits from `rptr` on, and the frame's
-        # last job takes the frame's padding with its codes.
-        buf = Signal(_BUFFER_BITS)
-        wsel = Signal()                 # half that the next beat goes to
-        rptr = Signal(_BEAT_SHIFT + 1)  # first unread bit
-        lvl = Signal(range(_BUFFER_BITS + 1))   # unread bits
-        cur_valid = Signal()
-        cur_width = Signal(6)
-        cur_pad = Signal(_BEAT_SHIFT)
-        cur_tag = Signal.like(desc_out.tag)
-        hrem = Signal(range(M + 1))     # codes left in the host frame, this job's included
-        after = Signal(16)              # codes of the wire frame after this host frame
-        hfirst = Signal()
-        # Registered functions of the state above, so the fire condition and the
-        # pointer update come straight from flip-flops.
-        count = Signal(5)
-        need = Signal(range(CODES_PER_JOB * 32 + BEAT_BITS))   # count·width (+ pad if last)
-        hlast = Signal()
-        flast = Signal()
-
-        o_free = ~self.o.valid | self.o.ready
-        fire = Signal()
-        m.d.comb += fire.eq(cur_valid & (lvl >= need) & o_free)
-        # A beat fits once at most 512 bits are left unread after this cycle's job:
-        # they all lie in the half below the write half. Both cases come from
-        # registers, so o.ready only drives a mux on the way to i.ready.
-        room_fire = Signal()
-        room_idle = Signal()
-        m.d.comb += [
-            room_fire.eq(lvl - need <= BEAT_BITS),
-            room_idle.eq(lvl <= BEAT_BITS),
-        ]
-        take = Signal()                 # the input register's beat goes into the ring
-        m.d.comb += take.eq(r_valid & Mux(fire, room_fire, room_idle))
-        # The input register keeps each frame's descriptor a cycle ahead of its bits,
-        # so the job counter moves on to the next frame without a bubble.
-        m.d.comb += self.i.ready.eq((~r_valid | take) & (desc_q.w_rdy | ~first))
-        accept = Signal()
-        m.d.comb += [
-            accept.eq(self.i.valid & self.i.ready),
-            desc_q.w_en.eq(accept & first),
-        ]
-        with m.If(accept):
-            m.d.sync += [r_data.eq(ip.data), r_valid.eq(1)]
-            with m.If(first):
-                # ⌈n·width/512⌉ − 1 beats to come (n ≥ 1, width ≥ 1).
-                m.d.sync += in_beats.eq((total - 1) >> _BEAT_SHIFT)
-            with m.Else():
-                m.d.sync += in_beats.eq(in_beats - 1)
-        with m.Elif(take):
-            m.d.sync += r_valid.eq(0)
-        with m.If(take):
-            with m.If(wsel):
-                m.d.sync += buf[BEAT_BITS:].eq(r_data)
-            with m.Else():
-                m.d.sync += buf[:BEAT_BITS].eq(r_data)
-            m.d.sync += wsel.eq(~wsel)
-
-        cons = Signal.like(need)
-        m.d.comb += cons.eq(Mux(fire, need, 0))
-        m.d.sync += [
-            rptr.eq(rptr + cons),       # wraps around the ring
-            lvl.eq(lvl - cons + Mux(take, BEAT_BITS, 0)),
-        ]
-        # The next 512 unread bits (a rotation by a register).
-        window = Signal(BEAT_BITS)
-        m.d.comb += window.eq(Cat(buf, buf[:BEAT_BITS]) >> rptr)
-
-        # --- job extraction -----------------------------------------------------------
-        with m.If(fire):
-            m.d.sync += [
-                self.o.valid.eq(1),
-                op.count.eq(count),
-                op.host_first.eq(hfirst),
-                op.host_last.eq(hlast),
-                op.frame_last.eq(flast),
-                op.tag.eq(cur_tag),
-            ]
-            # Fixed wiring per built width.
-            codes = Signal(data.ArrayLayout(unsigned(32), CODES_PER_JOB))
-            with m.Switch(cur_width):
-                for w in self.widths:
-                    with m.Case(w):
-                        for e in range(CODES_PER_JOB):
-                            m.d.comb += codes[e].eq(window[e * w:(e + 1) * w])
-            for e in range(CODES_PER_JOB):
-                m.d.sync += op.codes[e].eq(Mux(count > e, codes[e], 0))
-        with m.Elif(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-
-        # --- job counter ----------------------------------------------------------------
-        # Two candidate next jobs, each computed from registers only: the next job of
-        # this wire frame (`adv_*`) and the first job of the frame at the head of the
-        # queue (`new_*`). `fire` and `load` only pick one, so the loop through the
-        # fire condition stays short.
-        def host_frame(codes_left):
-            """(size, codes after it) of a host frame starting with `codes_left` to go."""
-            big = codes_left > M
-            return Mux(big, M, codes_left), Mux(big, codes_left - M, 0)
-
-        def derive(prefix, hrem_v, after_v, width_v, pad_v):
-            """count, need, host_last, frame_last of a job with `hrem_v` codes left in
-            its host frame and `after_v` after that."""
-            j_count = Signal.like(count, name=f"{prefix}_count")
-            j_bits = Signal(range(CODES_PER_JOB * 32 + 1), name=f"{prefix}_bits")
-            j_need = Signal.like(need, name=f"{prefix}_need")
-            j_hlast = Signal(name=f"{prefix}_hlast")
-            j_flast = Signal(name=f"{prefix}_flast")
-            m.d.comb += [
-                j_count.eq(Mux(hrem_v >= CODES_PER_JOB, CODES_PER_JOB, hrem_v)),
-                j_hlast.eq(hrem_v <= CODES_PER_JOB),
-                j_flast.eq(j_hlast & (after_v == 0)),
-            ]
-            # A product table per built width instead of a multiplier.
-            with m.Switch(width_v):
-                for w in self.widths:
-                    with m.Case(w):
-                        table = Array(Const(c * w, j_bits.shape())
-                                      for c in range(CODES_PER_JOB + 1))
-                        m.d.comb += j_bits.eq(table[j_count])
-            m.d.comb += j_need.eq(j_bits + Mux(j_flast, pad_v, 0))
-            return j_count, j_need, j_hlast, j_flast
-
-        adv_hrem = Signal.like(hrem)
-        adv_after = Signal.like(after)
-        next_size, next_rest = host_frame(after)
-        m.d.comb += [
-            adv_hrem.eq(Mux(hlast, next_size, hrem - CODES_PER_JOB)),
-            adv_after.eq(Mux(hlast, next_rest, after)),
-        ]
-        adv = derive("adv", adv_hrem, adv_after, cur_width, cur_pad)
-        new_hrem = Signal.like(hrem)
-        new_after = Signal.like(after)
-        new_size, new_rest = host_frame(desc_out.n)
-        m.d.comb += [new_hrem.eq(new_size), new_after.eq(new_rest)]
-        new = derive("new", new_hrem, new_after, desc_out.width, desc_out.pad)
-
-        load = Signal()
-        m.d.comb += [
-            load.eq(desc_q.r_rdy & (~cur_valid | (fire & flast))),
-            desc_q.r_en.eq(load),
-        ]
-        with m.If(load):
-            m.d.sync += [
-                cur_valid.eq(1),
-                cur_width.eq(desc_out.width),
-                cur_pad.eq(desc_out.pad),
-                cur_tag.eq(desc_out.tag),
-                hrem.eq(new_hrem),
-                after.eq(new_after),
-                hfirst.eq(1),
-                Cat(count, need, hlast, flast).eq(Cat(*new)),
-            ]
-        with m.Elif(fire):
-            with m.If(flast):
-                m.d.sync += cur_valid.eq(0)
-            with m.Else():
-                m.d.sync += [
-                    hrem.eq(adv_hrem),
-                    after.eq(adv_after),
-                    hfirst.eq(hlast),
-                    Cat(count, need, hlast, flast).eq(Cat(*adv)),
-                ]
+        m.submodules.jobs = jobs = SkidBuffer(_job_layout(self.tag_shape, len(self.widths)))
+        self._job_counter(m, jobs.i)
+        self._ring(m, jobs.o)
         return m
+
+    # --- job counter --------------------------------------------------------------------
+    def _job_counter(self, m, out):
+        """Descriptors in, jobs (``_job_layout``) out on stream ``out``."""
+        M = self.max_host_elements
+        J = CODES_PER_JOB
+        d = self.desc.payload
+        job_valid = Signal()             # the job register
+        job = Signal.like(out.payload, reset_less=True)
+        enable = ~job_valid | out.ready  # out.ready: the skid buffer's register
+
+        # Counter state: the job about to be registered. Codes and bits are counted side
+        # by side, so a job's bits are a register (no count·width product on the way).
+        busy = Signal()                          # a frame is loaded
+        hrem = Signal(range(M + 1), reset_less=True)   # codes left in the host frame
+        after = Signal(16, reset_less=True)      # codes of the wire frame after it
+        hbits = Signal(range(M * 32 + 1), reset_less=True)   # hrem·width
+        abits = Signal(_FRAME_BITS, reset_less=True)         # after·width
+        hrem_small = Signal(reset_less=True)     # hrem ≤ 16: the host frame's last job
+        after_zero = Signal(reset_less=True)     # after = 0: the wire frame's last host frame
+        hfirst = Signal(reset_less=True)
+        count = Signal(5, reset_less=True)       # min(hrem, 16)
+        width = Signal(6, reset_less=True)
+        onehot = Signal(len(self.widths), reset_less=True)   # width = widths[k]
+        in_block = Signal(-(-len(self.widths) // _BLOCK), reset_less=True)  # in block b
+        pad = Signal(_BEAT_SHIFT, reset_less=True)   # (−n·width) mod 512
+        host_bits = Signal.like(hbits)           # M·width, the bits of a full host frame
+        tag = Signal.like(d.tag, reset_less=True)
+        job_bits = Cat(Const(0, 4), width)       # 16·width, a full job
+
+        flast = hrem_small & after_zero
+        load = Signal()
+        step = Signal()
+        m.d.comb += [
+            step.eq(enable & busy),
+            load.eq(enable & self.desc.valid & (~busy | flast)),
+            self.desc.ready.eq(enable & (~busy | flast)),
+        ]
+
+        def host_frame(codes, bits, full_bits):
+            """The state (``state`` below) at the first job of a host frame starting with
+            ``codes`` (``bits``) to go: compares and subtracts of registers side by side."""
+            big = codes > M
+            first = min(M, J)          # the most codes the host frame's first job can have
+            return [Mux(big, M, codes), Mux(big, codes - M, 0),
+                    Mux(big, full_bits, bits), Mux(big, bits - full_bits, 0),
+                    (codes <= J) | Const(M <= J), ~big,
+                    Mux(codes <= first, codes[:5], first), Const(1)]
+
+        new_host_bits = Signal.like(host_bits)
+        with m.Switch(d.width):
+            for w in self.widths:
+                with m.Case(w):
+                    m.d.comb += new_host_bits.eq(M * w)
+        loaded = host_frame(d.n, d.bits, new_host_bits)
+        next_host = host_frame(after, abits, host_bits)
+        # 16 < hrem ≤ 32: the next job is the host frame's last, hrem − 16 = hrem[:5] ^ 16
+        stepped = [hrem - J, after, hbits - job_bits, abits, hrem <= 2 * J, after_zero,
+                   Mux(hrem <= 2 * J, hrem[:5] ^ J, J), Const(0)]
+        state = [hrem, after, hbits, abits, hrem_small, after_zero, count, hfirst]
+        # Every state register takes one of three candidates (no hold): after a frame's
+        # last job the state is don't care until the next load.
+        with m.If(load | step):
+            for reg, a, b, c in zip(state, loaded, next_host, stepped, strict=True):
+                m.d.sync += reg.eq(Mux(load, a, Mux(hrem_small, b, c)))
+        with m.If(load):
+            m.d.sync += [busy.eq(1), width.eq(d.width), pad.eq(-d.bits),
+                         onehot.eq(Cat(*(d.width == w for w in self.widths))),
+                         in_block.eq(Cat(*(
+                             Cat(*(d.width == w for w in self.widths[lo:lo + _BLOCK])).any()
+                             for lo in range(0, len(self.widths), _BLOCK)))),
+                         host_bits.eq(new_host_bits), tag.eq(d.tag)]
+        with m.Elif(step & flast):
+            m.d.sync += busy.eq(0)
+
+        # The job register.
+        with m.If(enable):
+            m.d.sync += [
+                job_valid.eq(busy),
+                job.need.eq(Mux(hrem_small, hbits, job_bits) + Mux(flast, pad, 0)),
+                job.count.eq(count),
+                job.onehot.eq(onehot),
+                *self._width_flags(job, onehot, in_block),
+                job.host_first.eq(hfirst),
+                job.host_last.eq(hrem_small),
+                job.frame_last.eq(flast),
+                job.tag.eq(tag),
+            ]
+        m.d.comb += [out.valid.eq(job_valid), out.payload.eq(job)]
+
+    @staticmethod
+    def _width_flags(job, onehot, in_block):
+        """The job register's ``suffix`` and ``beyond`` flags, from the one-hot width and
+        its block: ORs of at most 4 flags, so no "width ≥ w" can become a long LUT chain."""
+        stmts = []
+        for k in range(len(onehot)):
+            end = min(k - k % _BLOCK + _BLOCK, len(onehot))
+            stmts.append(job.suffix[k].eq(onehot[k:end].any()))
+        for b in range(len(in_block)):
+            stmts.append(job.beyond[b].eq(in_block[b + 1:].any() if b + 1 < len(in_block)
+                                          else 0))
+        return stmts
+
+    # --- ring and read stages -------------------------------------------------------------
+    def _ring(self, m, jobs):
+        """Beats in on ``i``, jobs from stream ``jobs``, codes out on ``o``."""
+        J = CODES_PER_JOB
+        op = self.o.payload
+        head = jobs.payload
+
+        slots = [Signal(BEAT_BITS, name=f"slot{k}", reset_less=True) for k in range(_SLOTS)]
+        wslot = Signal(range(_SLOTS))            # slot the next beat goes to
+        rslot = Signal(range(_SLOTS))            # slot of the first unread bit
+        roff = Signal(_BEAT_SHIFT)               # its offset in the slot
+        lvl = Signal(range(_SLOTS * BEAT_BITS + 1))   # unread bits
+
+        # A beat fits when at most three slots' worth of bits are unread: the unread bits
+        # end at the write slot's start, so they all lie in the slots before it. `room`
+        # says so, a flip-flop loaded with the next fill level's compare.
+        room = Signal(init=1)
+        take = Signal()
+        m.d.comb += [
+            self.i.ready.eq(room),
+            take.eq(self.i.valid & room),
+        ]
+        with m.If(take):
+            with m.Switch(wslot):
+                for k in range(_SLOTS):
+                    with m.Case(k):
+                        m.d.sync += [slots[k].eq(self.i.payload.data),
+                                     wslot.eq((k + 1) % _SLOTS)]
+
+        # The read stages: one enable, like a pipeline; a job fires into the first.
+        enable = Signal()
+        fire = Signal()
+        m.d.comb += [
+            enable.eq(~self.o.valid | self.o.ready),
+            fire.eq(jobs.valid & (lvl >= head.need) & enable),
+            jobs.ready.eq(fire),
+        ]
+        # Pointer and fill level: both candidates come from registers, fire picks one.
+        moved = Signal(_BEAT_SHIFT + 2)
+        m.d.comb += moved.eq(roff + head.need)
+        with m.If(fire):
+            m.d.sync += roff.eq(moved[:_BEAT_SHIFT])
+            with m.Switch(Cat(moved[_BEAT_SHIFT:], rslot)):
+                for s in range(_SLOTS):
+                    for carry in range(_SLOTS):
+                        with m.Case(carry | (s << 2)):
+                            m.d.sync += rslot.eq((s + carry) % _SLOTS)
+        consumed = Mux(fire, lvl - head.need, lvl)
+        m.d.sync += lvl.eq(consumed + Mux(take, BEAT_BITS, 0))
+        # The next level ≤ 1536 in the four cases of fire and take, compared from registers.
+        limit = (_SLOTS - 1) * BEAT_BITS
+        left_after = lvl - head.need
+        m.d.sync += room.eq(Mux(fire, Mux(take, left_after <= limit - BEAT_BITS,
+                                          left_after <= limit),
+                                Mux(take, lvl <= limit - BEAT_BITS, lvl <= limit)))
+
+        # Stage 1 (at fire): the two slots the job can reach, rotated to the read
+        # pointer's 32-bit boundary: 512 + 31 bits. Stage 2: the rest of the rotation, a
+        # 512-bit window from the read pointer. Stage 3: the codes.
+        st = Stager(m, enable, reset_less=True)
+        ring = Cat(*slots, *slots)
+        pair = Cat(select(m, ring, rslot, BEAT_BITS, BEAT_BITS, "read_slot"),
+                   select(m, ring[BEAT_BITS:], rslot, BEAT_BITS, BEAT_BITS, "read_next_slot"))
+        coarse = rotate(m, pair, roff, _FIRST_LO, _BEAT_SHIFT, "read_by")
+        valid1 = st.reg(fire, name="read_valid1", reset_less=False)
+        coarse1 = st.reg(coarse, name="read_coarse")
+        fine1 = st.reg(roff[:_FIRST_LO], name="read_fine")
+        mask1 = st.reg(Cat(*(head.count > e for e in range(J))), name="read_mask")
+        fields1 = st.reg(Cat(head.count, head.host_first, head.host_last, head.frame_last,
+                             head.tag), name="read_fields")
+
+        valid2 = st.reg(valid1, name="read_valid2", reset_less=False)
+        window2 = st.reg(rotate(m, coarse1, fine1, 0, _FIRST_LO, "read_fine_by")[:BEAT_BITS],
+                         name="read_window")
+        fields2 = st.reg(fields1, name="read_fields2")
+
+        # Stage 3: code e, bit j is window bit e·w + j for the frame's width w, zero past
+        # count: an AND-OR over the window bits it can be, each with a select registered
+        # in stage 2 (count > e, and the width is one of the widths that put the bit
+        # there: registered in stage 1, one flag per such set of widths).
+        layout = []                              # (e, [(window bit, set of widths)] per j)
+        for e in range(J):
+            for j in range(max(self.widths)):
+                sources = {}
+                for w in self.widths:
+                    if j < w:
+                        sources.setdefault(e * w + j, []).append(w)
+                layout.append((e, [(src, tuple(ws)) for src, ws in sources.items()]))
+        groups = sorted({ws for _, bits in layout for _, ws in bits})
+
+        def in_group(ws):
+            ks = [self.widths.index(w) for w in ws]
+            if len(ks) == 1:
+                return head.onehot[ks[0]]
+            # all built widths from widths[k] up (code 0's bits): k's block, or a later one
+            assert ks == list(range(ks[0], len(self.widths)))
+            return head.suffix[ks[0]] | head.beyond[ks[0] // _BLOCK]
+
+        in_group1 = {ws: st.reg(in_group(ws), name=f"read_widths{k}")
+                     for k, ws in enumerate(groups)}
+        selects = {}
+
+        def select_of(e, ws):
+            if (e, ws) not in selects:
+                selects[e, ws] = st.reg(in_group1[ws] & mask1[e],
+                                        name=f"read_sel{len(selects)}")
+            return selects[e, ws]
+
+        valid3 = st.reg(valid2, name="read_valid3", reset_less=False)
+        codes = [[] for _ in range(J)]
+        for e, bits in layout:
+            codes[e].append(Cat(*(window2[src] & select_of(e, ws) for src, ws in bits)).any())
+        for e in range(J):
+            m.d.comb += op.codes[e].eq(st.reg(Cat(*codes[e]), name=f"code{e}"))
+        m.d.comb += [
+            Cat(op.count, op.host_first, op.host_last, op.frame_last, op.tag).eq(
+                st.reg(fields2, name="out_fields")),
+            self.o.valid.eq(valid3),
+        ]
+
+
+def select(m, vec, sel, step, length, name):
+    """``vec[sel·step:][:length]``: a one-hot AND-OR of the ``2**len(sel)`` choices, which maps
+    to one LUT6 per bit for a 2-bit ``sel`` (a mux or shift operator maps to two levels)."""
+    out = Signal(length, name=name)
+    m.d.comb += out.eq(_or_all(Mux(sel == q, vec[q * step:q * step + length], 0)
+                               for q in range(2 ** len(sel))))
+    return out
+
+
+def rotate(m, vec, pointer, lo, hi, name):
+    """``vec`` shifted down by bits ``[lo, hi)`` of ``pointer``, two bits a LUT level, keeping
+    the bits a job can still reach: 512 from the pointer, whose bits below ``lo`` are left
+    for later."""
+    bit = hi
+    while bit > lo:
+        low = max(bit - 2, lo)
+        vec = select(m, vec, pointer[low:bit], 1 << low, BEAT_BITS + (1 << low) - 1,
+                     f"{name}_{1 << low}")
+        bit = low
+    return vec
+
+
+def _or_all(values):
+    """The bitwise OR of ``values``."""
+    values = list(values)
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out

@@ -8,7 +8,8 @@ go through the classifier as AXI-Stream beats (``sim.axis.frame_beats``) under
 random idle and backpressure; every output beat must be the input beat
 unchanged, ``first`` must mark the header beats, and ``reason`` must be, on
 every beat of a frame, what ``classify_host_frame`` (TX) /
-``classify_wire_frame`` (RX) return with ``tuser_size = len(frame)``.
+``classify_wire_frame`` (RX) return with ``tuser_size = len(frame)``
+(``bypass`` = it is not ``NONE``).
 """
 
 import random
@@ -25,7 +26,7 @@ from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat, FrameClassifi
 from squeezenic_hw.sim.axis import AxisFrame, frame_beats
 from squeezenic_hw.sim.streams import run_stream
 from squeezenic_hw.spec import frames as F
-from squeezenic_hw.spec.codecs import CODECS, payload_bytes, resolve_codecs
+from squeezenic_hw.spec.codecs import CODECS, codec_info, payload_bytes, resolve_codecs
 
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 _BEAT_BITS = data.Layout.cast(AxisBeat).size
@@ -253,6 +254,8 @@ def check_classifier(lane, frames, *, port=F.DEFAULT_PORT, codecs=F.DEFAULT_CODE
         got = data.Const(ClassifiedBeat, out)
         if out & ((1 << _BEAT_BITS) - 1) != word:
             problems.append(f"frame {k}: beat changed")
+        if int(got.bypass) != (reason != Reason.NONE):
+            problems.append(f"frame {k}: bypass {int(got.bypass)} with reason {reason}")
         if int(got.first) != first or got.reason != reason:
             head = frames[k].data if isinstance(frames[k], AxisFrame) else frames[k]
             problems.append(f"frame {k} ({len(head)} bytes, header "
@@ -312,12 +315,12 @@ def test_trusts_tuser_size(lane):
 
 @pytest.mark.parametrize("lane", ["tx", "rx"])
 def test_full_rate(lane):
-    """Back-to-back frames (1-beat ones included): latency 3, one beat per cycle."""
+    """Back-to-back frames (1-beat ones included): latency 5, one beat per cycle."""
     rng = random.Random(5)
     frames = valid_frames(lane, rng)[:12] + bypass_frames(lane, rng)[:20]
     rng.shuffle(frames)
     run, dut, n_beats, _ = check_classifier(lane, frames, seed=5)
-    assert run.latency == dut.LATENCY == 3
+    assert run.latency == dut.LATENCY == 5
     assert run.max_ready_streak == n_beats
     assert run.cycles == n_beats + dut.LATENCY
 
@@ -426,3 +429,54 @@ def test_threshold_reasons(lane):
     assert None in reasons and F.BypassReason.PARAM in reasons
     if lane == "rx":
         assert F.BypassReason.LENGTH in reasons
+
+
+def _rx_info_expected(frame):
+    """The :class:`RxFrameInfo` fields of a processed wire frame, from its header."""
+    h = F.parse(frame)
+    x = len(frame) - F.HEADER_LEN
+    if h.codec == 7:
+        layout = 2 * (x // 6) if h.param else -(-h.n // 8)
+        k = x // 6 if h.param else (x - layout) // 4
+        return {"width": 1, "beats": -(-x // 64), "bits": h.n, "sparse": 1,
+                "index": h.param, "k": k, "layout_beats": -(-layout // 64),
+                "value_beat": layout // 64, "start": layout % 64,
+                "last_byte": (layout - 1) % 64}
+    b = codec_info(h.codec).bits_per_element(h.param)
+    return {"width": b, "beats": -(-h.n * b // 512), "bits": h.n * b}
+
+
+@pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.3)])
+def test_rx_frame_info(idle, backpressure):
+    """RX: on the first beat of every processed frame, ``rx`` holds the frame's code width,
+    payload bits and beats and, for ``threshold`` (both layouts, k = 0 included),
+    k and where its layout bytes end; TX leaves ``rx`` zero."""
+    rng = random.Random(23)
+    codecs = sorted(F.DEFAULT_CODECS) + [7]
+    frames = valid_frames("rx", rng)
+    for n in (1, 8, 9, 100, 511, 512, 513, 4000, 65535):
+        for param in (0, 1):
+            for k in sorted({0, 1, 17, n // 3, n}):
+                h = F.Header(codec=7, param=param, flags=F.FLAG_ENCODED, n=n,
+                             dst_port=F.DEFAULT_PORT)
+                layout = 2 * k if param else -(-n // 8)
+                if F.HEADER_LEN + layout + 4 * k <= 0xFFFF - 14:
+                    frames.append(F.build_wire_frame(h, rng.randbytes(layout + 4 * k)))
+    for n in (1, 16, 17, 2047, 50000):
+        h = F.Header(codec=3, param=9, flags=F.FLAG_ENCODED, n=n, dst_port=F.DEFAULT_PORT)
+        frames.append(F.build_wire_frame(h, rng.randbytes(-(-n * 9 // 8))))
+    rng.shuffle(frames)
+    run, _, _, reasons = check_classifier("rx", frames, codecs=codecs, idle=idle,
+                                          backpressure=backpressure, seed=23)
+    firsts = [data.Const(ClassifiedBeat, out) for out in run.outputs]
+    firsts = [got for got in firsts if got.first]
+    checked = 0
+    for frame, reason, got in zip(frames, reasons, firsts, strict=True):
+        if reason is not None:
+            continue
+        for name, value in _rx_info_expected(frame).items():
+            assert int(got.rx[name]) == value, (name, F.parse(frame), len(frame))
+        checked += 1
+    assert checked > 60
+    run, _, _, _ = check_classifier("tx", valid_frames("tx", rng), codecs=codecs, seed=24)
+    assert all(data.Const(ClassifiedBeat, out).rx.as_value().value == 0 for out in run.outputs)

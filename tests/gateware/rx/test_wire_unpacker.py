@@ -3,11 +3,14 @@
 Frames of random codes are packed with the reference
 (:func:`squeezenic_hw.reference.codecs.pack`), padded to whole beats with
 random garbage bits (which the unpacker must drop), cut into 512-bit beats and
-fed back to back; the expected jobs come from
+fed back to back, their descriptors on a stream of their own (random idle cycles
+on both); the expected jobs come from
 :func:`squeezenic_hw.reference.codecs.unpack` of the same bytes, cut into host
 frames of ``M`` codes and jobs of 16. Outputs are compared bit for bit (all
 fields, packed), under random idle cycles and backpressure.
 """
+
+import random
 
 import numpy as np
 import pytest
@@ -16,8 +19,9 @@ from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
 from squeezenic_hw.gateware.rx.unpacker import (
+    UNPACKER_BEAT_LAYOUT,
     WireUnpacker,
-    unpacker_input_layout,
+    unpacker_frame_layout,
     unpacker_output_layout,
 )
 from squeezenic_hw.reference.codecs import pack, unpack
@@ -37,7 +41,8 @@ def make_frame(rng, n, width, tag=None):
 
 
 def frame_beats(rng, codes, width, tag):
-    """Input beats (dicts) of one frame: reference-packed bytes, garbage after the codes."""
+    """Input beats (ints) and the descriptor (dict) of one frame: reference-packed bytes,
+    garbage after the codes."""
     n = len(codes)
     payload = pack(codes, width).tobytes()
     assert len(payload) == -(-n * width // 8)
@@ -47,8 +52,8 @@ def frame_beats(rng, codes, width, tag):
     garbage = int.from_bytes(rng.bytes(-(-pad_bits // 8) + 1), "little") & ((1 << pad_bits) - 1)
     word |= garbage << (n * width)
     mask = (1 << BEAT_BITS) - 1
-    return [{"data": (word >> (BEAT_BITS * k)) & mask, "n": n, "width": width, "tag": tag}
-            for k in range(n_beats)], payload
+    desc = {"n": n, "width": width, "bits": n * width, "tag": tag}
+    return [{"data": (word >> (BEAT_BITS * k)) & mask} for k in range(n_beats)], desc, payload
 
 
 def expected_jobs(payload, n, width, tag, M):
@@ -95,19 +100,41 @@ def input_monitor(stream, cycles):
     return monitor
 
 
+def desc_source(stream, descs, idle, seed):
+    """Testbench: offer the frame descriptors in order, with random idle cycles."""
+    layout = stream.payload.shape()
+    rng = random.Random(seed)
+
+    async def source(ctx):
+        for desc in descs:
+            while idle and rng.random() < idle:
+                ctx.set(stream.valid, 0)
+                await ctx.tick()
+            ctx.set(stream.payload.as_value(), layout.const(desc).as_value().value)
+            ctx.set(stream.valid, 1)
+            while True:
+                _, _, ready = await ctx.tick().sample(stream.ready)
+                if ready:
+                    break
+        ctx.set(stream.valid, 0)
+    return source
+
+
 def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0):
     """Feed ``frames`` [(codes, width, tag)], check every job bit for bit; return the run."""
     rng = np.random.default_rng([seed, 0xB17])
-    beats, want = [], []
+    beats, descs, want = [], [], []
     for codes, width, tag in frames:
-        fb, payload = frame_beats(rng, codes, width, tag)
+        fb, desc, payload = frame_beats(rng, codes, width, tag)
         beats += fb
+        descs.append(desc)
         want += expected_jobs(payload, len(codes), width, tag, dut.max_host_elements)
     out_layout = dut.o.payload.shape()
     violations, in_cycles = [], []
     run = run_stream(dut, beats, n_outputs=len(want), idle=idle, backpressure=backpressure,
                      seed=seed, extra_testbenches=[hold_monitor(dut.o, violations),
-                                                   input_monitor(dut.i, in_cycles)])
+                                                   input_monitor(dut.i, in_cycles),
+                                                   desc_source(dut.desc, descs, idle, seed)])
     want_ints = [out_layout.const(j).as_value().value for j in want]
     bad = [k for k, (g, w) in enumerate(zip(run.outputs, want_ints, strict=True)) if g != w]
     if bad:
@@ -170,7 +197,7 @@ def test_full_rate(width, M):
               for k, n in enumerate((1500, 1472, 737, 1500))]
     run = run_frames(dut, frames, seed=1)
     n_jobs = len(run.outputs)
-    assert run.latency == dut.latency == 3
+    assert run.latency == dut.latency == 6
     assert run.max_ready_streak == n_jobs          # every cycle a job, first to last
     assert run.cycles == n_jobs + dut.latency
     # Input beats per cycle over the run: what the bits demand, no more.
@@ -212,14 +239,14 @@ def test_latency_single_job():
     rng = np.random.default_rng(0)
     dut = WireUnpacker((3,), max_host_elements=363)
     run = run_frames(dut, [make_frame(rng, 5, 3)])
-    assert run.latency == dut.latency == 3
+    assert run.latency == dut.latency == 6
 
 
 def test_layouts():
     tag = unsigned(7)
-    i, o = unpacker_input_layout(tag), unpacker_output_layout(tag)
-    assert {k: f.shape for k, f in i} == {
-        "data": unsigned(512), "n": unsigned(16), "width": unsigned(6), "tag": tag}
+    d, o = unpacker_frame_layout(tag), unpacker_output_layout(tag)
+    assert {k: f.shape for k, f in d} == {
+        "n": unsigned(16), "width": unsigned(6), "bits": unsigned(21), "tag": tag}
     assert {k: f.shape for k, f in o} == {
         "codes": data.ArrayLayout(unsigned(32), 16), "count": unsigned(5),
         "host_first": unsigned(1), "host_last": unsigned(1), "frame_last": unsigned(1),
@@ -227,7 +254,8 @@ def test_layouts():
     dut = WireUnpacker([16, 8, 16], tag_shape=tag)
     Fragment.get(dut, None)
     assert dut.widths == (8, 16)
-    assert dut.i.payload.shape() == i == dut.input_layout
+    assert dut.desc.payload.shape() == d == dut.frame_layout
+    assert dut.i.payload.shape() == UNPACKER_BEAT_LAYOUT
     assert dut.o.payload.shape() == o == dut.output_layout
 
 
