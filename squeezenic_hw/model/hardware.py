@@ -17,10 +17,10 @@ to the host side, and both move one host-side beat per lane per cycle.
 The pipeline latencies below (``HW_PIPELINE_LATENCY``) are the first-beat
 latencies measured on the generated lanes (``python bench/lanes.py``,
 ``docs/figures.md``): TX from a one-element host frame's first beat to its
-wire frame's first beat (16–26 cycles by codec), RX from a wire frame's first
-beat to its first host frame's (13 cycles). Update them here when the lanes
+wire frame's first beat (31–44 cycles by codec), RX from a wire frame's first
+beat to its first host frame's (16 cycles). Update them here when the lanes
 change; nothing else in the model hard-codes a hardware figure. At 250 MHz
-they are 52–104 ns: negligible next to the
+they are 64–176 ns: negligible next to the
 milliseconds a 25 MB partition spends on a 100 Gb/s wire, as the paper says
 ("a few to tens of clock cycles ... negligible").
 """
@@ -53,8 +53,8 @@ HOST_BW_RANGE = (100, 6400)
 #: First-beat latency in clock cycles of each codec's (TX lane, RX lane), measured by
 #: ``python bench/lanes.py`` (columns ``tx_encode_1`` and ``rx_decode``).
 HW_PIPELINE_LATENCY = MappingProxyType({
-    "raw": (16, 13), "fp16": (17, 13), "bf16": (16, 13), "fixed": (26, 13),
-    "qsgd": (26, 13), "sign": (16, 13), "natural": (24, 13),
+    "raw": (31, 16), "fp16": (33, 16), "bf16": (31, 16), "fixed": (44, 16),
+    "qsgd": (44, 16), "sign": (31, 16), "natural": (42, 16),
 })
 
 

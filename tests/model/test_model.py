@@ -188,7 +188,7 @@ def test_cluster_rejects_bad_parameters(kw, name):
 def test_hw_latency_table_covers_every_codec():
     assert set(HW_PIPELINE_LATENCY) == set(CODECS)
     # measured on the lanes (bench/lanes.py); the slowest codecs wait for fp32 multiplies
-    assert HW_PIPELINE_LATENCY["fixed"] == (26, 13) and HW_PIPELINE_LATENCY["raw"] == (16, 13)
+    assert HW_PIPELINE_LATENCY["fixed"] == (44, 16) and HW_PIPELINE_LATENCY["raw"] == (31, 16)
     for bw in (100, 800, 6400):
         assert hw_cost("qsgd", 4, bw).lanes == bw // 100
 

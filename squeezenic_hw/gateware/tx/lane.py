@@ -208,16 +208,25 @@ class TxLane(wiring.Component):
         # first beat has reached the ring's output and hold built tokens until one is.
         tokens = stream.Signature(FrameToken).create()
         fifo_between(m, "token_fifo", token, tokens, self._token_depth)
+        # The count's next value is one of three prepared from registers and the gate a
+        # register beside it, so the merger's late ``start`` only selects (one LUT).
         committed = Signal(16)
-        committed_nonzero = Signal()    # registered beside the count: the gate is a register
+        committed_nonzero = Signal()
         in_flight = Signal(ring.latency)
         commit = ring.i.valid & ring.i.ready & ring.i.payload.commit
         m.d.sync += in_flight.eq(Cat(commit, in_flight[:-1]))
         gate = ~tokens.payload.built | committed_nonzero
         start = merger.tokens.valid & merger.tokens.ready & tokens.payload.built
-        committed_next = Signal(16)
-        m.d.comb += committed_next.eq(committed + in_flight[-1] - start)
-        m.d.sync += [committed.eq(committed_next), committed_nonzero.eq(committed_next != 0)]
+        arrived = in_flight[-1]
+        committed_up = Signal(16)
+        committed_down = Signal(16)
+        committed_one = Signal()
+        m.d.comb += [committed_up.eq(committed + 1), committed_down.eq(committed - 1),
+                     committed_one.eq(committed == 1)]
+        with m.If(arrived & ~start):
+            m.d.sync += [committed.eq(committed_up), committed_nonzero.eq(1)]
+        with m.Elif(start & ~arrived):
+            m.d.sync += [committed.eq(committed_down), committed_nonzero.eq(~committed_one)]
         m.d.comb += [
             merger.tokens.payload.eq(tokens.payload),
             merger.tokens.valid.eq(tokens.valid & gate),
