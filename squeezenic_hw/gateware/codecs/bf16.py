@@ -17,10 +17,11 @@ __all__ = ["Bf16Encoder", "Bf16Decoder"]
 class Bf16Encoder(EncoderUnit):
     """``bf16`` encoder: code = round-to-nearest-even of the upper half.
 
-    Latency 1 cycle; one beat per cycle; holds under backpressure
+    Latency 2 cycles (the increment's decision, then the add, so that neither sits
+    behind the other in one cycle); one beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
-    LATENCY = 1
+    LATENCY = 2
     CODE_WIDTH = 16
 
     @classmethod
@@ -33,10 +34,13 @@ class Bf16Encoder(EncoderUnit):
             # the increment (above half, or exactly half with an odd result).
             upper, lower = x[16:32], x[0:16]
             round_up = (lower > 0x8000) | ((lower == 0x8000) & upper[0])
+            upper = stager.reg(upper, name=f"upper{e}_d1")
+            round_up = stager.reg(round_up, name=f"round_up{e}_d1")
+            is_nan = stager.reg(is_nan, name=f"is_nan{e}_d1")
             # Non-NaN inputs never carry out of bit 15: inf has a zero mantissa.
             rounded = Signal(16, name=f"rounded{e}")
             m.d.comb += rounded.eq(upper + round_up)
-            code = Mux(is_nan, Cat(Const(0x7FC0, 15), x[31]), rounded)
+            code = Mux(is_nan, Cat(Const(0x7FC0, 15), upper[15]), rounded)
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
 

@@ -312,7 +312,6 @@ class FrameClassifier(wiring.Component):
         tail4 = st.reg(tail3, name="tail_s4")
         head_any4 = st.reg(head3 != Reason.NONE, name="head_any_s4")
         tail_any4 = st.reg(tail3 != Reason.NONE, name="tail_any_s4")
-        b3 = AxisBeat(beat3)
 
         # ---- stage 5: the final reason ----------------------------------------------------
         reason = Signal(Reason, name="reason")
@@ -344,7 +343,7 @@ class FrameClassifier(wiring.Component):
             info4 = self._rx_info(m, st, nb3, bits1, sparse)
             m.d.comb += self.o.payload.rx.eq(st.reg(info4, name="rx_info_s5"))
         if self.lane == "tx" and THRESHOLD_ID in self.codecs:
-            keep4 = self._keep_mask(m, st, valid3, first3, b3)
+            keep4 = self._keep_mask(m, st, valid2, first2, AxisBeat(beat2))
             m.d.comb += self.o.payload.keep.eq(st.reg(keep4, name="keep_s5"))
         return m
 
@@ -375,26 +374,29 @@ class FrameClassifier(wiring.Component):
             ]
         return st.reg(info, name="rx_info_s4")
 
-    def _keep_mask(self, m, st, valid3, first3, b3):
+    def _keep_mask(self, m, st, valid2, first2, b2):
         """Stage-4 register: which elements of a payload beat ``threshold`` keeps.
 
         ``abs(x) > scale`` in IEEE terms, on the bits: NaN x or NaN scale never
         keeps; a negative scale keeps every x but a zero when the scale is −0;
-        otherwise the 31-bit magnitudes compare as unsigned integers.
+        otherwise the 31-bit magnitudes compare as unsigned integers. Compared on
+        stage 2's beat (a flip-flop: the beat's later copies become shift registers,
+        whose clock-to-out is slow) into stage 3, then delayed a stage.
         """
         scale = Signal(32, name="keep_scale", reset_less=True)   # the frame's, from its header
-        with m.If(st.enable & valid3 & first3):
-            m.d.sync += scale.eq(field_le(b3.data, *HDR.SCALE))
+        with m.If(st.enable & valid2 & first2):
+            m.d.sync += scale.eq(field_le(b2.data, *HDR.SCALE))
         s_abs = scale[:31]
         s_nan = s_abs > 0x7F800000
         s_neg = scale[31]
         bits = []
         for e in range(16):
-            x_abs = b3.data[32 * e:32 * e + 31]
+            x_abs = b2.data[32 * e:32 * e + 31]
             x_nan = x_abs > 0x7F800000
             above = Mux(s_neg, (x_abs != 0) | (s_abs != 0), x_abs > s_abs)
             bits.append(~s_nan & ~x_nan & above)
-        return st.reg(Mux(first3, 0, Cat(*bits)), name="keep_s4")   # 0 on header beats
+        keep3 = st.reg(Mux(first2, 0, Cat(*bits)), name="keep_s3")   # 0 on header beats
+        return st.reg(keep3, name="keep_s4")
 
     def _sparse_stages(self, m, st, d, size, x1, x2):
         """RX with ``threshold``: stage-3 registers of a threshold frame's length check

@@ -616,6 +616,11 @@ class TxCoalescer(wiring.Component):
         entering_residue = Signal(3)
         after_rest = pending_rest[:3]
         d_costs_true, d_r8_true = cost(d, after_rest)
+        # the residue's two candidates, known early; the late d_leaves only selects
+        residue_if_leaves = Signal(3)
+        residue_if_stays = Signal(3)
+        m.d.comb += [residue_if_leaves.eq(Mux(close_pending, d_r8_true, d_r8)),
+                     residue_if_stays.eq(Mux(close_pending, after_rest, r8))]
         with m.If(close_pending):
             m.d.comb += entering_residue.eq(Mux(d_leaves, d_r8_true, after_rest))
             for budget_, rest_cost, dc in zip(budgets, [
@@ -639,7 +644,11 @@ class TxCoalescer(wiring.Component):
             with m.If(d_fire):
                 m.d.sync += [c.eq(0) for c in d_cost]      # D empties (unless a beat enters)
         with m.If(move):
-            f_costs, f_r8 = cost(f, entering_residue)
+            costs_if_leaves, r8_if_leaves = cost(f, residue_if_leaves)
+            costs_if_stays, r8_if_stays = cost(f, residue_if_stays)
+            f_costs = [Mux(d_leaves, a, b)
+                       for a, b in zip(costs_if_leaves, costs_if_stays, strict=True)]
+            f_r8 = Mux(d_leaves, r8_if_leaves, r8_if_stays)
             m.d.sync += [c.eq(v) for c, v in zip(d_cost, f_costs, strict=True)]
             m.d.sync += [d_r8.eq(f_r8),
                          d_fit_bitmap.eq(fit_b), d_fit_index.eq(fit_i), d_fit_n.eq(fit_n),

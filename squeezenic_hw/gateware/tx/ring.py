@@ -47,8 +47,9 @@ class WireRing(wiring.Component):
     ----------
     i : In(stream.Signature(RingWrite))
         ``beats[0 … count-1]`` are appended (``count`` 0…2); ``commit`` closes
-        the frame being written after them. ``i.ready`` is high while at least
-        two beats are free; it depends on no input of this cycle.
+        the frame being written after them. ``i.ready`` is a register, high
+        when at least four beats were free in the cycle before (so that two are
+        free now).
     o : Out(stream.Signature(unsigned(512)))
         The beats of committed frames, in write order. Beats of the frame still
         being written never leave.
@@ -107,11 +108,15 @@ class WireRing(wiring.Component):
         rp = Signal(abits + 1)   # next beat address to read (beats before it are free)
 
         # ---- write side -------------------------------------------------
+        # ``i.ready`` is a register: at least four beats free in the cycle before leaves
+        # at least two now, whatever that cycle wrote (two beats at most).
         used = Signal(abits + 1)
+        room = Signal(init=1)   # empty after reset
         m.d.comb += [
             used.eq(wp - rp),
-            self.i.ready.eq(used <= depth - 2),
+            self.i.ready.eq(room),
         ]
+        m.d.sync += room.eq(used <= depth - 4)
         write = self.i.valid & self.i.ready
         count = self.i.payload.count
         beats = self.i.payload.beats
