@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-__all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields"]
+__all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields", "probe_registered_ready"]
 
 
 def pack_payload(layout, value):
@@ -143,3 +143,33 @@ def _as_int(value):
     if isinstance(value, data.Const):
         return value.as_value().value
     return int(value)
+
+
+def probe_registered_ready(dut, inputs, outputs, *, cycles=60, seed=0):
+    """Random valids, payloads and readys for ``cycles`` cycles; in each, every input's
+    ``ready`` is read for several settings of the inputs' ``valid`` and the outputs'
+    ``ready``, and must not move (it is a register, or a function of registers only).
+    Returns the ``ready`` values seen, per cycle."""
+    rng = random.Random(seed)
+    seen = []
+
+    async def bench(ctx):
+        for _ in range(cycles):
+            for s in inputs:
+                ctx.set(s.payload.as_value(), rng.getrandbits(len(s.payload.as_value())))
+            values = []
+            for _ in range(6):
+                for s in inputs:
+                    ctx.set(s.valid, rng.random() < 0.7)
+                for s in outputs:
+                    ctx.set(s.ready, rng.random() < 0.5)
+                values.append(tuple(ctx.get(s.ready) for s in inputs))
+            assert len(set(values)) == 1, values
+            seen.append(values[0])
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen

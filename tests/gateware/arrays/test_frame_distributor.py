@@ -20,6 +20,7 @@ from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.arrays.distributor import FrameDistributor, route_frame
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource, frame_beats
+from squeezenic_hw.sim.streams import probe_registered_ready
 from squeezenic_hw.spec import frames as F
 
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
@@ -216,36 +217,6 @@ def test_64_outputs_short():
 def test_converts_to_verilog(n):
     text = verilog.convert(FrameDistributor(n), name="frame_distributor")
     assert "module frame_distributor" in text
-
-
-def probe_registered_ready(dut, inputs, outputs, *, cycles=60, seed=0):
-    """Random valids, payloads and readys for ``cycles`` cycles; in each, every input's
-    ``ready`` is read for several settings of the inputs' ``valid`` and the outputs'
-    ``ready``, and must not move (it is a register, or a function of registers only).
-    Returns the ``ready`` values seen, per cycle."""
-    rng = random.Random(seed)
-    seen = []
-
-    async def bench(ctx):
-        for _ in range(cycles):
-            for s in inputs:
-                ctx.set(s.payload.as_value(), rng.getrandbits(len(s.payload.as_value())))
-            values = []
-            for _ in range(6):
-                for s in inputs:
-                    ctx.set(s.valid, rng.random() < 0.7)
-                for s in outputs:
-                    ctx.set(s.ready, rng.random() < 0.5)
-                values.append(tuple(ctx.get(s.ready) for s in inputs))
-            assert len(set(values)) == 1, values
-            seen.append(values[0])
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(bench)
-    sim.run()
-    return seen
 
 
 @pytest.mark.parametrize("n", [3, 8])

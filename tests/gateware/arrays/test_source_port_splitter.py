@@ -1,7 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """SourcePortSplitter against its model ``is_generator_frame``, under idle and backpressure."""
 
-import random
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from squeezenic_hw.gateware.arrays.source_port_splitter import (
     is_generator_frame,
 )
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
+from squeezenic_hw.sim.streams import probe_registered_ready
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.header import DEFAULT_PORT
 
@@ -62,36 +62,6 @@ def test_splitter_matches_model(idle, backpressure):
 def test_parameters_are_checked(kw, match):
     with pytest.raises(ValueError, match=match):
         SourcePortSplitter(**kw)
-
-
-def probe_registered_ready(dut, inputs, outputs, *, cycles=60, seed=0):
-    """Random valids, payloads and readys for ``cycles`` cycles; in each, every input's
-    ``ready`` is read for several settings of the inputs' ``valid`` and the outputs'
-    ``ready``, and must not move (it is a register, or a function of registers only).
-    Returns the ``ready`` values seen, per cycle."""
-    rng = random.Random(seed)
-    seen = []
-
-    async def bench(ctx):
-        for _ in range(cycles):
-            for s in inputs:
-                ctx.set(s.payload.as_value(), rng.getrandbits(len(s.payload.as_value())))
-            values = []
-            for _ in range(6):
-                for s in inputs:
-                    ctx.set(s.valid, rng.random() < 0.7)
-                for s in outputs:
-                    ctx.set(s.ready, rng.random() < 0.5)
-                values.append(tuple(ctx.get(s.ready) for s in inputs))
-            assert len(set(values)) == 1, values
-            seen.append(values[0])
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(bench)
-    sim.run()
-    return seen
 
 
 def test_ready_is_a_register():
