@@ -88,24 +88,24 @@ def test_equation_1_chunked_ring_by_hand():
 
 def test_hw_cost_by_hand():
     hw = hw_cost("sign", None, 400)
-    assert (hw.lanes, hw.tx_latency_cycles, hw.rx_latency_cycles) == (4, 16, 13)
+    assert (hw.lanes, hw.tx_latency_cycles, hw.rx_latency_cycles) == (4, 31, 16)
     assert hw.throughput == 4 * 64 * 250e6 == 64e9
-    assert hw.comp_time(0) == approx(16 / 250e6)  # 64 ns
-    assert hw.decomp_time(0) == approx(52e-9)
-    assert hw.comp_time(1e8) == approx(64e-9 + 1e8 / 64e9)
-    assert hw.decomp_time(1e8) == approx(52e-9 + 1.5625e-3)
+    assert hw.comp_time(0) == approx(31 / 250e6)  # 124 ns
+    assert hw.decomp_time(0) == approx(64e-9)
+    assert hw.comp_time(1e8) == approx(124e-9 + 1e8 / 64e9)
+    assert hw.decomp_time(1e8) == approx(64e-9 + 1.5625e-3)
 
 
 def test_equation_2_by_hand():
     hw = hw_cost("sign", None, 400)
     b = t_app1(G, CL, 1 / 32, hw)
-    # intra as (1); inter 6 * (1e-5 + 1e8/32/1e9) ; N T_comp = 4 * (64e-9 + 1e8/64e9)
+    # intra as (1); inter 6 * (1e-5 + 1e8/32/1e9) ; N T_comp = 4 * (124e-9 + 1e8/64e9)
     assert b.intra == approx(0.010001)
     assert b.inter == approx(6 * (1e-5 + 3.125e-3)) == approx(0.01881)
-    assert b.nic_comp == approx(4 * (64e-9 + 1.5625e-3)) == approx(0.006250256)
-    assert b.nic_decomp == approx(4 * (52e-9 + 1.5625e-3)) == approx(0.006250208)
+    assert b.nic_comp == approx(4 * (124e-9 + 1.5625e-3)) == approx(0.006250496)
+    assert b.nic_decomp == approx(4 * (64e-9 + 1.5625e-3)) == approx(0.006250256)
     assert b.gpu_work == 0
-    assert b.total == approx(0.010001 + 0.01881 + 0.006250256 + 0.006250208)
+    assert b.total == approx(0.010001 + 0.01881 + 0.006250496 + 0.006250256)
 
 
 def test_equation_2_on_gpu_puts_the_work_on_the_gpu():
@@ -126,9 +126,9 @@ def test_equation_3_by_hand():
     assert b.gpu_comp == approx(0.01)
     assert b.gpu_decomp == approx(0.02)
     assert b.inter == approx(0.01881)
-    assert b.nic_comp == approx(0.006250256)
-    assert b.nic_decomp == approx(0.006250208)
-    assert b.total == approx(3.135e-4 + 0.03 + 0.01881 + 0.006250256 + 0.006250208)
+    assert b.nic_comp == approx(0.006250496)
+    assert b.nic_decomp == approx(0.006250256)
+    assert b.total == approx(3.135e-4 + 0.03 + 0.01881 + 0.006250496 + 0.006250256)
     # All on the GPU: the N terms move to the GPU, the total is the same formula.
     g2 = t_app2(G, CL, 1 / 32, gpu, gpu, where="gpu")
     assert g2.nic_comp == g2.nic_decomp == 0
