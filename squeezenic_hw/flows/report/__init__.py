@@ -62,6 +62,7 @@ from .build import (
     METHOD,
     PAPER_TABLE6,
     SUMMARY_COLUMNS,
+    TARGET_PER_LANE,
     U280_PART,
     WHOLE_COLUMNS,
     build_report,
@@ -87,12 +88,14 @@ from .policy import (
     codec_candidates,
     codec_name,
     default_codec,
+    loopback_lanes,
 )
 
 __all__ = [
     "WIRE_GBPS", "DEFAULT_HOST_BWS", "DEFAULT_CACHE_DIR", "PAPER_TABLE6", "U280_PART",
     "DEVICE_TOTALS", "LUTS_PER_MEMORY_CELL", "METHOD", "CodecChoice", "codec_candidates",
-    "codec_name", "default_codec", "Block", "plugin_blocks", "core_block", "lut_mem",
+    "codec_name", "default_codec", "loopback_lanes", "TARGET_PER_LANE", "Block",
+    "plugin_blocks", "core_block", "lut_mem",
     "SynthCache", "BlockSynthesisError", "synth_block", "synth_cached", "synthesize_blocks",
     "index_key", "cached_record", "tool_versions", "notes",
     "build_report", "SUMMARY_COLUMNS", "BLOCK_COLUMNS", "WHOLE_COLUMNS", "GROWTH_COLUMNS",
