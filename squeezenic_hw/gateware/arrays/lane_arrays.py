@@ -53,6 +53,7 @@ from .distributor import FrameDistributor
 from .generator import GradientGenerator
 
 __all__ = ["GeneratorControl", "CheckerCounters", "GeneratorLane", "generator_tx_lane",
+           "generator_lane_options",
            "lane_codec_names", "TxArray", "RxArray"]
 
 class GeneratorControl(data.Struct):
@@ -101,14 +102,36 @@ def lane_codec_names(codecs):
     return sorted(names, key=lambda n: codec_info(n).id)
 
 
+def generator_lane_options(codecs):
+    """The lean-lane options a generator's TX lane is to take: ``trusted`` (the generator
+    is a trusted on-chip source) and ``code_bits``, the one code width the specs name
+    (``"fixed:8"`` → 8; None when a parametrised codec is named without a width or
+    with two widths, or none is parametrised).
+
+    Not passed yet: :func:`generator_tx_lane` adds ``**generator_lane_options(codecs)``
+    to its ``TxLane`` once the lane takes them. With them, the generators must be run
+    with one of these codecs (and that width): the lane no longer checks.
+    """
+    if isinstance(codecs, (str, int)):
+        codecs = [codecs]
+    widths = set()
+    for spec in codecs or ():
+        name, _, param = str(spec).strip().partition(":")
+        info = codec_info(int(name) if name.isdigit() else name)
+        if info.param_range and not info.variable:
+            widths.add(int(param) if param else None)
+    code_bits = widths.pop() if len(widths) == 1 else None
+    return {"trusted": True, "code_bits": code_bits}
+
+
 def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None):
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
     build by default). Today this is the general :class:`~.tx_lane.TxLane` with only
     those codecs built in; the options that make a lean lane for a trusted on-chip
-    source (one codec at its build-time width, no classifier or bypass path) are to be
-    passed here, and only here.
+    source (one codec at its build-time width, no classifier or bypass path,
+    :func:`generator_lane_options`) are to be passed here, and only here.
     """
     return TxLane(codecs=lane_codec_names(codecs), mtu=mtu, port=port,
                   idle_timeout=idle_timeout)

@@ -250,3 +250,14 @@ def test_tx_array_lanes_as_instances_of_one_module():
     assert set(re.findall(r"\.(\w+)\(", inst)) == ports
     with pytest.raises(ValueError, match="lane_module"):
         TxArray(400, lane_module="not a name")
+
+
+def test_generator_lane_options():
+    from squeezenic_hw.gateware.arrays.lane_arrays import generator_lane_options
+
+    assert generator_lane_options(["fixed:8"]) == {"trusted": True, "code_bits": 8}
+    assert generator_lane_options("sign") == {"trusted": True, "code_bits": None}
+    assert generator_lane_options(["fixed:4", "sign"])["code_bits"] == 4
+    assert generator_lane_options(["fixed:4", "qsgd:4"])["code_bits"] == 4
+    assert generator_lane_options(["fixed:4", "qsgd:8"])["code_bits"] is None
+    assert generator_lane_options(["fixed"])["code_bits"] is None
