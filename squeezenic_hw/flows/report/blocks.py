@@ -61,8 +61,9 @@ class Block:
 
     @property
     def top(self):
-        """Verilog name of the block's top module."""
-        return self.kind
+        """Verilog name of the block's top module (a generator's TX lane is named as a
+        host lane, so that the same lane is the same Verilog and one cached synthesis)."""
+        return "tx_lane" if self.kind == "gen_tx_lane" else self.kind
 
     def spec(self):
         """JSON-able ``{"kind": ..., <params>}``."""
