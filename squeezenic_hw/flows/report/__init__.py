@@ -4,9 +4,11 @@
 host bandwidth it takes the plugin that ``squeezenic-hw generate --host-bw`` would
 build (:class:`~squeezenic_hw.regmap.plugin.PluginParams`, one interface by default),
 with the lanes' codecs set to :func:`default_codec` of that bandwidth (plus any extra
-codecs), splits it into its blocks (:func:`plugin_blocks`), synthesises each
-*distinct* block once with YoWASP Yosys ``synth_xilinx -family xcup``
-(:func:`squeezenic_hw.flows.synth.synthesize`) and multiplies by its instance count.
+codecs), TX only as the paper's Table 6 unless ``loopback`` (then with the RX lanes
+and checkers of :func:`loopback_lanes`), splits it into its blocks
+(:func:`plugin_blocks`), synthesises each *distinct* block once with YoWASP Yosys
+``synth_xilinx -family xcup`` (:func:`squeezenic_hw.flows.synth.synthesize`) and
+multiplies by its instance count.
 
 Method and its limits
 ---------------------
