@@ -28,12 +28,21 @@ def add_arguments(parser):
                         help="output directory (default build/opennic or build/u280)")
     parser.add_argument("--host-bw", metavar="GBPS",
                         help="host bandwidth in Gb/s, a multiple of 100 up to 6400; above "
-                             "100 adds host_bw/100 on-chip generator and checker lanes "
-                             "(default 100 for opennic, 400 for u280)")
+                             "100 adds host_bw/100 on-chip generator lanes (generator → TX "
+                             "lane → the wire, as the paper's Table 6; default 100 for "
+                             "opennic, 400 for u280)")
     parser.add_argument("--num-intf", metavar="N", default="1",
                         help="opennic: NUM_PHYS_FUNC = NUM_CMAC_PORT, 1 or 2 (default 1)")
-    parser.add_argument("--codecs", help="comma-separated codec names or ids built in "
-                                         "(default: every codec, 0-6)")
+    parser.add_argument("--codecs", help="comma-separated codec names or ids built into the "
+                                         "host-facing lanes (default: every codec, 0-6)")
+    parser.add_argument("--gen-codecs", metavar="C,...",
+                        help="opennic: codecs of the generator lanes (names, ids or "
+                             "name:bits such as fixed:8; default: the Table 6 codec of "
+                             "--host-bw, the one whose ratio keeps the wire at 100 Gb/s)")
+    parser.add_argument("--loopback", action="store_true",
+                        help="opennic: also the RX side of the generator lanes: wire → RX "
+                             "lanes → checkers, as many lanes as the wire needs at the "
+                             "generator codecs' ratio (docs/arrays.md)")
     parser.add_argument("--mtu", default=str(DEFAULT_MTU), metavar="BYTES",
                         help=f"largest wire frame, 68-9600 (default {DEFAULT_MTU})")
     parser.add_argument("--port", default=str(DEFAULT_PORT),
@@ -74,11 +83,15 @@ def run(args):
     if args.target == "opennic":
         from squeezenic_hw.flows.opennic import PLUGIN_FILES, write_opennic_plugin
         from squeezenic_hw.regmap.plugin import PluginParams
+        gen_codecs = None
+        if args.gen_codecs is not None:
+            gen_codecs = [c.strip() for c in args.gen_codecs.split(",") if c.strip()]
         try:
             params = PluginParams(num_intf=values["num-intf"], host_bw=host_bw,
                                   codecs=codecs, mtu=values["mtu"], port=values["port"],
                                   max_host_elements=values["max-host-elements"],
-                                  idle_timeout=values["idle-timeout"])
+                                  idle_timeout=values["idle-timeout"],
+                                  gen_codecs=gen_codecs, loopback=args.loopback)
         except ValueError as exc:
             raise CliError(_option_name(str(exc))) from None
         if args.registers:
@@ -91,13 +104,16 @@ def run(args):
                      "what": PLUGIN_FILES["manifest.json"]})
         summary = (f"OpenNIC user plugin for the Alveo U280 in {out}/ "
                    f"({params.num_intf} interface(s), host_bw {params.host_bw} Gb/s, "
-                   f"{manifest['registers']['count']} registers). Build it with:\n"
-                   f"  {manifest['opennic']['build']}")
+                   f"{manifest['registers']['count']} registers).\n"
+                   + _lanes_text(manifest["lanes"])
+                   + f"Build it with:\n  {manifest['opennic']['build']}")
         obj = {"target": "opennic", "dir": str(out), "files": rows,
                "manifest": manifest}
     else:
         if values["num-intf"] != 1:
             raise CliError("--num-intf applies to --target opennic only")
+        if args.gen_codecs is not None or args.loopback:
+            raise CliError("--gen-codecs and --loopback apply to --target opennic only")
         from squeezenic_hw.flows.u280 import write_u280_plan
         progress(f"elaborating the U280 loopback design (host_bw {host_bw} Gb/s)")
         try:
@@ -123,6 +139,20 @@ def run(args):
     return 0
 
 
+def _lanes_text(lanes):
+    """Which lanes carry which codecs, one line per kind."""
+    h, g, r = lanes["host"], lanes["generator"], lanes["loopback"]
+    text = (f"  host lanes ({h['count']} TX + {h['count']} RX): "
+            f"{', '.join(h['tx_codecs'])}\n")
+    if g["count"]:
+        text += (f"  generator lanes ({g['count']} x generator → TX lane, module "
+                 f"{g['module']}): {', '.join(g['codecs'])}\n")
+        text += (f"  loopback RX lanes with checkers: {r['count']}"
+                 + (f" ({', '.join(r['codecs'])})" if r["count"] else " (TX only; "
+                    "--loopback adds them)") + "\n")
+    return text
+
+
 def _print_registers(params, fmt):
     from squeezenic_hw.regmap.plugin import plugin_register_map
 
@@ -143,8 +173,8 @@ def _print_registers(params, fmt):
 
 def _option_name(message):
     """Turn a parameter name at the start of a ValueError into its option."""
-    for param in ("num_intf", "host_bw", "codecs", "mtu", "port", "max_host_elements",
-                  "idle_timeout"):
+    for param in ("num_intf", "host_bw", "gen_codecs", "codecs", "mtu", "port",
+                  "max_host_elements", "idle_timeout", "loopback"):
         if message.startswith(param):
             return "--" + param.replace("_", "-") + message[len(param):]
     return message

@@ -11,7 +11,8 @@ HELP = ("U280 resources of the plugin by host bandwidth: per-block Yosys synthes
         "(cached), beside the paper's Table 6")
 
 _RESOURCE_TABLE = ["host_bw", "lanes", "codec", "ratio", "wire_gbps_at_full_rate", "fits_wire",
-                   "codecs", "LUT", "LUT_mem", "FF", "CARRY", "DSP", "BRAM", "URAM", "CLB_est",
+                   "codecs", "gen_codecs", "rx_lanes", "LUT", "LUT_mem", "FF", "CARRY", "DSP",
+                   "BRAM", "URAM", "CLB_est",
                    "depth", "blocks", "synth_s", "peak_mib", "cached"]
 _PCT_TABLE = ["host_bw", "codec", "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "BRAM_pct",
               "URAM_pct", "CLB_pct", "paper_LUT_pct", "paper_FF_pct", "paper_CLB_pct"]
@@ -29,6 +30,10 @@ def add_arguments(parser):
                         help="extra codecs built into every lane besides the default one "
                              "(names or ids; a ':param' is accepted and ignored, the parameter "
                              "being a run-time register)")
+    parser.add_argument("--loopback", action="store_true",
+                        help="also the RX side of the generator lanes (RX lanes and checkers, "
+                             "as many as the wire needs); default: TX only, as the paper's "
+                             "Table 6")
     parser.add_argument("--num-intf", type=int, default=1, choices=(1, 2),
                         help="host/wire interfaces of the plugin (default 1)")
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -96,6 +101,7 @@ def run(args):
 
     try:
         report = build_report(host_bws, extra_codecs=codecs, num_intf=args.num_intf,
+                              loopback=args.loopback,
                               jobs=args.jobs, cache_dir=args.cache_dir,
                               use_cache=not args.no_cache, whole=args.whole,
                               timeout=args.timeout, progress=progress)
@@ -130,11 +136,14 @@ def format_report(report, fmt, *, breakdown=False):
     whole_cols = [c for c in WHOLE_COLUMNS if c != "log"]
     sections = [
         ("U280 resources of the SqueezeNIC core by host bandwidth (sum of per-block Yosys "
-         "syntheses)", report["rows"], _RESOURCE_TABLE),
+         "syntheses; " + ("with the loopback RX lanes)" if report.get("loopback")
+                          else "TX only, as the paper's Table 6)"),
+         report["rows"], _RESOURCE_TABLE),
         ("% of the U280; paper_*: the paper's Table 6, whole design with the OpenNIC shell",
          report["rows"], _PCT_TABLE),
         ("growth per added 100 Gb/s lane (least squares over the rows with generator lanes; "
-         "paper: Table 6 as counts)", report["growth"], GROWTH_COLUMNS),
+         "paper: Table 6 as counts; target: the paper's 1.6 k LUT / 3.3 k FF)",
+         report["growth"], GROWTH_COLUMNS),
     ]
     if breakdown:
         sections.append(("per block (count x one instance)", report["blocks"], block_cols))

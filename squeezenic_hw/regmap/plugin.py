@@ -15,7 +15,8 @@ Layout (byte offsets in the plugin's window of the box's BAR2 space):
 0x1000     host interface ``i`` at ``0x1000 + 0x400·i``: TX lane counters,
            then RX lane counters at ``+0x200``
 0x2000     generator lane ``k`` at ``0x2000 + 0x200·k``: frames sent, TX
-           counters, RX counters, checker counters
+           counters, then (``loopback`` builds, ``k`` < ``rx_lanes``) loopback RX
+           lane ``k``'s counters and its checker's
 ========== =============================================================
 """
 
@@ -28,6 +29,7 @@ from squeezenic_hw.spec.generator import GeneratorConfig
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
+from .codec_choice import default_codec, loopback_lanes, parse_codec_spec
 from .registers import RegisterMap
 
 __all__ = ["PluginParams", "plugin_register_map", "PLUGIN_ID", "version_word",
@@ -83,11 +85,20 @@ class PluginParams:
 
     ``num_intf`` is OpenNIC's ``NUM_PHYS_FUNC`` = ``NUM_CMAC_PORT`` (1 or 2;
     ``NUM_QDMA`` is 1). ``host_bw`` above 100 adds ``host_bw / 100`` on-chip
-    generator lanes (TX) and checker lanes (RX) on interface 0.
+    generator lanes (generator → TX lane) on interface 0, merged onto its wire: the
+    paper's Table 6 build, TX only. ``codecs`` are the host-facing lanes' codecs
+    (default every codec, 0-6); ``gen_codecs`` the generator TX lanes' (codec specs:
+    names, ids or ``"fixed:8"``; default the Table 6 codec of ``host_bw``,
+    :func:`~.codec_choice.default_codec`). ``loopback`` adds the RX side:
+    ``rx_lanes`` RX lanes, each ending in a frame checker, fed by the wire port
+    (:func:`~.codec_choice.loopback_lanes`: as many as the wire needs at the
+    generator codecs' ratio, at most one per generator).
     """
     num_intf: int = 1
     host_bw: int = 100
     codecs: tuple = field(default=None)
+    gen_codecs: tuple = field(default=None)
+    loopback: bool = False
     mtu: int = DEFAULT_MTU
     port: int = DEFAULT_PORT
     max_host_elements: int = DEFAULT_HOST_ELEMENTS
@@ -101,6 +112,22 @@ class PluginParams:
         if not codecs:
             raise ValueError("codecs must name at least one codec")
         object.__setattr__(self, "codecs", codecs)
+        gen = self.gen_codecs
+        if gen is None:
+            gen = (default_codec(self.host_bw).spec,) if lanes_for(self.host_bw) > 1 else ()
+        elif isinstance(gen, (str, int)):
+            gen = (gen,)
+        gen = tuple(dict.fromkeys(str(s).strip() if isinstance(s, str) else s for s in gen))
+        for spec in gen:
+            try:
+                parse_codec_spec(spec)
+            except ValueError as exc:
+                raise ValueError(f"gen_codecs: {exc}") from None
+        if lanes_for(self.host_bw) > 1 and not gen:
+            raise ValueError("gen_codecs must name at least one codec")
+        object.__setattr__(self, "gen_codecs", gen)
+        if not isinstance(self.loopback, bool):
+            raise ValueError(f"loopback must be a bool, got {self.loopback!r}")
         _int_in("mtu", self.mtu, 68, MAX_PKT_LEN, " bytes")
         _int_in("port", self.port, 1, 0xFFFF)
         _int_in("max_host_elements", self.max_host_elements, 1, (MAX_PKT_LEN - 64) // 4)
@@ -112,16 +139,33 @@ class PluginParams:
 
     @property
     def gen_lanes(self):
-        """On-chip generator/checker lanes (0 when ``host_bw`` is 100)."""
+        """On-chip generator lanes (0 when ``host_bw`` is 100)."""
         n = lanes_for(self.host_bw)
         return 0 if n == 1 else n
+
+    @property
+    def rx_lanes(self):
+        """Loopback RX lanes (each with a checker): 0 without ``loopback`` or generators."""
+        if not self.loopback or not self.gen_lanes:
+            return 0
+        return loopback_lanes(self.host_bw, self.gen_codecs)
 
     @property
     def codec_mask(self):
         return sum(1 << c for c in self.codecs)
 
+    @property
+    def gen_codec_ids(self):
+        """Codec ids of the generator lanes (sorted)."""
+        return tuple(sorted({parse_codec_spec(s)[0].id for s in self.gen_codecs}))
+
+    @property
+    def gen_codec_mask(self):
+        return sum(1 << c for c in self.gen_codec_ids)
+
     def as_dict(self):
-        return asdict(self) | {"codecs": list(self.codecs), "gen_lanes": self.gen_lanes}
+        return asdict(self) | {"codecs": list(self.codecs), "gen_codecs": list(self.gen_codecs),
+                               "gen_lanes": self.gen_lanes, "rx_lanes": self.rx_lanes}
 
 
 def plugin_register_map(params):
@@ -134,7 +178,7 @@ def plugin_register_map(params):
     rm.add("version", access="ro", doc="squeezenic-hw version: major<<16 | minor<<8 | patch",
            group=g)
     for name, doc in (("build_num_intf", "host/wire interfaces (NUM_PHYS_FUNC)"),
-                      ("build_gen_lanes", "on-chip generator/checker lanes (0: none)"),
+                      ("build_gen_lanes", "on-chip generator lanes (0: none)"),
                       ("build_codecs", "bit c set: codec id c built in"),
                       ("build_mtu", "wire MTU in bytes"),
                       ("build_port", "SqueezeNIC UDP port of the build (reset of udp_port)"),
@@ -151,6 +195,10 @@ def plugin_register_map(params):
     rm.add("tx_close", access="w1p", width=p.num_intf, group=g,
            doc="bit i: close interface i's open wire frame now")
     rm.add("scratch", access="rw", group=g, doc="free for software (bus test)")
+    rm.add("build_rx_lanes", access="ro", group=g,
+           doc="loopback RX lanes with checkers (0: none, the TX-only build)")
+    rm.add("build_gen_codecs", access="ro", group=g,
+           doc="bit c set: codec id c built into the generator lanes")
 
     if p.gen_lanes:
         g = "generator"
@@ -179,6 +227,8 @@ def plugin_register_map(params):
                group=g, doc=f"host frames generator {k} has sent")
         for name in TX_COUNTERS:
             rm.add(f"lane{k}_tx_{name}", access="ro", group=g, doc=f"TX lane {k}: {name}")
+        if k >= p.rx_lanes:
+            continue
         for name in RX_COUNTERS:
             rm.add(f"lane{k}_rx_{name}", access="ro", group=g, doc=f"RX lane {k}: {name}")
         for name, bits in CHECKER_COUNTERS:
@@ -205,4 +255,5 @@ def build_constants(params):
             "build_gen_lanes": p.gen_lanes, "build_codecs": p.codec_mask,
             "build_mtu": p.mtu, "build_port": p.port,
             "build_max_host_elements": p.max_host_elements,
-            "build_src_port_base": p.src_port_base}
+            "build_src_port_base": p.src_port_base, "build_rx_lanes": p.rx_lanes,
+            "build_gen_codecs": p.gen_codec_mask}

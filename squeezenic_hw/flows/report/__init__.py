@@ -4,9 +4,11 @@
 host bandwidth it takes the plugin that ``squeezenic-hw generate --host-bw`` would
 build (:class:`~squeezenic_hw.regmap.plugin.PluginParams`, one interface by default),
 with the lanes' codecs set to :func:`default_codec` of that bandwidth (plus any extra
-codecs), splits it into its blocks (:func:`plugin_blocks`), synthesises each
-*distinct* block once with YoWASP Yosys ``synth_xilinx -family xcup``
-(:func:`squeezenic_hw.flows.synth.synthesize`) and multiplies by its instance count.
+codecs), TX only as the paper's Table 6 unless ``loopback`` (then with the RX lanes
+and checkers of :func:`loopback_lanes`), splits it into its blocks
+(:func:`plugin_blocks`), synthesises each *distinct* block once with YoWASP Yosys
+``synth_xilinx -family xcup`` (:func:`squeezenic_hw.flows.synth.synthesize`) and
+multiplies by its instance count.
 
 Method and its limits
 ---------------------
@@ -62,6 +64,7 @@ from .build import (
     METHOD,
     PAPER_TABLE6,
     SUMMARY_COLUMNS,
+    TARGET_PER_LANE,
     U280_PART,
     WHOLE_COLUMNS,
     build_report,
@@ -87,12 +90,14 @@ from .policy import (
     codec_candidates,
     codec_name,
     default_codec,
+    loopback_lanes,
 )
 
 __all__ = [
     "WIRE_GBPS", "DEFAULT_HOST_BWS", "DEFAULT_CACHE_DIR", "PAPER_TABLE6", "U280_PART",
     "DEVICE_TOTALS", "LUTS_PER_MEMORY_CELL", "METHOD", "CodecChoice", "codec_candidates",
-    "codec_name", "default_codec", "Block", "plugin_blocks", "core_block", "lut_mem",
+    "codec_name", "default_codec", "loopback_lanes", "TARGET_PER_LANE", "Block",
+    "plugin_blocks", "core_block", "lut_mem",
     "SynthCache", "BlockSynthesisError", "synth_block", "synth_cached", "synthesize_blocks",
     "index_key", "cached_record", "tool_versions", "notes",
     "build_report", "SUMMARY_COLUMNS", "BLOCK_COLUMNS", "WHOLE_COLUMNS", "GROWTH_COLUMNS",

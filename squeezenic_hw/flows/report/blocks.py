@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
 
-from .policy import ordered_codecs
+from .policy import codec_name, ordered_codecs
 
 #: LUTs a distributed-RAM or shift-register cell occupies (UltraScale+ primitives).
 LUTS_PER_MEMORY_CELL = {
@@ -26,7 +26,10 @@ class Block:
     """One distinct block to synthesise: a kind and its constructor parameters.
 
     Picklable and hashable; :meth:`make` builds the component. Kinds:
-    ``tx_lane`` (codecs, mtu, port), ``rx_lane`` (codecs, max_host_elements, port),
+    ``tx_lane`` (codecs, mtu, port: a host-facing lane), ``gen_tx_lane`` (codec specs,
+    mtu, port: a generator's lane, as
+    :func:`~squeezenic_hw.gateware.arrays.lane_arrays.generator_tx_lane` builds it),
+    ``rx_lane`` (codecs, max_host_elements, port),
     ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
     (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
@@ -46,20 +49,21 @@ class Block:
     @property
     def label(self):
         a = self.args
-        if self.kind in ("tx_lane", "rx_lane"):
+        if self.kind in ("tx_lane", "rx_lane", "gen_tx_lane"):
             return f"{self.kind}({'+'.join(a['codecs'])})"
         if self.kind in ("arbiter", "distributor", "splitter"):
             return f"{self.kind}({a['n']})"
         if self.kind == "register_file":
-            return f"register_file({a['host_bw']}G)"
+            return f"register_file({a['host_bw']}G{',loopback' if a.get('loopback') else ''})"
         if self.kind == "core":
             return f"core({a['host_bw']}G,{'+'.join(a['codecs'])})"
         return self.kind
 
     @property
     def top(self):
-        """Verilog name of the block's top module."""
-        return self.kind
+        """Verilog name of the block's top module (a generator's TX lane is named as a
+        host lane, so that the same lane is the same Verilog and one cached synthesis)."""
+        return "tx_lane" if self.kind == "gen_tx_lane" else self.kind
 
     def spec(self):
         """JSON-able ``{"kind": ..., <params>}``."""
@@ -73,6 +77,9 @@ class Block:
         if k == "tx_lane":
             from squeezenic_hw.gateware.tx.lane import TxLane
             return TxLane(codecs=a["codecs"], mtu=a["mtu"], port=a["port"], idle_timeout=None)
+        if k == "gen_tx_lane":
+            from squeezenic_hw.gateware.arrays.lane_arrays import generator_tx_lane
+            return generator_tx_lane(list(a["codecs"]), mtu=a["mtu"], port=a["port"])
         if k == "rx_lane":
             from squeezenic_hw.gateware.rx.lane import RxLane
             return RxLane(codecs=a["codecs"], max_host_elements=a["max_host_elements"],
@@ -151,42 +158,52 @@ def _params_of(params):
     """``PluginParams`` fields as Block parameters (codecs as names)."""
     d = params.as_dict()
     d.pop("gen_lanes")
+    d.pop("rx_lanes")
     d["codecs"] = ordered_codecs(codec_info(c).name for c in params.codecs)
+    d["gen_codecs"] = tuple(params.gen_codecs)
     return d
 
 
 def plugin_blocks(params):
     """``[(Block, count), ...]`` of the plugin built with ``params`` (a PluginParams).
 
-    Per interface a host TX and RX lane; with ``gen_lanes`` N > 0 on interface 0:
-    N generators, N more TX lanes, a FrameArbiter(N) over them (TxArray), a
-    FrameArbiter(2) of the host lane and the array, a SourcePortSplitter, a
-    FrameDistributor(N) (RxArray), N more RX lanes and N checkers; one register
-    file of :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`.
+    Per interface a host TX and RX lane (``codecs``); with ``gen_lanes`` N > 0 on
+    interface 0: N generators and N generator TX lanes (``gen_codecs``), a
+    FrameArbiter(N) over them (TxArray) and a FrameArbiter(2) of the host lane and
+    the array; with ``loopback`` also a SourcePortSplitter, a FrameDistributor(M)
+    (RxArray), M RX lanes (``gen_codecs``) and M checkers, M = ``rx_lanes``; one
+    register file of :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`.
     """
     p = params
     codecs = ordered_codecs(codec_info(c).name for c in p.codecs)
-    n, intf = p.gen_lanes, p.num_intf
+    gen_names = ordered_codecs(codec_name(c) for c in p.gen_codecs)
+    n, intf, rx = p.gen_lanes, p.num_intf, p.rx_lanes
     out = [
-        (Block.of("tx_lane", codecs=codecs, mtu=p.mtu, port=p.port), n + intf),
+        (Block.of("tx_lane", codecs=codecs, mtu=p.mtu, port=p.port), intf),
         (Block.of("rx_lane", codecs=codecs, max_host_elements=p.max_host_elements,
-                  port=p.port), n + intf),
+                  port=p.port), intf),
     ]
     if n:
         out += [
             (Block.of("generator", max_elements=DEFAULT_HOST_ELEMENTS, port=p.port), n),
+            (Block.of("gen_tx_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port), n),
             (Block.of("arbiter", n=n), 1),
             (Block.of("arbiter", n=2), 1),
+        ]
+    if rx:
+        out += [
             (Block.of("splitter", base=p.src_port_base, n=n, port=p.port), 1),
-            (Block.of("distributor", n=n, port=p.port), 1),
-            (Block.of("checker", port=p.port), n),
+            (Block.of("distributor", n=rx, port=p.port), 1),
+            (Block.of("rx_lane", codecs=gen_names, max_host_elements=p.max_host_elements,
+                      port=p.port), rx),
+            (Block.of("checker", port=p.port), rx),
         ]
     reg = {k: v for k, v in _params_of(p).items()
-           if k in ("num_intf", "host_bw", "port", "idle_timeout")}
+           if k in ("num_intf", "host_bw", "port", "idle_timeout", "gen_codecs", "loopback")}
     out.append((Block.of("register_file", **reg), 1))
     counts = {}
-    for block, count in out:      # FrameArbiter(N) and (2) are one block when N = 2
-        counts[block] = counts.get(block, 0) + count
+    for block, count in out:      # blocks that coincide (arbiter(2) when N = 2, an RX
+        counts[block] = counts.get(block, 0) + count     # lane of the same codecs) add up
     return list(counts.items())
 
 

@@ -32,6 +32,11 @@ DEVICE_TOTALS = {"LUT": synth.U280_LUT, "FF": synth.U280_FF, "CARRY": synth.U280
                  "CLB": synth.U280_CLB}
 
 
+#: The issue's must-hold growth per added 100 Gb/s lane (the paper's slopes: about 1.6 k
+#: LUT, 97 k over the 60 lanes from 400 to 6400 Gb/s, and 3.3 k FF, Table 6's fit).
+TARGET_PER_LANE = {"LUT": 1600, "FF": 3300}
+
+
 METHOD = ("sum of out-of-context block syntheses (YoWASP Yosys synth_xilinx -family xcup), "
           "each distinct block synthesised once and multiplied by its instance count; no "
           "cross-block optimisation. SqueezeNIC core only: the paper's Table 6 is the whole "
@@ -42,7 +47,7 @@ _RESOURCES = ("LUT", "FF", "CARRY", "DSP", "BRAM", "URAM")
 
 
 # Longest first, so that parallel jobs end together.
-_COST_ORDER = ("core", "tx_lane", "rx_lane", "generator", "register_file", "arbiter",
+_COST_ORDER = ("core", "tx_lane", "rx_lane", "gen_tx_lane", "generator", "register_file", "arbiter",
                "checker", "distributor", "splitter")
 
 
@@ -117,6 +122,7 @@ def synthesize_blocks(blocks, *, jobs=1, cache_dir=DEFAULT_CACHE_DIR, use_cache=
 #: Columns of the summary rows (one per host bandwidth); meanings in docs/report.md.
 SUMMARY_COLUMNS = [
     "host_bw", "lanes", "codec", "ratio", "wire_gbps_at_full_rate", "fits_wire", "codecs",
+    "gen_codecs", "loopback", "rx_lanes",
     "LUT", "LUT_mem", "FF", "CARRY", "DSP", "BRAM", "URAM", "CLB_est",
     "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "BRAM_pct", "URAM_pct", "CLB_pct",
     "paper_LUT_pct", "paper_FF_pct", "paper_CLB_pct",
@@ -141,8 +147,8 @@ WHOLE_COLUMNS = [
 
 
 #: Columns of the growth rows: least-squares line count = a + b·lanes.
-GROWTH_COLUMNS = ["resource", "ours_per_lane", "ours_at_0", "ours_r2", "paper_per_lane",
-                  "paper_at_0", "paper_r2"]
+GROWTH_COLUMNS = ["resource", "ours_per_lane", "paper_per_lane", "target_per_lane",
+                  "meets_target", "ours_at_0", "ours_r2", "paper_at_0", "paper_r2", "points"]
 
 
 def _pct(used, total):
@@ -192,18 +198,22 @@ def _growth(rows):
         a, b, r2 = linear_fit([r["lanes"] for r in ours], [r[key] for r in ours])
         pa, pb, pr2 = linear_fit([bw // LANE_GBPS for bw, _ in paper],
                                  [v[res] / 100 * total for _, v in paper])
+        target = TARGET_PER_LANE.get(res)
         out.append({"resource": res,
                     "ours_per_lane": None if b is None else round(b, 1),
+                    "paper_per_lane": round(pb, 1),
+                    "target_per_lane": target,
+                    "meets_target": None if b is None or target is None else b <= target,
                     "ours_at_0": None if a is None else round(a, 1),
                     "ours_r2": None if r2 is None else round(r2, 4),
-                    "paper_per_lane": round(pb, 1), "paper_at_0": round(pa, 1),
-                    "paper_r2": round(pr2, 4)})
+                    "paper_at_0": round(pa, 1), "paper_r2": round(pr2, 4),
+                    "points": len(ours)})
     return out
 
 
-def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs=1,
-                 cache_dir=DEFAULT_CACHE_DIR, use_cache=True, whole=False, timeout=None,
-                 progress=None):
+def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loopback=False,
+                 jobs=1, cache_dir=DEFAULT_CACHE_DIR, use_cache=True, whole=False,
+                 timeout=None, progress=None):
     """Resources of the plugin at each host bandwidth (see the module docstring).
 
     Parameters
@@ -216,6 +226,9 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs
         hardware).
     num_intf : int
         Host/wire interfaces of the plugin (1 or 2).
+    loopback : bool
+        Also the RX side of the generator lanes (RX lanes and checkers, as many as the
+        wire needs); by default the build is TX only, as the paper's Table 6.
     jobs, cache_dir, use_cache, timeout, progress :
         As :func:`synthesize_blocks`.
     whole : bool
@@ -240,11 +253,13 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs
     if not host_bws:
         raise ValueError("host_bw: give at least one host bandwidth")
     extras = [codec_name(c) for c in extra_codecs]
+    extra_specs = [str(c).strip() for c in extra_codecs]
     builds = []
     for bw in host_bws:
         choice = default_codec(bw)
         params = PluginParams(num_intf=num_intf, host_bw=bw,
-                              codecs=ordered_codecs([choice.name, *extras]))
+                              codecs=ordered_codecs([choice.name, *extras]),
+                              gen_codecs=[choice.spec, *extra_specs], loopback=loopback)
         builds.append((bw, choice, params, plugin_blocks(params)))
     wanted = [b for *_, pairs in builds for b, _ in pairs]
     if whole:
@@ -266,6 +281,8 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs
             "wire_gbps_at_full_rate": round(choice.wire_gbps_at_full_rate, 2),
             "fits_wire": choice.fits_wire,
             "codecs": "+".join(ordered_codecs(codec_info(c).name for c in params.codecs)),
+            "gen_codecs": "+".join(params.gen_codecs), "loopback": params.loopback,
+            "rx_lanes": params.rx_lanes,
             **{k: tot[k] for k in ("LUT", "LUT_mem", "FF", "CARRY", "DSP", "BRAM", "URAM")},
             "CLB_est": clbs,
             **{f"{k}_pct": _pct(tot[k], DEVICE_TOTALS[k]) for k in _RESOURCES},
@@ -318,6 +335,7 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, jobs
         "rows": rows,
         "blocks": block_rows,
         "growth": _growth(rows),
+        "loopback": loopback,
         "whole": whole_rows,
         "totals": {"distinct_blocks": len(distinct),
                    "cached_blocks": sum(r["cached"] for r in distinct),
@@ -333,6 +351,12 @@ def notes(report):
     out = ["Totals are a sum of out-of-context block syntheses (Yosys synth_xilinx -family "
            "xcup; no cross-block optimisation), SqueezeNIC core only. The paper's Table 6 "
            "(paper_*_pct) is the whole design INCLUDING the OpenNIC shell."]
+    if report.get("loopback"):
+        out.append("With --loopback: the RX side of the generator lanes (RX lanes and "
+                   "checkers, rx_lanes of them) is included; the paper's Table 6 is TX only.")
+    else:
+        out.append("TX only, as the paper's Table 6: generators -> TX lanes -> arbiter -> "
+                   "wire (--loopback adds the RX lanes and checkers).")
     for r in report["rows"]:
         if not r["fits_wire"]:
             out.append(f"{r['host_bw']} Gb/s needs a ratio of {r['host_bw'] / WIRE_GBPS:g}; "

@@ -7,7 +7,8 @@ def plot_utilisation(report, path):
     """Utilisation % of LUT/FF/CLB against host bandwidth, ours beside the paper's Table 6.
 
     Left: the percentages; right: the increase over each series' smallest host
-    bandwidth (the shell, in the paper's figures only, cancels out there).
+    bandwidth (the shell, in the paper's figures only, cancels out there), titled with
+    the fitted LUT and FF per added lane, ours beside the paper's.
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -41,11 +42,21 @@ def plot_utilisation(report, path):
     ax.set_ylabel("% of the U280 (XCU280)")
     ax.set_title("Utilisation")
     ax2.set_ylabel("percentage points over the smallest host_bw")
-    ax2.set_title("Growth")
+    slopes = {g["resource"]: g for g in report.get("growth", [])}
+
+    def per_lane(res, key):
+        v = slopes.get(res, {}).get(key)
+        return "n/a" if v is None else f"{v / 1000:.2f} k"
+
+    ax2.set_title("Growth per added 100 Gb/s lane: LUT "
+                  f"{per_lane('LUT', 'ours_per_lane')} ours / {per_lane('LUT', 'paper_per_lane')} "
+                  f"paper, FF {per_lane('FF', 'ours_per_lane')} / "
+                  f"{per_lane('FF', 'paper_per_lane')}", fontsize=9)
     fig.text(0.01, 0.01,
              "Paper (NAIC '24, Table 6): whole design including the OpenNIC shell, Vivado. "
-             "Ours: SqueezeNIC core only, sum of out-of-context Yosys block syntheses; "
-             "CLB = max(LUT/8, FF/16).", fontsize=7)
+             "Ours: SqueezeNIC core only, sum of out-of-context Yosys block syntheses, "
+             + ("with the loopback RX lanes and checkers" if report.get("loopback")
+                else "TX only as the paper") + "; CLB = max(LUT/8, FF/16).", fontsize=7)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)

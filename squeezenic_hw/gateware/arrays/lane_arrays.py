@@ -1,11 +1,15 @@
 """Host-bandwidth arrays: N generators → N TX lanes → one wire, and one wire →
-N RX lanes → N checkers.
+M RX lanes → M checkers.
 
 ``host_bw`` in Gb/s (a multiple of 100 from 100 to 6400) gives
-``N = host_bw / 100`` lanes of 512 bits at 250 MHz (:func:`lanes_for`).
+``N = host_bw / 100`` generator lanes of 512 bits at 250 MHz (:func:`lanes_for`).
+The RX array has ``M`` ≤ N lanes (default N): a wire expands to as many lanes as
+its codec's ratio asks (:func:`~squeezenic_hw.regmap.codec_choice.loopback_lanes`).
 
-* :class:`TxArray`: lane ``k``'s :class:`~.gradient_generator.GradientGenerator`
-  feeds its :class:`~.tx_lane.TxLane`; a :class:`~.frame_arbiter.FrameArbiter`
+* :class:`TxArray`: lane ``k``'s :class:`GeneratorLane` (a
+  :class:`~.gradient_generator.GradientGenerator` feeding a
+  :class:`~.tx_lane.TxLane` made by :func:`generator_tx_lane`); a
+  :class:`~.frame_arbiter.FrameArbiter`
   merges the lanes' wire frames onto one stream, round robin by frame, with no
   idle cycle between frames while any lane has one ready. Per-lane buffering
   is the lane's own: its wire ring holds two of the largest wire frames and its
@@ -13,17 +17,22 @@ N RX lanes → N checkers.
   turn; when the wire is the bottleneck, backpressure reaches the generator,
   which holds (its values are a pure function of the index, nothing is lost).
 * :class:`RxArray`: a :class:`~.frame_distributor.FrameDistributor` sends each
-  SqueezeNIC wire frame to lane ``(UDP source port) mod N`` (other frames to
+  SqueezeNIC wire frame to lane ``(UDP source port) mod M`` (other frames to
   lane 0), each :class:`~.rx_lane.RxLane` decodes, and a
   :class:`~.frame_checker.FrameChecker` per lane counts and CRCs the result.
 
 All generators share one :class:`GeneratorControl`; lane ``k`` differs by its
 UDP source port ``src_port_base + k`` (``src_port_base`` a multiple of 64, so
-the distributor maps TX lane ``k`` to RX lane ``k``), its ``value_seed + k``
-and its ``tuser_src = k``.
+the distributor maps TX lane ``k`` to RX lane ``k mod M``), its ``value_seed + k``
+and its ``tuser_src = k``. With ``M`` < N an RX lane decodes the wire frames of
+generators ``j, j + M, j + 2M, ...`` in the order the arbiter sent them: its
+checker's ``frames``, ``elements``, ``bytes`` and ``bypass`` are the sums of those
+generators', while ``gaps``, ``last_offset_end`` and ``crc`` follow the
+interleaving (a switch between two generators' tensor streams counts as a gap).
 """
 
-from amaranth import Module, Signal, unsigned
+from amaranth import ClockSignal, Module, ResetSignal, Signal, unsigned
+from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -33,6 +42,7 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
+from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
@@ -42,7 +52,9 @@ from .checker import FrameChecker
 from .distributor import FrameDistributor
 from .generator import GradientGenerator
 
-__all__ = ["GeneratorControl", "CheckerCounters", "TxArray", "RxArray"]
+__all__ = ["GeneratorControl", "CheckerCounters", "GeneratorLane", "generator_tx_lane",
+           "generator_lane_options",
+           "lane_codec_names", "TxArray", "RxArray"]
 
 class GeneratorControl(data.Struct):
     """Settings shared by every generator of an array (see ``docs/generator.md``)."""
@@ -77,19 +89,154 @@ def _check_src_port_base(base):
                          f"got {base!r}")
 
 
+def lane_codec_names(codecs):
+    """Codec names of codec specs (names, ids or ``"fixed:8"``: the parameter is a
+    run-time register, the name is what a lane is built for), in id order; None stays
+    None (every default codec)."""
+    if codecs is None:
+        return None
+    if isinstance(codecs, (str, int)):
+        codecs = [codecs]
+    names = {codec_info(int(n) if n.isdigit() else n).name
+             for n in (str(c).strip().partition(":")[0] for c in codecs)}
+    return sorted(names, key=lambda n: codec_info(n).id)
+
+
+def generator_lane_options(codecs):
+    """The lean-lane options a generator's TX lane is to take: ``trusted`` (the generator
+    is a trusted on-chip source) and ``code_bits``, the one code width the specs name
+    (``"fixed:8"`` → 8; None when a parametrised codec is named without a width or
+    with two widths, or none is parametrised).
+
+    Not passed yet: :func:`generator_tx_lane` adds ``**generator_lane_options(codecs)``
+    to its ``TxLane`` once the lane takes them. With them, the generators must be run
+    with one of these codecs (and that width): the lane no longer checks.
+    """
+    if isinstance(codecs, (str, int)):
+        codecs = [codecs]
+    widths = set()
+    for spec in codecs or ():
+        name, _, param = str(spec).strip().partition(":")
+        info = codec_info(int(name) if name.isdigit() else name)
+        if info.param_range and not info.variable:
+            widths.add(int(param) if param else None)
+    code_bits = widths.pop() if len(widths) == 1 else None
+    return {"trusted": True, "code_bits": code_bits}
+
+
+def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None):
+    """The TX lane behind an on-chip generator: the one place its build options are chosen.
+
+    ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
+    build by default). Today this is the general :class:`~.tx_lane.TxLane` with only
+    those codecs built in; the options that make a lean lane for a trusted on-chip
+    source (one codec at its build-time width, no classifier or bypass path,
+    :func:`generator_lane_options`) are to be passed here, and only here.
+    """
+    return TxLane(codecs=lane_codec_names(codecs), mtu=mtu, port=port,
+                  idle_timeout=idle_timeout)
+
+
+def _generator_lane_signature(n_tx_counters_layout):
+    return wiring.Signature({
+        "ctrl": In(GeneratorControl),
+        "value_seed": In(32),
+        "udp_src_port": In(16),
+        "tuser_src": In(16),
+        "close": In(1),
+        "o": Out(axis_signature()),
+        "frames_sent": Out(32),
+        "tx_counters": Out(n_tx_counters_layout),
+    })
+
+
+class GeneratorLane(wiring.Component):
+    """One on-chip generator and its TX lane: lane ``k`` of a :class:`TxArray`.
+
+    Parameters
+    ----------
+    codecs : list of str or None
+        Codec specs of the TX lane (:func:`generator_tx_lane`).
+    mtu, port, idle_timeout :
+        As :class:`~.tx_lane.TxLane`.
+    max_elements : int
+        Largest host frame the generator makes (elements).
+
+    Ports: ``ctrl`` (:class:`GeneratorControl` but its ``value_seed``), ``value_seed``,
+    ``udp_src_port``, ``tuser_src`` (the lane's own), ``close`` (a one-cycle pulse, held
+    until the lane acts on it at its first idle cycle), ``o`` (wire frames),
+    ``frames_sent``, ``tx_counters``.
+
+    Latency, throughput and backpressure: the generator's then the lane's; ``o``'s
+    backpressure holds the lane, then the generator.
+    """
+
+    def __init__(self, codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
+                 max_elements=DEFAULT_HOST_ELEMENTS):
+        # the generators send to the lanes' port (the template's other fields are defaults)
+        self._gen = GradientGenerator(max_elements, template=Header(dst_port=port))
+        self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout)
+        super().__init__(_generator_lane_signature(tx_counters_layout()))
+
+    @property
+    def codecs(self):
+        return self._lane.codecs
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.gen = gen = self._gen
+        m.submodules.tx = lane = self._lane
+        c = self.ctrl
+        for name in ("start", "n_frames", "elements", "codec", "param", "stochastic",
+                     "scale", "aux", "seed", "offset", "flush_every", "rate_bytes_per_cycle"):
+            m.d.comb += getattr(gen, name).eq(getattr(c, name))
+        m.d.comb += [
+            gen.value_seed.eq(self.value_seed),
+            gen.udp_src_port.eq(self.udp_src_port),
+            gen.tuser_src.eq(self.tuser_src),
+            self.frames_sent.eq(gen.frames_sent),
+            self.tx_counters.eq(lane.counters),
+        ]
+        close_when_idle(m, lane, self.close)
+        wiring.connect(m, gen.o, lane.i)
+        wiring.connect(m, lane.o, wiring.flipped(self.o))
+        return m
+
+
+def instance_of(module_name, iface):
+    """An :class:`~amaranth.hdl.Instance` of the Verilog module ``module_name`` (a
+    :class:`GeneratorLane` converted on its own) wired to ``iface``, an object of its
+    signature: each port is named as Amaranth names a top-level component's ports
+    (the member path joined by ``__``), and ``clk``/``rst`` are the ``sync`` domain's."""
+    ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+    for path, member, value in iface.signature.flatten(iface):
+        prefix = "i_" if member.flow == In else "o_"
+        ports[prefix + "__".join(str(p) for p in path)] = value
+    return Instance(module_name, **ports)
+
+
 class TxArray(wiring.Component):
-    """N lane-replicated generators and TX lanes, merged onto one wire stream.
+    """N on-chip generator lanes, merged onto one wire stream.
 
     Parameters
     ----------
     host_bw : int
         Gb/s, a multiple of 100 from 100 to 6400 (N = host_bw / 100 lanes).
-    codecs, mtu, port, idle_timeout :
+    codecs : list of str, optional
+        The generator lanes' codec specs (:func:`generator_tx_lane`; default every
+        codec, 0-6).
+    mtu, port, idle_timeout :
         As :class:`~.tx_lane.TxLane`, for every lane.
     max_elements : int
         Largest host frame a generator makes (elements).
     src_port_base : int
         UDP source port of lane 0 (lane k: + k), a multiple of 64.
+    lane_module : str, optional
+        When given, each lane is an instance of the Verilog module of that name instead
+        of its own :class:`GeneratorLane`: the caller supplies the module (one
+        :class:`GeneratorLane` converted once, ports as Amaranth names them), which is
+        how ``squeezenic-hw generate`` writes 64 lanes without elaborating 64. Not
+        simulable in Amaranth.
 
     Ports: ``ctrl`` (:class:`GeneratorControl`, shared), ``close`` (every
     lane; a one-cycle pulse is held per lane until that lane acts on it),
@@ -104,16 +251,22 @@ class TxArray(wiring.Component):
 
     def __init__(self, host_bw, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
                  idle_timeout=None, max_elements=DEFAULT_HOST_ELEMENTS,
-                 src_port_base=SRC_PORT_BASE):
+                 src_port_base=SRC_PORT_BASE, lane_module=None):
         self._n = lanes_for(host_bw)
         _check_src_port_base(src_port_base)
+        if lane_module is not None and not (isinstance(lane_module, str)
+                                            and lane_module.isidentifier()):
+            raise ValueError(f"lane_module must be a Verilog identifier, got {lane_module!r}")
         self._base = src_port_base
-        # the generators send to the lanes' port (the template's other fields are defaults)
-        template = Header(dst_port=port)
-        self._gens = [GradientGenerator(max_elements, template=template)
-                      for _ in range(self._n)]
-        self._lanes = [TxLane(codecs=codecs, mtu=mtu, port=port, idle_timeout=idle_timeout)
-                       for _ in range(self._n)]
+        self._lane_module = lane_module
+        lane_args = dict(mtu=mtu, port=port, idle_timeout=idle_timeout,
+                         max_elements=max_elements)
+        if lane_module is None:
+            self._lanes = [GeneratorLane(codecs, **lane_args) for _ in range(self._n)]
+        else:
+            sig = _generator_lane_signature(tx_counters_layout())
+            self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
+        self._codecs = tuple(lane_codec_names(codecs) or ())
         self._arbiter = FrameArbiter(self._n)
         super().__init__({
             "ctrl": In(GeneratorControl),
@@ -130,29 +283,25 @@ class TxArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.arbiter = arbiter = self._arbiter
-        c = self.ctrl
-        for k, (gen, lane) in enumerate(zip(self._gens, self._lanes, strict=True)):
-            m.submodules[f"gen{k}"] = gen
-            m.submodules[f"tx{k}"] = lane
-            for name in ("start", "n_frames", "elements", "codec", "param", "stochastic",
-                         "scale", "aux", "seed", "offset", "flush_every",
-                         "rate_bytes_per_cycle"):
-                m.d.comb += getattr(gen, name).eq(getattr(c, name))
+        for k, lane in enumerate(self._lanes):
+            if self._lane_module is None:
+                m.submodules[f"lane{k}"] = lane
+            else:
+                m.submodules[f"lane{k}"] = instance_of(self._lane_module, lane)
+            m.d.comb += lane.ctrl.eq(self.ctrl)
             # ``value_seed + k`` is registered, so its adder stays off the RNG's first
             # stage: the settings are set by the cycle ``start`` rises, and the first
             # payload beat (whose draws use the seed) issues 3 cycles later at the earliest.
             value_seed = Signal(32, name=f"value_seed{k}", reset_less=True)
-            m.d.sync += value_seed.eq(c.value_seed + k)
+            m.d.sync += value_seed.eq(self.ctrl.value_seed + k)
             m.d.comb += [
-                gen.value_seed.eq(value_seed),
-                gen.udp_src_port.eq(self._base + k),
-                gen.tuser_src.eq(k),
-                self.frames_sent[k].eq(gen.frames_sent),
-                self.tx_counters[k].eq(lane.counters),
+                lane.value_seed.eq(value_seed),
+                lane.udp_src_port.eq(self._base + k),
+                lane.tuser_src.eq(k),
+                lane.close.eq(self.close),
+                self.frames_sent[k].eq(lane.frames_sent),
+                self.tx_counters[k].eq(lane.tx_counters),
             ]
-            # a one-cycle ``close`` reaches every lane: each acts at its own first idle cycle
-            close_when_idle(m, lane, self.close, name=f"close_pending{k}")
-            wiring.connect(m, gen.o, lane.i)
             wiring.connect(m, lane.o, arbiter.i[k])
         wiring.connect(m, arbiter.o, wiring.flipped(self.o))
         return m
@@ -164,11 +313,13 @@ class RxArray(wiring.Component):
     Parameters
     ----------
     host_bw : int
-        Gb/s, a multiple of 100 from 100 to 6400 (N lanes).
+        Gb/s, a multiple of 100 from 100 to 6400 (N generator lanes).
     codecs, max_host_elements, port :
         As :class:`~.rx_lane.RxLane`, for every lane.
+    lanes : int, optional
+        RX lanes M, 1 to N (default N); TX lane ``k``'s frames reach RX lane ``k mod M``.
 
-    Ports: ``i`` (the wire stream), ``checkers`` (per lane,
+    Ports: ``i`` (the wire stream), ``checkers`` (per RX lane,
     :class:`CheckerCounters`), ``rx_counters`` (per lane).
 
     Latency: the distributor's plus a lane's. Throughput: the wire at one beat
@@ -179,8 +330,15 @@ class RxArray(wiring.Component):
     """
 
     def __init__(self, host_bw, *, codecs=None, max_host_elements=DEFAULT_HOST_ELEMENTS,
-                 port=DEFAULT_PORT):
-        self._n = lanes_for(host_bw)
+                 port=DEFAULT_PORT, lanes=None):
+        n = lanes_for(host_bw)
+        if lanes is None:
+            lanes = n
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= n:
+            raise ValueError(f"lanes must be an int from 1 to {n} (host_bw / 100), "
+                             f"got {lanes!r}")
+        self._n = lanes
+        codecs = lane_codec_names(codecs)
         self._distributor = FrameDistributor(self._n, port=port)
         self._lanes = [RxLane(codecs=codecs, max_host_elements=max_host_elements, port=port)
                        for _ in range(self._n)]

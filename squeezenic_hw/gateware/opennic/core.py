@@ -4,9 +4,14 @@
 
     h2c[i] ─► TxLane i ─────────────┬─(i = 0, arrays)─► FrameArbiter ─► tx[i]
                     TxArray (N gens) ┘                   (tuser_dst = 1 << (6 + i))
-    rx[i] ─► (i = 0, arrays) SourcePortSplitter ─┬─► RxLane i ─► c2h[i]  (tuser_dst = 1 << i)
-                                                 └─► RxArray (N lanes + checkers)
+    rx[i] ─► (i = 0, loopback) SourcePortSplitter ─┬─► RxLane i ─► c2h[i]  (tuser_dst = 1 << i)
+                                                   └─► RxArray (M lanes + checkers)
     axil ─► AxiLiteRegisterFile (map: squeezenic_hw.regmap.plugin)
+
+The host-facing lanes carry ``params.codecs`` (every codec by default); the N
+generator lanes ``params.gen_codecs`` (the Table 6 codec of ``host_bw`` by
+default). Without ``params.loopback`` the build is TX only, like the paper's Table
+6: interface 0's wire input goes straight to its host RX lane.
 
 :class:`~.opennic_plugin.OpenNicPlugin` wraps it with OpenNIC's port names, its
 two clocks and its reset.
@@ -17,7 +22,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
-from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
+from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane, RxArray, TxArray
 from squeezenic_hw.gateware.arrays.source_port_splitter import SourcePortSplitter
 from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
 from squeezenic_hw.gateware.axil.register_file import AxiLiteRegisterFile
@@ -54,6 +59,11 @@ class SqueezeNicCore(wiring.Component):
     c2h, tx : Out(axis_signature()).array(num_intf)
         Host frames to QDMA; wire frames to the packet adapter.
     regmap : RegisterMap
+    gen_lane_module : str or None
+        Set before elaboration to make the generator lanes instances of a Verilog
+        module of that name (:class:`~squeezenic_hw.gateware.arrays.lane_arrays.TxArray`'s
+        ``lane_module``), which the caller supplies: ``flows/opennic.py`` does so to
+        write one lane's Verilog instead of N.
 
     Notes
     -----
@@ -71,6 +81,7 @@ class SqueezeNicCore(wiring.Component):
         if not isinstance(params, PluginParams):
             raise ValueError(f"params must be a PluginParams, got {type(params).__name__}")
         self.regmap = plugin_register_map(params)
+        self.gen_lane_module = None
         n = params.num_intf
         super().__init__({
             "axil": In(AxiLiteSignature()),
@@ -79,6 +90,12 @@ class SqueezeNicCore(wiring.Component):
             "tx": Out(axis_signature()).array(n),
             "rx": In(axis_signature()).array(n),
         })
+
+    def generator_lane(self):
+        """A :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane` as the
+        generator array builds each of its lanes (what ``gen_lane_module`` must be)."""
+        p = self.params
+        return GeneratorLane(p.gen_codecs, mtu=p.mtu, port=p.port)
 
     def elaborate(self, platform):
         p = self.params
@@ -124,13 +141,12 @@ class SqueezeNicCore(wiring.Component):
         return m
 
     def _arrays(self, m, regs, host_tx, host_rx):
-        """Generator and checker arrays on interface 0; returns (wire out, wire in)."""
+        """Generator lanes (and with ``loopback`` the checker lanes) on interface 0;
+        returns (wire out, wire in)."""
         p = self.params
         txa = m.submodules.tx_array = TxArray(
-            p.host_bw, codecs=p.codecs, mtu=p.mtu, port=p.port,
-            src_port_base=p.src_port_base)
-        rxa = m.submodules.rx_array = RxArray(
-            p.host_bw, codecs=p.codecs, max_host_elements=p.max_host_elements, port=p.port)
+            p.host_bw, codecs=p.gen_codecs, mtu=p.mtu, port=p.port,
+            src_port_base=p.src_port_base, lane_module=self.gen_lane_module)
         m.d.comb += txa.ctrl.start.eq(regs.rw.gen_start)
         for name, _, _ in GENERATOR_REGISTERS:
             m.d.comb += getattr(txa.ctrl, name).eq(getattr(regs.rw, f"gen_{name}"))
@@ -140,16 +156,22 @@ class SqueezeNicCore(wiring.Component):
             for name in TX_COUNTERS:
                 m.d.comb += getattr(regs.ro, f"lane{k}_tx_{name}").eq(
                     txa.tx_counters[k][name])
+
+        m.submodules.wire_arbiter = arb = FrameArbiter(2)
+        wiring.connect(m, host_tx, arb.i[0])
+        wiring.connect(m, txa.o, arb.i[1])
+        if not p.rx_lanes:            # TX only: the wire input is the host RX lane's
+            return arb.o, host_rx
+        rxa = m.submodules.rx_array = RxArray(
+            p.host_bw, codecs=p.gen_codecs, max_host_elements=p.max_host_elements,
+            port=p.port, lanes=p.rx_lanes)
+        for k in range(p.rx_lanes):
             for name in RX_COUNTERS:
                 m.d.comb += getattr(regs.ro, f"lane{k}_rx_{name}").eq(
                     rxa.rx_counters[k][name])
             for name, _ in CHECKER_COUNTERS:
                 m.d.comb += getattr(regs.ro, f"lane{k}_chk_{name}").eq(
                     getattr(rxa.checkers[k], name))
-
-        m.submodules.wire_arbiter = arb = FrameArbiter(2)
-        wiring.connect(m, host_tx, arb.i[0])
-        wiring.connect(m, txa.o, arb.i[1])
         m.submodules.wire_splitter = split = SourcePortSplitter(
             p.src_port_base, p.gen_lanes, port=p.port)
         wiring.connect(m, split.o[0], host_rx)

@@ -123,9 +123,10 @@ class _LoopedCore(wiring.Component):
 
 
 def test_generators_over_axil_with_host_traffic_looped_back():
-    """host_bw 200: start the generators over AXI-Lite, read every checker; host frames
-    sent meanwhile go out merged, come back and reach C2H decoded."""
-    params = PluginParams(codecs=["sign"], host_bw=200)
+    """host_bw 200 with --loopback: start the generators over AXI-Lite, read every
+    checker; host frames sent meanwhile go out merged, come back and reach C2H decoded."""
+    params = PluginParams(codecs=["sign"], gen_codecs=["sign"], host_bw=200, loopback=True)
+    assert params.rx_lanes == 2
     dut = _LoopedCore(params)
     core, rm = dut.core, dut.core.regmap
     cfg = GeneratorConfig(codec=5, elements=64, flush_every=2, value_seed=11, seed=3,
@@ -199,8 +200,30 @@ def test_generators_over_axil_with_host_traffic_looped_back():
     assert [f.data for f in sink.frames] == back
 
 
+def test_tx_only_build_has_generator_lanes_and_no_checkers():
+    """The default --host-bw build is the paper's: generator lanes of the Table 6 codec
+    onto the wire, no loopback RX lanes or checkers; the host lanes keep every codec."""
+    params = PluginParams(host_bw=400)
+    assert params.gen_codecs == ("fixed:8",) and params.rx_lanes == 0
+    assert params.codecs == (0, 1, 2, 3, 4, 5, 6)
+    core = SqueezeNicCore(params)
+    names = {r.name for r in core.regmap}
+    assert {"lane3_frames_sent", "lane3_tx_wire_frames", "build_rx_lanes"} <= names
+    assert not any(n.startswith(("lane0_rx_", "lane0_chk_")) for n in names)
+    from squeezenic_hw.gateware.arrays.lane_arrays import lane_codec_names
+    assert lane_codec_names(params.gen_codecs) == ["fixed"]
+    loop = PluginParams(host_bw=6400, loopback=True)
+    assert loop.gen_codecs == ("sign",) and loop.rx_lanes == 32
+    names = {r.name for r in SqueezeNicCore(loop).regmap}
+    assert "lane31_chk_crc" in names and "lane32_chk_crc" not in names
+    assert "lane63_tx_wire_frames" in names
+
+
 @pytest.mark.parametrize("bad,match", [
     (dict(num_intf=3), "num_intf"), (dict(host_bw=150), "host_bw"),
+    (dict(host_bw=400, gen_codecs=["nope"]), "gen_codecs"),
+    (dict(host_bw=400, gen_codecs=["fixed:40"]), "gen_codecs"),
+    (dict(host_bw=400, gen_codecs=[]), "gen_codecs"), (dict(loopback=1), "loopback"),
     (dict(codecs=["nope"]), "codec"), (dict(mtu=60), "mtu"), (dict(port=0), "port"),
     (dict(max_host_elements=0), "max_host_elements"), (dict(idle_timeout=-1), "idle_timeout"),
 ])
