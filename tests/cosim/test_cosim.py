@@ -57,7 +57,8 @@ DESIGNS = {
     "all_codecs": (PluginParams(),
                    ["cosim_streams"],
                    ["registers", "streams_full_rate", "streams_idle_backpressure"]),
-    "host_bw_200": (PluginParams(host_bw=200, codecs=["sign"]),
+    "host_bw_200": (PluginParams(host_bw=200, codecs=["sign"], gen_codecs=["sign"],
+                                 loopback=True),
                     ["cosim_streams", "cosim_generators"],
                     ["registers", "streams_heavy_backpressure", "generators_looped_back"]),
 }
