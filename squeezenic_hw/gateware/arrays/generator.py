@@ -197,8 +197,9 @@ class GradientGenerator(wiring.Component):
     skipped or reordered, and bubbles inside the pipeline are squeezed out.
     Reset: the sequencer (run state, counters, the token bucket) and the valid bits
     of the pipeline; the value register, the descriptor, the checksum and the output
-    beat take none (the value register is loaded with its initial constant when a run
-    begins, through the flip-flops' synchronous set/reset).
+    beat take none (the value register is held at its initial constant while no run is
+    under way and no beat waits for the output stage, through the flip-flops'
+    synchronous set/reset).
     Resources (Yosys ``synth_xilinx``, UltraScale+): see ``docs/generator.md``.
     """
 
@@ -411,8 +412,9 @@ class GradientGenerator(wiring.Component):
 
         # ---- the value register: 521 bits, 80 new ones per step ----
         # A step per payload beat issued, and per warm-up cycle (the seed goes in with
-        # a third tap). Loaded with the initial constant when a run begins: a
-        # synchronous set/reset of its flip-flops, which the load takes over the step.
+        # a third tap). Held at the initial constant while no run is under way and the
+        # output stage reads no window (so it is loaded when a run begins): a
+        # synchronous set/reset of its flip-flops, driven by two flip-flops.
         state = Signal(_STATE_BITS, reset_less=True)
         step = Signal()
         m.d.comb += step.eq(issue_payload | warming)
@@ -422,7 +424,8 @@ class GradientGenerator(wiring.Component):
         m.d.comb += new.eq(state[:_STEP_BITS] ^ state[_FEEDBACK_TAP:_FEEDBACK_TAP + _STEP_BITS]
                            ^ (warming.replicate(_STEP_BITS)
                               & (state[_WARMUP_TAP:_WARMUP_TAP + _STEP_BITS] ^ seed_a ^ seed_b)))
-        with m.If(begin):
+        load = Signal()
+        with m.If(load):
             m.d.sync += state.eq(_initial_state())
         with m.Elif(step):
             m.d.sync += state.eq(Cat(state[_STEP_BITS:], new))
@@ -432,6 +435,7 @@ class GradientGenerator(wiring.Component):
         # (a payload issue steps it; a header does not), whatever is issued meanwhile.
         d = st.reg(issued, name="beat_d1")
         d_valid = st.reg(issued_valid, name="valid_d1", reset_less=False)
+        m.d.comb += load.eq(~running & ~d_valid)
 
         t = self.template
         hdr = [None] * HEADER_LEN
