@@ -12,19 +12,19 @@ register of :data:`STATE_BITS` = 521 bits, ``s[n] = s[n − 521] ^ s[n − 489]`
 the primitive trinomial x^521 + x^32 + 1) seen through a window
 ``S_t = s[t·K … t·K + 520]`` that moves :data:`STEP_BITS` = K = 80 bits per
 step. ``s[0 … 520]`` is the constant :data:`INITIAL_STATE`; during the first
-:data:`WARMUP_STEPS` steps every new bit also takes three bits of
-``value_seed``. Payload beat ``b`` of a run (``b`` = 0, 1, …, counted across its
-frames) is the window ``T = S_{WARMUP_STEPS + b + 1}``; element ``e`` (0…15) of
-it is the fp32 with
+:data:`WARMUP_STEPS` steps every new bit also takes a third tap
+(:data:`WARMUP_TAP`) and two bits of ``value_seed`` (:data:`SEED_TAPS`). Payload
+beat ``b`` of a run (``b`` = 0, 1, …, counted across its frames) is the window
+``T = S_{WARMUP_STEPS + b + 1}``; element ``e`` (0…15) of it is the fp32 with
 
 * sign and mantissa bits: each the XOR of three bits of ``T``
   (:data:`VALUE_TAPS`);
 * biased exponent ``112 + g``: ``x`` = five bits of ``T`` (:data:`CLASS_TAPS`,
   among the 80 newest) and one more XOR of three bits ``c``; ``z`` = leading
-  zeros of ``x`` (0…5); ``g = 10 − 2z − c`` for ``z`` ≤ 4 (a small value,
-  magnitude in [2**-14, 2**-4), each pair of binades half as likely as the one
-  above), ``g = 14 + c`` for ``x`` = 0 (probability 1/32: a large value,
-  magnitude in [0.5, 2)).
+  zeros of ``x``; ``g = 2·(4 − z) + c`` for ``x`` ≠ 0 (``z`` = 0…4, probability
+  2**-(z+1): a small value, magnitude in [2**-15, 2**-5), each pair of binades
+  half as likely as the one above), ``g = 14 + c`` for ``x`` = 0 (probability
+  1/32: a large value, magnitude in [0.5, 2)).
 
 Never zero, NaN, infinity or subnormal. Frame ``k`` of a run with ``P =
 ⌈elements/16⌉`` payload beats per frame holds the first ``elements`` values of
@@ -62,8 +62,8 @@ FEEDBACK_TAP = 32
 STEP_BITS = 80
 #: Steps after the initial state before the first payload beat's window.
 WARMUP_STEPS = 32
-#: During the warm-up a new bit also takes the window bit this far above its first tap:
-#: ``s[n] ^= s[n − STATE_BITS + WARMUP_TAP]``, which spreads the seed four times faster.
+#: During the warm-up a new bit also takes the window bit this far above its first tap,
+#: ``s[n] ^= s[n − STATE_BITS + WARMUP_TAP]``, which spreads the seed much faster.
 WARMUP_TAP = 300
 #: Values per beat.
 ELEMENTS_PER_BEAT = 16
