@@ -179,9 +179,9 @@ class GradientGenerator(wiring.Component):
 
     Notes
     -----
-    Rate: a credit (signed, 1/256 byte) starts at 0 with each run, gains
-    ``rate_bytes_per_cycle`` every cycle and is capped at one frame length L; a
-    frame's header is issued only when the credit is ≥ 0, and issuing it
+    Rate: a credit (signed, 1/256 byte) is 0 at the end of a run's warm-up, then
+    gains ``rate_bytes_per_cycle`` every cycle and is capped at one frame length L;
+    a frame's header is issued only when the credit is ≥ 0, and issuing it
     subtracts L. The first frame of a run therefore starts at once; over any
     window of T cycles at most ``rate·T + 2L`` bytes are issued, so after a stall
     at most one frame of credit is made up at bus rate.
