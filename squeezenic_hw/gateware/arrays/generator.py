@@ -1,60 +1,112 @@
 """The per-lane data generator, in gateware.
 
 Emits exactly the frames of :func:`squeezenic_hw.reference.generator.generate_frames`
-(``docs/generator.md``): SqueezeNIC host frames whose fp32 values are a pure
-bit-manipulation of the counter RNG's draws (:class:`CounterRng`, no
-multiplier), paced by a token bucket in bytes of frame per cycle.
+(``docs/generator.md``): SqueezeNIC host frames of gradient-like fp32 values, paced
+by a token bucket in bytes of frame per cycle.
 
-Structure: a sequencer issues one beat descriptor per enabled cycle (the
-header beat of a frame, then its payload beats); the descriptor rides beside
-:class:`CounterRng` (8 stages), which draws the 16 values of a payload beat
-from its first tensor index; a last stage maps the draws to fp32 bit patterns,
-or assembles the header, into the output register. The whole pipeline shares
-one enable, ``~o.valid | o.ready``, as the codec units do.
+Structure: a sequencer issues one beat descriptor per enabled cycle (the header
+beat of a frame, then its payload beats). The values come from a 521-bit linear
+feedback shift register that moves 80 bits per payload beat (80 LUTs: each new
+bit is the XOR of two old ones); the output stage, one cycle after the issue,
+reads each sign or mantissa bit as the XOR of three register bits, inside the
+LUT that also picks header or payload and masks the last beat, and each
+exponent from five of the new bits. The whole pipeline shares one enable,
+``~o.valid | o.ready``, as the codec units do.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.codecs.counter_rng import CounterRng
 from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
 )
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.frames import Header
-from squeezenic_hw.spec.generator import DEFAULT_RATE, MAX_ELEMENTS, VALUE_SALT, rate_to_q8_8
+from squeezenic_hw.spec.generator import DEFAULT_RATE, MAX_ELEMENTS, rate_to_q8_8
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, HDR, HEADER_LEN
 
 __all__ = ["GradientGenerator"]
 
 _RATE_Q88_DEFAULT = rate_to_q8_8(DEFAULT_RATE)
 
+# ---- the value source (docs/generator.md, "Values"; the reference builds the same
+# constants from the same recipes, and the tests compare the frames bit for bit) ----
+_STATE_BITS = 521          # s[n] = s[n − 521] ^ s[n − 489]: x^521 + x^32 + 1
+_FEEDBACK_TAP = 32
+_STEP_BITS = 80            # new bits per step (one step per payload beat)
+_WARMUP_STEPS = 32         # steps with the seed injected, before the first beat
+_WARMUP_TAP = 300          # the warm-up's third tap
+_XOR_BITS = 25             # per element: 23 mantissa bits, the sign, the exponent's c
+_CLASS_BITS = 5            # per element: the leading-zero class x
+
+
+def _initial_state():
+    """The window every run starts from: bits of xorshift32 (13, 17, 5) words."""
+    x, value, n = 2463534242, 0, 0
+    while n < _STATE_BITS:
+        x ^= (x << 13) & 0xFFFFFFFF
+        x ^= x >> 17
+        x ^= (x << 5) & 0xFFFFFFFF
+        value |= x << n
+        n += 32
+    return value & ((1 << _STATE_BITS) - 1)
+
+
+def _seed_taps(i):
+    """The two ``value_seed`` bits new bit ``i`` takes during the warm-up."""
+    return i % 32, (i + 11) % 32
+
+
+def _value_taps(e, j):
+    """The three window bits XOR-ed into bit ``j`` of element ``e`` (23 = sign, 24 = c)."""
+    i = _XOR_BITS * e + j
+    return i % _STATE_BITS, (11 * i + 160) % _STATE_BITS, (17 * i + 341) % _STATE_BITS
+
+
+def _class_taps(e):
+    """Window bits of element ``e``'s class ``x`` (bit 0 first): among the newest 80."""
+    first = _STATE_BITS - _STEP_BITS + _CLASS_BITS * e
+    return range(first, first + _CLASS_BITS)
+
 
 class _Beat(data.Struct):
-    """One issued beat, riding beside the RNG to the output stage (its valid bit apart)."""
-    header: unsigned(1)      # the frame's header beat (else a payload beat)
-    last: unsigned(1)
-    mask: unsigned(16)       # valid elements of a payload beat (a prefix; all for a header)
-    ip_id: unsigned(16)      # header only: frame counter mod 2**16
-    offset: unsigned(32)     # header only: tensor index of the frame's element 0
-    flush: unsigned(1)       # header only
+    """One issued beat, registered for the output stage (its valid bit apart)."""
+    header: 1                # the frame's header beat (else a payload beat)
+    last: 1
+    mask: ELEMENTS_PER_BEAT  # valid elements of a payload beat (a prefix; all for a header)
+    ip_id: 16                # header only: frame counter mod 2**16
+    offset: 32               # header only: tensor index of the frame's element 0
+    flush: 1                 # header only
+    folded: 16               # header only: the IPv4 header checksum's complement
 
 
-def _value_bits(u):
-    """fp32 bits of the generated value for one 32-bit draw ``u`` (docs/generator.md).
+def _values(m, state):
+    """The 16 fp32 bit patterns of the window ``state`` (docs/generator.md).
 
-    Small class: biased exponent ``117 − (2z + b)`` = ``Cat(~b, 58 − z)`` (117
-    is odd), so it is wiring and a 6-way priority mux, no adder.
+    A sign or mantissa bit, and the exponent's lowest bit ``c``, is the XOR of three
+    window bits; the exponent is ``0b0111`` over ``g``, ``g = 14 + c`` when the class
+    ``x`` is 0 and ``2·(4 − z) + c`` otherwise (``z`` leading zeros of ``x``), so its
+    bits 3…1 are a function of the five class bits alone (``7`` or ``4 − z``).
     """
-    sign, e8, mantissa = u[31], u[23:31], u[0:23]
-    exponent = Mux(e8 == 0, 0, Mux(e8[0:2] == 1, 126, Mux(e8[0:2] == 2, 127, 128)))
-    for z in reversed(range(6)):              # z leading zeros: leading one at bit 7 − z
-        lead = 7 - z
-        exponent = Mux(e8[lead], Cat(~e8[lead - 1], Const(58 - z, 7)), exponent)
-    mantissa = Mux(e8 == 0, 0, mantissa)
-    return Cat(mantissa, exponent[:8], sign)
+    # The first taps are bits 0…399 in order: one slice. Whole vectors XOR-ed at once
+    # are also what keeps the Python simulator fast.
+    n = ELEMENTS_PER_BEAT * _XOR_BITS
+    taps = [_value_taps(e, j) for e in range(ELEMENTS_PER_BEAT) for j in range(_XOR_BITS)]
+    assert [t[0] for t in taps] == list(range(n))
+    xor = Signal(n)
+    m.d.comb += xor.eq(state[:n] ^ Cat(*[state[t[1]] for t in taps])
+                       ^ Cat(*[state[t[2]] for t in taps]))
+    words = []
+    for e in range(ELEMENTS_PER_BEAT):
+        bits = xor[_XOR_BITS * e:_XOR_BITS * (e + 1)]
+        x = Cat(*[state[p] for p in _class_taps(e)])
+        g_high = Const(7, 3)
+        for z in reversed(range(_CLASS_BITS)):     # leading one at bit 4 − z
+            g_high = Mux(x[_CLASS_BITS - 1 - z], 4 - z, g_high)
+        words.append(Cat(bits[:23], bits[24], g_high, Const(0b0111, 4), bits[23]))
+    return words
 
 
 def _ip_constant_sum(template):
@@ -82,10 +134,10 @@ class GradientGenerator(wiring.Component):
     """One lane's data generator: gradient-like SqueezeNIC host frames at a set rate.
 
     Produces exactly :func:`squeezenic_hw.reference.generator.generate_frames`
-    (``docs/generator.md``)
-    for a run: frame ``k`` holds ``elements`` values from tensor index
-    ``offset + k·elements``, IP identification ``k`` mod 2**16, ``flush`` on every
-    ``flush_every``-th frame.
+    (``docs/generator.md``) for a run: frame ``k`` holds the next ``elements``
+    values of the run's value stream (a shift register seeded by ``value_seed``
+    when the run begins), header offset ``offset + k·elements``, IP
+    identification ``k`` mod 2**16, ``flush`` on every ``flush_every``-th frame.
 
     Parameters
     ----------
@@ -127,31 +179,31 @@ class GradientGenerator(wiring.Component):
 
     Notes
     -----
-    Rate: a credit (signed, 1/256 byte) starts at 0 with each run, gains
-    ``rate_bytes_per_cycle`` every cycle and is capped at one frame length L; a
-    frame's header is issued only when the credit is ≥ 0, and issuing it
+    Rate: a credit (signed, 1/256 byte) is 0 at the end of a run's warm-up, then
+    gains ``rate_bytes_per_cycle`` every cycle and is capped at one frame length L;
+    a frame's header is issued only when the credit is ≥ 0, and issuing it
     subtracts L. The first frame of a run therefore starts at once; over any
     window of T cycles at most ``rate·T + 2L`` bytes are issued, so after a stall
     at most one frame of credit is made up at bus rate.
 
-    Latency: ``LATENCY`` = 11 cycles from ``start`` rising (idle generator,
+    Latency: ``LATENCY`` = 36 cycles from ``start`` rising (idle generator,
     inputs set in the same cycle) to the first beat valid on ``o``: 2 to begin
-    the run (the inputs are registered once before use), 9 from the issue of the
-    header through the RNG's 8 stages and the output stage.
+    the run (the inputs are registered once before use), 32 of warm-up (the
+    value register takes the seed), then the header's issue and the output stage.
     Throughput: one beat per cycle when the rate allows (1 + ⌈elements/16⌉ beats
     per frame, frames back to back at rate ≥ 64).
     Backpressure: when ``o.valid & ~o.ready`` the whole pipeline and the
     sequencer hold (the credit keeps accruing up to its cap); nothing is
     skipped or reordered, and bubbles inside the pipeline are squeezed out.
     Reset: the sequencer (run state, counters, the token bucket) and the valid bits
-    of the pipeline; the descriptors, the checksum and the output beat take none
-    (Yosys makes shift registers of the descriptor's stages).
-    Resources (Yosys ``synth_xilinx``, UltraScale+): ~6.6k LUT, 3.6k FF, no DSP or
-    RAM, at most 4 LUT levels outside :class:`CounterRng` (which is 5.5k LUT of it);
-    the same for ``max_elements`` = 2384.
+    of the pipeline; the value register, the descriptor, the checksum and the output
+    beat take none (the value register is held at its initial constant while no run is
+    under way and no beat waits for the output stage, through the flip-flops'
+    synchronous set/reset).
+    Resources (Yosys ``synth_xilinx``, UltraScale+): see ``docs/generator.md``.
     """
 
-    LATENCY = 2 + 1 + CounterRng.LATENCY
+    LATENCY = 2 + _WARMUP_STEPS + 2
 
     def __init__(self, max_elements=DEFAULT_HOST_ELEMENTS, *, template=None):
         if isinstance(max_elements, bool) or not isinstance(max_elements, int) \
@@ -198,13 +250,13 @@ class GradientGenerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.rng = rng = CounterRng()
         en = Signal()
         m.d.comb += en.eq(~self.o.valid | self.o.ready)
         st = Stager(m, en, reset_less=True)     # data; the valid bits are reset
 
         # ---- per-run constants, registered from the (constant) inputs ----
-        frame_len = Signal(18, reset_less=True)      # 64 + 4·elements
+        max_len = HEADER_LEN + 4 * self.max_elements
+        frame_len = Signal(range(max_len + 1), reset_less=True)      # 64 + 4·elements
         n_beats = Signal(range(MAX_ELEMENTS // ELEMENTS_PER_BEAT + 2),   # payload beats
                          reset_less=True)
         last_mask = Signal(ELEMENTS_PER_BEAT, reset_less=True)  # of the last payload beat
@@ -218,20 +270,21 @@ class GradientGenerator(wiring.Component):
         elements_ok = Signal()
         m.d.comb += elements_ok.eq((self.elements != 0) & (self.elements <= self.max_elements))
         # A run begins only after start and a valid ``elements`` have been seen for a
-        # cycle, so the registers above (and the bucket's below, one more cycle) are
-        # fresh when first used: frame_len the cycle after the run begins, the bucket
-        # constants the cycle after that.
+        # cycle, so the registers above (and the bucket's and checksum's below, one more
+        # cycle) are fresh when first used.
         settled = Signal()
         m.d.sync += settled.eq(self.start & elements_ok)
 
         # Token bucket constants (1/256 byte), so that the per-cycle update is one adder
         # and one comparator side by side, with the late ``issue_header`` only choosing.
         rate = self.rate_bytes_per_cycle
-        length_q = Signal(signed(27))     # L' = frame length · 256: the cap and the price
-        pay_step = Signal(signed(27), reset_less=True)     # rate − L'
+        # Wide enough for 2L' and for L' + rate (rate < 2**16), signed.
+        bucket = signed(max((max_len << 8).bit_length() + 1, 17) + 1)
+        length_q = Signal(bucket)     # L' = frame length · 256: the cap and the price
+        pay_step = Signal(bucket, reset_less=True)     # rate − L'
         # credit above L' − rate saturates when not paying, above 2L' − rate when paying
-        limit_idle = Signal(signed(27), reset_less=True)
-        limit_pay = Signal(signed(27), reset_less=True)
+        limit_idle = Signal(bucket, reset_less=True)
+        limit_pay = Signal(bucket, reset_less=True)
         m.d.comb += length_q.eq(frame_len << 8)
         m.d.sync += [
             pay_step.eq(rate - length_q),
@@ -241,16 +294,17 @@ class GradientGenerator(wiring.Component):
 
         # ---- sequencer ----
         running = Signal()          # the run may still issue beats
+        warming = Signal()          # the run's first cycles: the value register takes the seed
+        warm_left = Signal(range(_WARMUP_STEPS))
         need_low = Signal()         # the last run ended with start high: wait for it to drop
         in_payload = Signal()       # issuing the payload beats of a frame
         beat = Signal.like(n_beats)  # payload beat being issued, 1…n_beats
         k = Signal(32)              # frames issued in this run
         frame_offset = Signal(32)   # tensor index of the next frame's element 0
-        beat_offset = Signal(32)    # tensor index of the next payload beat's element 0
         flush_count = Signal(16)    # frames since the last flush
         flush_due = Signal()        # registered flush_count + 1 == flush_every
         flush_limit = Signal(17, reset_less=True)   # flush_every - 1 (-1: never)
-        credit = Signal(signed(26))  # token bucket, 1/256 byte
+        credit = Signal(bucket)      # token bucket, 1/256 byte
         pipe_busy = Signal()
 
         quota_ok = Signal()         # registered (n_frames == 0) | (k != n_frames)
@@ -259,15 +313,32 @@ class GradientGenerator(wiring.Component):
         issue_header = Signal()
         issue_payload = Signal()
         is_last = Signal()
-        flush = Signal()
         m.d.comb += [
             more.eq(self.start & quota_ok),
-            can_start.eq(running & ~in_payload & more & (credit >= 0)),
+            can_start.eq(running & ~warming & ~in_payload & more & (credit >= 0)),
             issue_header.eq(en & can_start),
             issue_payload.eq(en & running & in_payload),
             is_last.eq(beat == n_beats),
-            flush.eq(flush_due),
         ]
+
+        # IPv4 checksum (RFC 791) of the next frame: the template words and the total
+        # length (a per-run sum) plus the identification, summed when the previous header
+        # issues (or during the warm-up, for frame 0), folded the cycle after; a frame
+        # with one payload beat leaves those two cycles before the next header.
+        total_length = Signal(16)
+        udp_length = Signal(16)
+        m.d.comb += [total_length.eq(frame_len - 14), udp_length.eq(frame_len - 34)]
+        csum_base = Signal(19, reset_less=True)
+        csum_sum = Signal(20, reset_less=True)
+        csum_fold = Signal(17)
+        folded = Signal(16, reset_less=True)      # the checksum's complement
+        m.d.sync += csum_base.eq(_ip_constant_sum(self.template) + total_length)
+        with m.If(warming):
+            m.d.sync += csum_sum.eq(csum_base)
+        with m.Elif(issue_header):
+            m.d.sync += csum_sum.eq(csum_base + (k + 1)[:16])
+        m.d.comb += csum_fold.eq(csum_sum[:16] + csum_sum[16:])
+        m.d.sync += folded.eq(csum_fold[:16] + csum_fold[16])    # end-around carry
 
         issued = Signal(_Beat)
         issued_valid = Signal()
@@ -279,32 +350,26 @@ class GradientGenerator(wiring.Component):
                                (1 << ELEMENTS_PER_BEAT) - 1)),
             issued.ip_id.eq(k[:16]),
             issued.offset.eq(frame_offset),
-            issued.flush.eq(flush),
-            rng.en.eq(en),
-            rng.seed.eq(self.value_seed ^ VALUE_SALT),
-            rng.offset.eq(beat_offset),
+            issued.flush.eq(flush_due),
+            issued.folded.eq(folded),
         ]
 
         with m.If(issue_header):
             m.d.sync += [
                 k.eq(k + 1),
                 frame_offset.eq(frame_offset + self.elements),
-                beat_offset.eq(frame_offset),
-                flush_count.eq(Mux(flush, 0, flush_count + 1)),
+                flush_count.eq(Mux(flush_due, 0, flush_count + 1)),
                 in_payload.eq(1),
                 beat.eq(1),
             ]
         with m.If(issue_payload):
-            m.d.sync += [
-                beat_offset.eq(beat_offset + ELEMENTS_PER_BEAT),
-                beat.eq(beat + 1),
-            ]
+            m.d.sync += beat.eq(beat + 1)
             with m.If(is_last):
                 m.d.sync += in_payload.eq(0)
 
-        # Token bucket: accrue every cycle, pay a frame's length when its header issues,
-        # never above L'.
-        with m.If(running):
+        # Token bucket: accrue every cycle after the warm-up, pay a frame's length when
+        # its header issues, never above L'.
+        with m.If(running & ~warming):
             m.d.sync += credit.eq(Mux(
                 issue_header,
                 Mux(credit > limit_pay, length_q, credit + pay_step),
@@ -325,6 +390,8 @@ class GradientGenerator(wiring.Component):
         with m.If(begin):
             m.d.sync += [
                 running.eq(1),
+                warming.eq(1),
+                warm_left.eq(_WARMUP_STEPS - 1),
                 quota_ok.eq(1),
                 k.eq(0),
                 frame_offset.eq(self.offset),
@@ -334,37 +401,42 @@ class GradientGenerator(wiring.Component):
                 in_payload.eq(0),
                 self.frames_sent.eq(0),
             ]
-        with m.Elif(running & ~in_payload & ~more):
+        with m.Elif(running & ~warming & ~in_payload & ~more):
             m.d.sync += [running.eq(0), need_low.eq(self.start)]
         with m.Elif(~running & ~self.start):
             m.d.sync += need_low.eq(0)
+        with m.If(warming):
+            m.d.sync += warm_left.eq(warm_left - 1)
+            with m.If(warm_left == 0):
+                m.d.sync += warming.eq(0)
 
-        # ---- pipeline: descriptor beside the RNG, checksum on the way ----
-        d = issued
-        d_valid = issued_valid
-        valids = []
-        for stage in range(CounterRng.LATENCY):
-            d = st.reg(d, name=f"beat_d{stage + 1}")
-            d_valid = st.reg(d_valid, name=f"valid_d{stage + 1}", reset_less=False)
-            valids.append(d_valid)
-            if stage == 0:
-                # IPv4 checksum (RFC 791): template words + total length + identification.
-                csum_sum = Signal(20, name="csum_sum")
-                m.d.comb += csum_sum.eq(_ip_constant_sum(self.template)
-                                        + (frame_len - 14)[:16] + d.ip_id)
-                total = st.reg(csum_sum, name="csum_total")
-            elif stage == 1:
-                fold = Signal(17, name="csum_fold1")
-                folded = Signal(16, name="csum_fold2")
-                m.d.comb += [
-                    fold.eq(total[:16] + total[16:]),
-                    folded.eq(fold[:16] + fold[16]),   # end-around carry: fits 16 bits
-                ]
-                checksum = st.reg(~folded, name="csum")
-            elif stage > 2:    # the checksum rides beside the descriptor from stage 3 on
-                checksum = st.reg(checksum, name=f"csum_d{stage}")
+        # ---- the value register: 521 bits, 80 new ones per step ----
+        # A step per payload beat issued, and per warm-up cycle (the seed goes in with
+        # a third tap). Held at the initial constant while no run is under way and the
+        # output stage reads no window (so it is loaded when a run begins): a
+        # synchronous set/reset of its flip-flops, driven by two flip-flops.
+        state = Signal(_STATE_BITS, reset_less=True)
+        step = Signal()
+        m.d.comb += step.eq(issue_payload | warming)
+        seed_a = Cat(*[self.value_seed[_seed_taps(i)[0]] for i in range(_STEP_BITS)])
+        seed_b = Cat(*[self.value_seed[_seed_taps(i)[1]] for i in range(_STEP_BITS)])
+        new = Signal(_STEP_BITS)
+        m.d.comb += new.eq(state[:_STEP_BITS] ^ state[_FEEDBACK_TAP:_FEEDBACK_TAP + _STEP_BITS]
+                           ^ (warming.replicate(_STEP_BITS)
+                              & (state[_WARMUP_TAP:_WARMUP_TAP + _STEP_BITS] ^ seed_a ^ seed_b)))
+        load = Signal()
+        with m.If(load):
+            m.d.sync += state.eq(_initial_state())
+        with m.Elif(step):
+            m.d.sync += state.eq(Cat(state[_STEP_BITS:], new))
 
-        # ---- output stage: header or values ----
+        # ---- output stage, one cycle after the issue: header or values ----
+        # The register then holds the window of the payload beat registered in ``d``
+        # (a payload issue steps it; a header does not), whatever is issued meanwhile.
+        d = st.reg(issued, name="beat_d1")
+        d_valid = st.reg(issued_valid, name="valid_d1", reset_less=False)
+        m.d.comb += load.eq(~running & ~d_valid)
+
         t = self.template
         hdr = [None] * HEADER_LEN
 
@@ -373,8 +445,6 @@ class GradientGenerator(wiring.Component):
             assert len(byte_values) == length
             hdr[start:start + length] = byte_values
 
-        total_length = (frame_len - 14)[:16]
-        udp_length = (frame_len - 34)[:16]
         put(HDR.DST_MAC, _const_bytes(t.dst_mac))
         put(HDR.SRC_MAC, _const_bytes(t.src_mac))
         put(HDR.ETHERTYPE, _const_bytes(t.ethertype.to_bytes(2, "big")))
@@ -385,7 +455,7 @@ class GradientGenerator(wiring.Component):
         put(HDR.IP_FRAG, _const_bytes(t.ip_frag.to_bytes(2, "big")))
         put(HDR.IP_TTL, [Const(t.ttl, 8)])
         put(HDR.IP_PROTO, [Const(t.protocol, 8)])
-        put(HDR.IP_CHECKSUM, _be(checksum, 2))
+        put(HDR.IP_CHECKSUM, _be(~d.folded, 2))   # inverted in the output stage's LUTs
         put(HDR.SRC_IP, _const_bytes(t.src_ip))
         put(HDR.DST_IP, _const_bytes(t.dst_ip))
         put(HDR.UDP_SRC, _be(self.udp_src_port, 2))
@@ -403,27 +473,22 @@ class GradientGenerator(wiring.Component):
         put(HDR.OFFSET, _le(d.offset, 4))
         header = Cat(*hdr)
 
-        # the mask rides in the descriptor (a shift register, 0.7 ns late): no compare
-        # after it
-        mask = d.mask
-        values = Cat(*[Mux(mask[e], _value_bits(rng.u[e]), 0)
-                       for e in range(ELEMENTS_PER_BEAT)])
+        values = Cat(*[Mux(d.mask[e], word, 0) for e, word in enumerate(_values(m, state))])
         out_valid = st.reg(d_valid, name="out_valid", reset_less=False)
-        valids.append(out_valid)
         out_data = st.reg(Mux(d.header, header, values), name="out_data")
-        out_keep = st.reg(Cat(*[mask[e].replicate(4) for e in range(ELEMENTS_PER_BEAT)]),
-                          name="out_keep")
+        out_mask = st.reg(d.mask, name="out_mask")
         out_last = st.reg(d.last, name="out_last")
 
         m.d.comb += [
             self.o.valid.eq(out_valid),
             self.o.payload.data.eq(out_data),
-            self.o.payload.keep.eq(out_keep),
+            self.o.payload.keep.eq(Cat(*[out_mask[e].replicate(4)
+                                         for e in range(ELEMENTS_PER_BEAT)])),
             self.o.payload.last.eq(out_last),
-            self.o.payload.size.eq(frame_len[:16]),
+            self.o.payload.size.eq(frame_len),
             self.o.payload.src.eq(self.tuser_src),
             self.o.payload.dst.eq(self.tuser_dst),
-            pipe_busy.eq(Cat(*valids).any()),
+            pipe_busy.eq(d_valid | out_valid),
             self.busy.eq(running | pipe_busy),
         ]
         with m.If(self.o.valid & self.o.ready & self.o.payload.last):

@@ -11,19 +11,29 @@ from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.arrays.generator import GradientGenerator
 from squeezenic_hw.reference.generator import (
+    CLASS_TAPS,
     EXPONENT_TABLE,
+    FEEDBACK_TAP,
+    INITIAL_STATE,
+    SEED_TAPS,
+    STATE_BITS,
+    STEP_BITS,
+    VALUE_TAPS,
+    WARMUP_STEPS,
+    WARMUP_TAP,
+    beat_values,
+    bit_sequence,
     frame_header,
+    generate_frame,
     generate_frames,
-    gradient_values,
-    value_bits,
+    run_values,
+    window_values,
 )
-from squeezenic_hw.reference.rng import draw_u32, tensor_indices
 from squeezenic_hw.sim.axis import FrameSink
 from squeezenic_hw.spec.codecs import CODECS, validate_param
 from squeezenic_hw.spec.frames import Header, classify_host_frame, parse
 from squeezenic_hw.spec.generator import (
     MAX_ELEMENTS,
-    VALUE_SALT,
     GeneratorConfig,
     config_values,
     rate_to_q8_8,
@@ -35,63 +45,175 @@ from squeezenic_hw.spec.header import FLAG_FLUSH, FLAG_STOCHASTIC
 
 def test_value_check_values():
     # The check values of docs/generator.md.
-    bits = gradient_values(0, 0, 4).view(np.uint32)
-    assert [hex(b) for b in bits] == ["0xb9150a61", "0x36a36f95", "0x380463d4", "0xb82cbe60"]
-    bits = gradient_values(0xDEADBEEF, 2**32 - 2, 3).view(np.uint32)
-    assert [hex(b) for b in bits] == ["0x37c7b7fc", "0xb8aae3f3", "0xb9a2e852"]
-    # Worked by hand: e8 = 0 -> -0; e8 = 3 -> 2**1; e8 = 255 (z = 0, b = 1) -> 2**-11;
-    # e8 = 4 (z = 5, b = 0) -> 2**-20.
-    assert [hex(b) for b in value_bits([0x807FFFFF, 0x01812345, 0xFF800001, 0x02000000])] == [
-        "0x80000000", "0x40012345", "0xba000001", "0x35800000"]
+    assert [hex(v) for v in beat_values(0, 1)[0][:4]] == [
+        "0xbcb4bd08", "0x3c6f6d8c", "0x3940018f", "0x39410ea5"]
+    assert [hex(v) for v in beat_values(1, 1)[0][:4]] == [
+        "0xb83a5e1f", "0xbc9a8249", "0x39a68e40", "0xbc0d4a85"]
+    assert [hex(v) for v in beat_values(0xDEADBEEF, 3)[2][13:]] == [
+        "0xbc79a6b1", "0xbccd15e4", "0x3bf5cfbf"]
+    window = bit_sequence(0, WARMUP_STEPS)[-STATE_BITS:]
+    assert sum(int(b) << j for j, b in enumerate(window[:32])) == 0x4F08B742
+
+
+def test_initial_state_is_xorshift32():
+    # Marsaglia's xorshift32 (13, 17, 5) from 2463534242: 723471715 first.
+    words = [sum(int(b) << j for j, b in enumerate(INITIAL_STATE[32 * w:32 * w + 32]))
+             for w in range(16)]
+    x = 2463534242
+    for w in words:
+        x ^= (x << 13) & 0xFFFFFFFF
+        x ^= x >> 17
+        x ^= (x << 5) & 0xFFFFFFFF
+        assert w == x
+    assert words[0] == 723471715
+    assert INITIAL_STATE.shape == (STATE_BITS,)
+
+
+def test_bit_sequence_follows_the_recurrence():
+    seed = 0x5EED1234
+    s = bit_sequence(seed, WARMUP_STEPS + 50).astype(int)
+    assert len(s) == STATE_BITS + (WARMUP_STEPS + 50) * STEP_BITS
+    assert np.array_equal(s[:STATE_BITS], INITIAL_STATE)
+    # After the warm-up: the trinomial x^521 + x^32 + 1, bit by bit.
+    n = np.arange(STATE_BITS + WARMUP_STEPS * STEP_BITS, len(s))
+    assert np.array_equal(s[n], s[n - STATE_BITS] ^ s[n - STATE_BITS + FEEDBACK_TAP])
+    # The warm-up, written out one bit at a time.
+    for step in range(WARMUP_STEPS):
+        for i in range(STEP_BITS):
+            old = step * STEP_BITS                   # the window's first bit
+            want = (s[old + i] ^ s[old + i + FEEDBACK_TAP] ^ s[old + i + WARMUP_TAP]
+                    ^ (seed >> int(SEED_TAPS[i][0])) & 1 ^ (seed >> int(SEED_TAPS[i][1])) & 1)
+            assert s[STATE_BITS + old + i] == want, (step, i)
+
+
+def test_taps():
+    triples = VALUE_TAPS.reshape(-1, 3)
+    assert triples.min() >= 0 and triples.max() < STATE_BITS
+    assert all(len(set(t)) == 3 for t in triples)
+    # No triple is another one moved along the register: no value bit is another one
+    # some beats later.
+    shapes = {tuple(np.diff(sorted(t))) for t in triples}
+    assert len(shapes) == len(triples)
+    # The class bits are the newest bits of the window, each used once.
+    assert sorted(CLASS_TAPS.ravel()) == list(range(STATE_BITS - STEP_BITS, STATE_BITS))
 
 
 def test_exponent_table_follows_the_definition():
-    assert EXPONENT_TABLE[0] == 0
-    assert list(EXPONENT_TABLE[1:4]) == [126, 127, 128]
-    for e8 in range(4, 256):
-        z = 8 - e8.bit_length()
-        b = (e8 >> (6 - z)) & 1
-        assert EXPONENT_TABLE[e8] == 117 - 2 * z - b, e8
+    for x in range(32):
+        for c in (0, 1):
+            z = 5 - x.bit_length()
+            want = 126 + c if x == 0 else 112 + 2 * (4 - z) + c
+            assert EXPONENT_TABLE[2 * x + c] == want, (x, c)
+
+
+def _values_one_by_one(t):
+    """window_values written out element by element and bit by bit."""
+    out = []
+    for e in range(16):
+        xor = [int(t[p0]) ^ int(t[p1]) ^ int(t[p2]) for p0, p1, p2 in VALUE_TAPS[e]]
+        x = sum(int(t[p]) << j for j, p in enumerate(CLASS_TAPS[e]))
+        c = xor[24]
+        exponent = 126 + c if x == 0 else 112 + 2 * (4 - (5 - x.bit_length())) + c
+        out.append(xor[23] << 31 | exponent << 23 | sum(b << j for j, b in enumerate(xor[:23])))
+    return out
+
+
+def test_window_values_by_hand():
+    t = np.zeros(STATE_BITS, dtype=np.uint8)
+    assert list(window_values(t)) == [0x3F000000] * 16            # x = 0, c = 0: +0.5
+    t[CLASS_TAPS[1, 0]] = 1                                        # x = 1: z = 4
+    assert window_values(t)[1] & 0x7F800000 == 112 << 23            # 2**-15 … 2**-14
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        t = rng.integers(0, 2, STATE_BITS, dtype=np.uint8)
+        assert list(window_values(t)) == _values_one_by_one(t)
+    for p in range(STATE_BITS):                                    # one bit at a time
+        t = np.zeros(STATE_BITS, dtype=np.uint8)
+        t[p] = 1
+        assert list(window_values(t)) == _values_one_by_one(t), p
 
 
 def test_value_statistics():
-    v = gradient_values(12345, 2**32 - 500_000, 1_000_000)
+    v = beat_values(12345, 62_500).view(np.float32).ravel()
     n = v.size
     bits = v.view(np.uint32)
-    assert np.isfinite(v).all()
+    assert np.isfinite(v).all() and (v != 0).all()
     exponent = (bits >> 23) & 0xFF
-    assert not ((exponent == 0) & (bits & 0x7FFFFF != 0)).any()       # no subnormals
-    zero = v == 0
-    large = np.abs(v) >= 0.5
-    small = ~zero & ~large
+    assert set(np.unique(exponent)) == set(range(112, 122)) | {126, 127}
 
     def near(count, p):   # within 5 binomial standard deviations
         return abs(count - n * p) < 5 * np.sqrt(n * p * (1 - p))
 
-    assert near(zero.sum(), 1 / 256)
-    assert near(large.sum(), 3 / 256)
-    assert np.abs(v[large]).max() < 4.0
-    assert np.abs(v[small]).min() >= 2.0**-21 and np.abs(v[small]).max() < 2.0**-9
-    sign = bits >> 31
-    assert near(sign.sum(), 0.5)
-    assert 0.4 < sign[zero].mean() < 0.6                         # +0 and -0 alike
+    # Large: x = 0 (1/32), then c. Small: z leading zeros (probability 2**-(z+1)), then c.
+    for e in (126, 127):
+        assert near((exponent == e).sum(), 1 / 64), e
+    for z in range(5):
+        for c in (0, 1):
+            assert near((exponent == 112 + 2 * (4 - z) + c).sum(), 2.0 ** -(z + 2)), (z, c)
+    assert near((bits >> 31).sum(), 0.5)
+    for j in range(23):
+        assert near(((bits >> j) & 1).sum(), 0.5), j
+    small = np.abs(v) < 0.5
+    assert np.abs(v[small]).min() >= 2.0**-15 and np.abs(v[small]).max() < 2.0**-5
+    assert np.abs(v[~small]).max() < 2.0
     assert abs(np.mean(v[small]) / np.std(v[small])) < 0.01      # symmetric about zero
-    # Each pair of binades half as likely as the pair above (k = 2z + b).
-    for k in range(12):
-        p = 2.0 ** -(k // 2 + 2)
-        assert near((exponent == 117 - k).sum(), p), k
+    assert abs(np.mean(v[~small]) / np.std(v[~small])) < 0.05
+    # Neighbours are uncorrelated: in a beat, across beats, in sign and in magnitude.
+    m = np.log2(np.abs(v)).reshape(-1, 16)
+    s = np.sign(v).reshape(-1, 16)
+    for a, b in [(m[:, :-1], m[:, 1:]), (m[:-1], m[1:]), (s[:, :-1], s[:, 1:]),
+                 (s[:-1], s[1:])]:
+        assert abs(np.corrcoef(a.ravel(), b.ravel())[0, 1]) < 0.01
 
 
-def test_values_are_a_pure_function_of_the_index():
-    whole = gradient_values(7, 2**32 - 100, 300)
-    assert np.array_equal(whole[150:200], gradient_values(7, 2**32 + 50, 50))
-    assert not np.array_equal(whole, gradient_values(8, 2**32 - 100, 300))
-    # The salt keeps values apart from the codec draws under an equal seed.
-    j = tensor_indices(0, 10_000)
-    assert np.array_equal(gradient_values(3, 0, 10_000).view(np.uint32),
-                          value_bits(draw_u32(3 ^ VALUE_SALT, j)))
-    assert np.mean((draw_u32(3, j) & 0x7FFFFF) == (value_bits(draw_u32(3 ^ VALUE_SALT, j))
-                                                   & 0x7FFFFF)) < 0.01
+def test_no_bit_repeats_a_nearby_one():
+    # Every raw bit (the 25 XORs and 5 class bits of each element) over 4000 beats:
+    # no two are equal or complementary, in one beat or up to 6 beats apart.
+    beats, lags = 4000, 6
+    s = bit_sequence(77, WARMUP_STEPS + beats + lags + 1)
+    starts = (WARMUP_STEPS + 1 + np.arange(beats + lags)) * STEP_BITS
+    windows = s[starts[:, None] + np.arange(STATE_BITS)]
+    raw = np.concatenate([np.bitwise_xor.reduce(windows[:, VALUE_TAPS.reshape(-1, 3)], axis=-1),
+                          windows[:, CLASS_TAPS.ravel()]], axis=1)      # (beats + lags, 480)
+    seen = {}
+    for lag in range(lags + 1):
+        cols = np.packbits(raw[lag:lag + beats], axis=0).T
+        for i, col in enumerate(cols):
+            for key in (col.tobytes(), (~col).tobytes()):
+                assert key not in seen, (lag, i, seen.get(key))
+            if lag == 0:
+                seen[col.tobytes()] = (0, i)
+                seen[(~col).tobytes()] = (0, i)
+
+
+def test_lanes_are_decorrelated():
+    # Lane k runs with value_seed + k: already from the first beat, the values of two
+    # lanes agree no more than independent ones do.
+    lane = [beat_values(1000 + k, 400).view(np.float32) for k in range(4)]
+    exponent = [(v.view(np.uint32) >> 23) & 0xFF for v in lane]
+    p = np.bincount(exponent[0].ravel(), minlength=256) / exponent[0].size
+    chance = (p**2).sum()
+    for a, b in [(0, 1), (1, 2), (0, 3)]:
+        for first in (slice(0, 4), slice(0, 400)):
+            same = (exponent[a][first] == exponent[b][first]).mean()
+            sign = (np.sign(lane[a][first]) == np.sign(lane[b][first])).mean()
+            n = exponent[a][first].size
+            assert abs(same - chance) < 5 * np.sqrt(chance * (1 - chance) / n), (a, b, same)
+            assert abs(sign - 0.5) < 5 * np.sqrt(0.25 / n), (a, b, sign)
+
+
+def test_run_values_cut_beats_into_frames():
+    beats = beat_values(5, 6).reshape(3, 32)
+    v = run_values(5, 17, 3)
+    assert v.shape == (3, 17) and v.dtype == np.float32
+    assert np.array_equal(v.view(np.uint32), beats[:, :17])
+    # The values follow the run, not the header offset.
+    cfg = GeneratorConfig(value_seed=5, elements=17)
+    assert generate_frames(cfg, 2) == [
+        f[:60] + (17 * k).to_bytes(4, "little") + f[64:]
+        for k, f in enumerate(generate_frames(replace(cfg, offset=0), 2))]
+    assert generate_frames(replace(cfg, offset=1000), 2)[1][64:] == generate_frames(cfg, 2)[1][64:]
+    assert generate_frame(cfg, 2) == generate_frames(cfg, 3)[2]
 
 
 # ---- reference: frames ----------------------------------------------------------------
@@ -102,13 +224,14 @@ def test_frames_follow_the_config():
                           aux_bits=0x3E000000, seed=99, value_seed=5, offset=2**32 - 20,
                           elements=17, flush_every=3, udp_src_port=40001)
     frames = generate_frames(cfg, 7)
+    values = run_values(5, 17, 7)
     for k, f in enumerate(frames):
         h, reason = classify_host_frame(f)
         assert reason is None and len(f) == 64 + 4 * 17
         assert h.ip_id == k and h.src_port == 40001 and h.seed == 99
         assert h.offset == (2**32 - 20 + 17 * k) % 2**32
         assert h.flags == FLAG_STOCHASTIC | (FLAG_FLUSH if k in (2, 5) else 0)
-        assert f[64:] == gradient_values(5, h.offset, 17).tobytes()
+        assert f[64:] == values[k].tobytes()
     assert frame_header(cfg, 2**16 + 1).ip_id == 1
     assert frame_header(replace(cfg, flush_every=1), 0).flags & FLAG_FLUSH
 
@@ -116,12 +239,12 @@ def test_frames_follow_the_config():
 def test_frame_check_values():
     # The frame check values of docs/generator.md.
     frames = generate_frames(GeneratorConfig(), 10)
-    assert zlib.crc32(b"".join(frames)) == 0x0AB06C64
+    assert zlib.crc32(b"".join(frames)) == 0x06BCDC96
     assert [parse(f).ip_checksum for f in frames[:2]] == [0x210D, 0x210C]
     cfg = GeneratorConfig(codec=3, param=4, stochastic=True, seed=7, value_seed=7,
                           offset=2**32 - 100, elements=100, flush_every=2, udp_src_port=1000)
     frames = generate_frames(cfg, 4)
-    assert zlib.crc32(b"".join(frames)) == 0x075648BD
+    assert zlib.crc32(b"".join(frames)) == 0x5B901D8A
     assert [parse(f).flags for f in frames] == [2, 6, 2, 6]
 
 
@@ -246,7 +369,7 @@ def test_reset_mid_run_leaves_no_stale_beat():
         _set_config(ctx, dut, replace(cfg, value_seed=99, elements=17), 0)
         ctx.set(dut.start, 1)
         ctx.set(dut.o.ready, 0)
-        for _ in range(30):                      # the pipeline fills and holds
+        for _ in range(GradientGenerator.LATENCY + 10):   # the pipeline fills, holds
             await ctx.tick()
         assert ctx.get(dut.o.valid) and ctx.get(dut.busy)
         ctx.set(dut.start, 0)
@@ -382,7 +505,7 @@ def test_start_dropping_finishes_the_frame(backpressure):
     async def control(ctx):
         _set_config(ctx, dut, cfg, 0)
         ctx.set(dut.start, 1)
-        for _ in range(40):
+        for _ in range(GradientGenerator.LATENCY + 26):
             await ctx.tick()
         ctx.set(dut.start, 0)    # mid-frame (8 beats per frame)
         await _wait(ctx, dut, lambda: not ctx.get(dut.busy))
@@ -421,7 +544,7 @@ def test_latency():
     async def control(ctx):
         ctx.set(dut.o.ready, 1)
         ctx.set(dut.start, 1)
-        for t in range(1, 30):
+        for t in range(1, 2 * GradientGenerator.LATENCY):
             await ctx.tick()
             if ctx.get(dut.o.valid):
                 cycles.append(t)
