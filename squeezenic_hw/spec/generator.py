@@ -9,12 +9,9 @@ import numpy as np
 from .frames import Header
 from .header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, FLAG_STOCHASTIC, HEADER_LEN, MAX_PKT_LEN
 
-__all__ = ["VALUE_SALT", "MAX_ELEMENTS", "DEFAULT_RATE", "rate_to_q8_8", "GeneratorConfig",
+__all__ = ["MAX_ELEMENTS", "DEFAULT_RATE", "rate_to_q8_8", "GeneratorConfig",
            "config_values"]
 
-#: XOR-ed into ``value_seed`` so that values and stochastic-rounding draws differ
-#: even when ``value_seed`` equals the codec ``seed`` (first word of SHA-256's IV).
-VALUE_SALT = 0x6A09E667
 #: Most elements in one host frame: 64 + 4·2384 = 9600 bytes = ``MAX_PKT_LEN``.
 MAX_ELEMENTS = (MAX_PKT_LEN - HEADER_LEN) // 4
 #: Default rate: 100 Gb/s of frame bytes at 250 MHz = 50 bytes per cycle.

@@ -15,7 +15,7 @@ its codec's ratio asks (:func:`~squeezenic_hw.regmap.codec_choice.loopback_lanes
   is the lane's own: its wire ring holds two of the largest wire frames and its
   token FIFO 16 frames, so a lane keeps assembling while it waits for its
   turn; when the wire is the bottleneck, backpressure reaches the generator,
-  which holds (its values are a pure function of the index, nothing is lost).
+  which holds (its state advances only with beats sent, nothing is lost).
 * :class:`RxArray`: a :class:`~.frame_distributor.FrameDistributor` sends each
   SqueezeNIC wire frame to lane ``(UDP source port) mod M`` (other frames to
   lane 0), each :class:`~.rx_lane.RxLane` decodes, and a
@@ -289,9 +289,9 @@ class TxArray(wiring.Component):
             else:
                 m.submodules[f"lane{k}"] = instance_of(self._lane_module, lane)
             m.d.comb += lane.ctrl.eq(self.ctrl)
-            # ``value_seed + k`` is registered, so its adder stays off the RNG's first
-            # stage: the settings are set by the cycle ``start`` rises, and the first
-            # payload beat (whose draws use the seed) issues 3 cycles later at the earliest.
+            # ``value_seed + k`` is registered, so its adder stays off the generator's
+            # warm-up: the settings are set by the cycle ``start`` rises, and the seed is
+            # first read 2 cycles later.
             value_seed = Signal(32, name=f"value_seed{k}", reset_less=True)
             m.d.sync += value_seed.eq(self.ctrl.value_seed + k)
             m.d.comb += [
