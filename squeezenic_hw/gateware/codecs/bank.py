@@ -15,7 +15,7 @@ Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
-from amaranth import Mux, Signal, unsigned
+from amaranth import Cat, Mux, Signal, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
@@ -30,8 +30,10 @@ from .raw import RawDecoder, RawEncoder
 from .sign import SignDecoder, SignEncoder
 from .unit import (
     PipelinedBeatUnit,
+    SharedParts,
     decoder_input_layout,
     decoder_output_layout,
+    delay_into_flipflop,
     encoder_input_layout,
     encoder_output_layout,
 )
@@ -83,6 +85,10 @@ def _units_by_id(codecs, table):
 
 class _Bank(PipelinedBeatUnit):
     _TABLE = None
+    # Pad a unit shorter than the longest by delaying its input (one delay line for all
+    # of them) rather than its results: what a bank whose short units turn narrow codes
+    # into wide results (the decoders) wants.
+    _DELAYS_INPUT = False
     _ZEROES_INVALID = True   # the output register takes the selected, masked results
 
     def __init__(self, codecs, in_layout, out_layout):
@@ -101,20 +107,47 @@ class _Bank(PipelinedBeatUnit):
     def _unit_input(self, m, unit, payload):
         return payload
 
+    @staticmethod
+    def _delayed_input(m, stager, payload, cycles):
+        """The input's codes and parameters ``cycles`` enabled cycles later (the last
+        two registers flip-flops: a decoder's logic follows), in the input's layout
+        (``valid`` and ``meta`` zero: the units' results are selected and masked by the
+        bank's own delayed copies)."""
+        fields = delay_into_flipflop(m, stager, Cat(payload.codes, payload.params), cycles,
+                                     name="short_in")
+        view = Signal(payload.shape(), name=f"short_in_{cycles}")
+        n = len(payload.codes.as_value())
+        m.d.comb += [view.codes.eq(fields[:n]), view.params.eq(fields[n:])]
+        return view
+
     def datapath(self, m, stager, payload):
         select_stage = self.LATENCY - 1
         codec = stager.delay(payload.meta.codec, select_stage, name="codec")
         mask = stager.delay(payload.valid, select_stage, name="select_mask")
-        results = {}
+        # One datapath per unit class (raw serves threshold's decoding too); the parts
+        # several codecs need (random draws, the fixed/qsgd multipliers) built once.
+        shared = SharedParts(self._units)
+        ids_of = {}
         for c, unit in self._units.items():
-            values = unit.datapath(m, stager, self._unit_input(m, unit, payload))
+            ids_of.setdefault(unit, []).append(c)
+        results = []
+        delayed = {}
+        for unit, ids in ids_of.items():
             pad = select_stage - unit.LATENCY
-            results[c] = [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
-                          for e, v in enumerate(values)]
+            unit_payload = payload
+            if pad and self._DELAYS_INPUT:
+                # a short unit waits at its input: one delay line serves all of them
+                if pad not in delayed:
+                    delayed[pad] = self._delayed_input(m, stager, payload, pad)
+                unit_payload, pad = delayed[pad], 0
+            values = unit.datapath(m, stager, self._unit_input(m, unit, unit_payload), shared)
+            c = ids[0]
+            results.append((ids, [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
+                                  for e, v in enumerate(values)]))
         selected = [Signal(32, name=f"selected{e}") for e in range(ELEMENTS_PER_BEAT)]
         with m.Switch(codec):
-            for c, values in results.items():
-                with m.Case(c):
+            for ids, values in results:
+                with m.Case(*ids):
                     m.d.comb += [o.eq(v) for o, v in zip(selected, values, strict=True)]
         return [stager.reg(Mux(mask[e], v, 0), name=f"result{e}")
                 for e, v in enumerate(selected)]
@@ -169,6 +202,7 @@ class DecoderBank(_Bank):
     """
     _TABLE = DECODERS
     _OUT_FIELD = "elements"
+    _DELAYS_INPUT = True
 
     def __init__(self, codecs, *, meta_shape=unsigned(1)):
         meta = bank_meta_layout(meta_shape)

@@ -25,7 +25,7 @@ class Bf16Encoder(EncoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -54,6 +54,6 @@ class Bf16Decoder(DecoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(Cat(Const(0, 16), payload.codes[e]), name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

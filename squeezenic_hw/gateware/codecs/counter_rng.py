@@ -21,7 +21,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.rng import GOLDEN
 
-__all__ = ["CounterRng"]
+__all__ = ["CounterRng", "beat_draws"]
 
 
 def _add3(a, b, c):
@@ -86,3 +86,25 @@ class CounterRng(wiring.Component):
             u = _wang_stages(st, h ^ key, f"h2_{e}")
             m.d.comb += self.u[e].eq(u)
         return m
+
+
+def beat_draws(m, stager, payload, shared=None):
+    """The 16 draws of an encoder beat (``payload.params.seed``, ``payload.offset``),
+    ``CounterRng.LATENCY`` enabled cycles of ``stager`` after the input beat.
+
+    The draws are a function of the seed and the tensor index only, the same for every
+    stochastic codec, so a pipeline of several such codecs builds one generator
+    (``shared``, a :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`); without
+    ``shared`` the caller gets a generator of its own.
+    """
+    def build():
+        m.submodules.rng = rng = CounterRng()
+        # The generator registers on the pipeline's enable, so its draws stay lined up
+        # with the delayed elements through stalls and bubbles.
+        m.d.comb += [
+            rng.seed.eq(payload.params.seed),
+            rng.offset.eq(payload.offset),
+            rng.en.eq(stager.enable),
+        ]
+        return rng.u
+    return build() if shared is None else shared.get("draws", build)

@@ -5,10 +5,8 @@ from amaranth import Mux
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
-    build_levels,
-    build_scaled_values,
-    code_mask,
-    top_bit_select,
+    shared_levels,
+    shared_scaled_values,
 )
 from .unit import DecoderUnit, EncoderUnit
 
@@ -33,9 +31,10 @@ class FixedEncoder(EncoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         codes = []
-        for e, (level, negative, mask, _) in enumerate(build_levels(m, stager, payload, "fx")):
+        for e, (level, negative, mask, _) in enumerate(shared_levels(m, stager, payload,
+                                                                     shared)):
             code = Mux(negative, -level, level)[:16] & mask
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
@@ -52,10 +51,5 @@ class FixedDecoder(DecoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        def magnitude_sign(code, param):
-            mask = code_mask(param)
-            negative = (code & top_bit_select(param)).any()
-            # |c| of a negative code is 2**q - code = (-code) mod 2**q
-            return code & mask, (-code)[:16] & mask, negative
-        return build_scaled_values(m, stager, payload, "fx", magnitude_sign)
+    def datapath(cls, m, stager, payload, shared=None):
+        return shared_scaled_values(m, stager, payload, shared, qsgd=False)

@@ -28,7 +28,7 @@ class Fp16Encoder(EncoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -102,7 +102,7 @@ class Fp16Decoder(DecoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         elements = []
         for e in range(ELEMENTS_PER_BEAT):
             h = payload.codes[e]

@@ -26,12 +26,18 @@ with a constant: no shifter or adder on the parameter's path.
 
 from amaranth import Cat, Const, Mux, Signal
 
-from .counter_rng import CounterRng
+from squeezenic_hw.spec.codecs import codec_info
+
+from .counter_rng import CounterRng, beat_draws
 from .fp32_mul import Fp32Multiplier
 from .unit import delay_into_flipflop
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
+           "shared_levels", "shared_scaled_values", "magnitude_sign",
            "code_mask", "max_level", "top_bit_select", "int_to_fp32"]
+
+_FIXED_ID = codec_info("fixed").id
+_QSGD_ID = codec_info("qsgd").id
 
 # Encoder stages after the product: two to decompose y, two to round and saturate.
 _DECOMPOSE = 2
@@ -64,20 +70,27 @@ def top_bit_select(param):
     return Cat(Const(0), param <= 2, *(param == k + 1 for k in range(2, 15)), param >= 16)
 
 
-def build_levels(m, stager, payload, name):
+def shared_levels(m, stager, payload, shared):
+    """:func:`build_levels` once per pipeline: ``fixed`` and ``qsgd`` differ only in how
+    they form a code from the level, so in a bank (``shared``, a
+    :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath, its 16
+    multipliers and the bank's one random generator serve both, the frame's parameters
+    taken from each beat. Without ``shared``: a datapath of the caller's own."""
+    def build():
+        return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared))
+    return build() if shared is None else shared.get("levels", build)
+
+
+def build_levels(m, stager, payload, name, draws):
     """Build the encoder datapath; return per element ``(level, negative, mask, top)``.
 
+    ``draws`` are the beat's random draws, ``CounterRng.LATENCY`` enabled cycles after
+    the input beat (:func:`~squeezenic_hw.gateware.codecs.counter_rng.beat_draws`).
     ``level`` (16 bits), ``negative`` (the sign bit of x) and, for the frame's
     codec parameter, ``mask`` (:func:`code_mask`) and ``top``
     (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
     after the input beat, leaving the codec one stage to form its code.
     """
-    rng = m.submodules[f"{name}_rng"] = CounterRng()
-    m.d.comb += [
-        rng.seed.eq(payload.params.seed),
-        rng.offset.eq(payload.offset),
-        rng.en.eq(stager.enable),
-    ]
     # Stages (counted in enabled cycles from the input beat; _X_DELAY = 2 and
     # _U_DELAY = 0 with today's latencies, CounterRng 11 and Fp32Multiplier 7):
     #   0..X        x waits (_X_DELAY)
@@ -105,7 +118,7 @@ def build_levels(m, stager, payload, name):
             mul.en.eq(stager.enable),
         ]
         integer, frac, sticky, zero, saturate = _decompose(m, stager, mul.p, e)
-        u = stager.delay(rng.u[e], _U_DELAY, name=f"u{e}")
+        u = stager.delay(draws[e], _U_DELAY, name=f"u{e}")
         # round-up decision
         up = Signal(name=f"up{e}")
         m.d.comb += up.eq(Mux(
@@ -178,6 +191,43 @@ def int_to_fp32(stager, magnitude, negative, name):
     exponent = (lead + 127)[:8]
     body = Mux(nonzero, Cat(fraction, exponent), 0)
     return stager.reg(Cat(Const(0, 8), body, negative), name=f"{name}_f32")
+
+
+def magnitude_sign(code, param, qsgd):
+    """A ``fixed`` or ``qsgd`` code's ``(positive, negated, negative)`` for
+    :func:`build_scaled_values` (16 bits each, combinational).
+
+    ``fixed``: the q-bit two's complement code; ``|c|`` is ``code & mask``, or
+    ``(-code) mod 2**q`` when negative. ``qsgd``: the level is the ``b - 1`` low bits,
+    either way. The sign is bit ``p - 1`` for both. ``qsgd`` is a Python bool (one
+    codec) or a 1-bit value (chosen per beat: the masks and the candidate select).
+    """
+    mask = code_mask(param)
+    level_mask = max_level(param)
+    negative = (code & top_bit_select(param)).any()
+    if isinstance(qsgd, bool):
+        if qsgd:
+            level = code & level_mask
+            return level, level, negative
+        return code & mask, (-code)[:16] & mask, negative
+    level = code & level_mask
+    return (code & Mux(qsgd, level_mask, mask), Mux(qsgd, level, (-code)[:16] & mask),
+            negative)
+
+
+def shared_scaled_values(m, stager, payload, shared, qsgd):
+    """:func:`build_scaled_values` of a ``fixed`` (``qsgd`` False) or ``qsgd`` decoder.
+    In a bank with both (``shared``, a
+    :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath and its 16
+    multipliers serve both, the code's reading chosen by the beat's ``meta.codec``."""
+    if shared is None or not {_FIXED_ID, _QSGD_ID} <= shared.codecs:
+        return build_scaled_values(m, stager, payload, "qs" if qsgd else "fx",
+                                   lambda code, param: magnitude_sign(code, param, qsgd))
+    def build():
+        is_qsgd = payload.meta.codec == _QSGD_ID
+        return build_scaled_values(m, stager, payload, "sc",
+                                   lambda code, param: magnitude_sign(code, param, is_qsgd))
+    return shared.get("scaled", build)
 
 
 def build_scaled_values(m, stager, payload, name, magnitude_sign):

@@ -12,7 +12,7 @@ from amaranth import Cat, Const, Mux
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 
-from .counter_rng import CounterRng
+from .counter_rng import CounterRng, beat_draws
 from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["NaturalEncoder", "NaturalDecoder"]
@@ -30,15 +30,9 @@ class NaturalEncoder(EncoderUnit):
     CODE_WIDTH = 9
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        # The generator registers on the pipeline's enable, so its draws stay
-        # lined up with the delayed elements through stalls and bubbles.
-        m.submodules.rng = rng = CounterRng()
-        m.d.comb += [
-            rng.seed.eq(payload.params.seed),
-            rng.offset.eq(payload.offset),
-            rng.en.eq(stager.enable),
-        ]
+    def datapath(cls, m, stager, payload, shared=None):
+        # the bank's one generator serves every stochastic codec
+        draws = beat_draws(m, stager, payload, shared)
         stochastic = stager.delay(payload.params.stochastic, CounterRng.LATENCY,
                                   name="stochastic")
         codes = []
@@ -53,7 +47,7 @@ class NaturalEncoder(EncoderUnit):
             man = stager.delay(man, CounterRng.LATENCY, name=f"man{e}")
             # u < m * 2**9 compares u's top 23 bits with m (the low 9 bits of m * 2**9
             # are zero)
-            up = Mux(stochastic, rng.u[e][9:] < man, man[22])
+            up = Mux(stochastic, draws[e][9:] < man, man[22])
             code = Cat(Mux(up, bumped, kept[:8]), kept[8])
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
@@ -68,7 +62,7 @@ class NaturalDecoder(DecoderUnit):
     CODE_WIDTH = 9
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(Cat(Const(0, 23), payload.codes[e][0:8], payload.codes[e][8]),
                            name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -5,10 +5,8 @@ from amaranth import Mux
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
-    build_levels,
-    build_scaled_values,
-    max_level,
-    top_bit_select,
+    shared_levels,
+    shared_scaled_values,
 )
 from .unit import DecoderUnit, EncoderUnit
 
@@ -27,9 +25,10 @@ class QsgdEncoder(EncoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         codes = []
-        for e, (level, negative, _, top_bit) in enumerate(build_levels(m, stager, payload, "qs")):
+        levels = shared_levels(m, stager, payload, shared)
+        for e, (level, negative, _, top_bit) in enumerate(levels):
             sign = Mux(negative & (level != 0), top_bit, 0)
             codes.append(stager.reg((level | sign)[:16], name=f"code{e}"))
         return codes
@@ -46,8 +45,5 @@ class QsgdDecoder(DecoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        def magnitude_sign(code, param):
-            level = code & max_level(param)
-            return level, level, (code & top_bit_select(param)).any()
-        return build_scaled_values(m, stager, payload, "qs", magnitude_sign)
+    def datapath(cls, m, stager, payload, shared=None):
+        return shared_scaled_values(m, stager, payload, shared, qsgd=True)

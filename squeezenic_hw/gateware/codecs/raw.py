@@ -17,7 +17,7 @@ class RawEncoder(EncoderUnit):
     CODE_WIDTH = 32
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(payload.elements[e]) for e in range(ELEMENTS_PER_BEAT)]
 
 
@@ -30,5 +30,5 @@ class RawDecoder(DecoderUnit):
     CODE_WIDTH = 32
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(payload.codes[e]) for e in range(ELEMENTS_PER_BEAT)]

@@ -18,7 +18,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 
 __all__ = [
-    "CodecParams", "delay_into_flipflop",
+    "CodecParams", "SharedParts", "delay_into_flipflop",
     "encoder_input_layout", "encoder_output_layout",
     "decoder_input_layout", "decoder_output_layout",
     "PipelinedBeatUnit",
@@ -105,13 +105,41 @@ def delay_into_flipflop(m, stager, value, cycles, *, name):
     return value
 
 
+class SharedParts:
+    """Datapath parts that the codecs of one pipeline share, each built once, on first use.
+
+    A bank builds every codec's datapath inside one pipeline, and a beat is of one codec:
+    where two codecs need the same part at the same stage (the random draws of every
+    stochastic codec; the fp32 multipliers of ``fixed`` and ``qsgd``), the one built first
+    serves them all, its per-codec inputs chosen by the beat's ``meta.codec``.
+
+    Parameters
+    ----------
+    codecs : iterable of int
+        Ids of the codecs built into the pipeline (a part serving several codecs chooses
+        among these only).
+    """
+
+    def __init__(self, codecs):
+        self.codecs = frozenset(codecs)
+        self._parts = {}
+
+    def get(self, key, build):
+        """The part named ``key``, from ``build()`` (no arguments) the first time."""
+        if key not in self._parts:
+            self._parts[key] = build()
+        return self._parts[key]
+
+
 class PipelinedBeatUnit(wiring.Component):
     """Base class: a fixed-latency, fully pipelined beat transformer.
 
     Subclasses set ``LATENCY`` (cycles, at least 1) and implement
-    ``datapath(m, stager, payload)``, which must return the output payload's
-    data field (``codes`` or ``elements``) registered exactly ``LATENCY`` times
-    through ``stager.reg``. The base carries ``valid`` and ``meta`` alongside,
+    ``datapath(m, stager, payload, shared=None)``, which must return the output
+    payload's data field (``codes`` or ``elements``) registered exactly
+    ``LATENCY`` times through ``stager.reg``; ``shared`` is the
+    :class:`SharedParts` of the pipeline the datapath is built into (a bank),
+    or ``None`` for a unit on its own. The base carries ``valid`` and ``meta`` alongside,
     zeroes invalid elements (an AND behind the last register; a subclass whose
     datapath zeroes them itself, before its last register, sets
     ``_ZEROES_INVALID``), and does the stream handshake.
@@ -139,7 +167,7 @@ class PipelinedBeatUnit(wiring.Component):
     def latency(self):
         return self.LATENCY
 
-    def datapath(self, m, stager, payload):  # pragma: no cover - abstract
+    def datapath(self, m, stager, payload, shared=None):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def elaborate(self, platform):
