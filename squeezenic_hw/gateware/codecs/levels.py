@@ -249,7 +249,8 @@ def build_scaled_values(m, stager, payload, name, magnitude_sign):
         negated = stager.reg(negated, name=f"c{e}_negated")
         negative = stager.reg(negative, name=f"c{e}_neg")
         value = int_to_fp32(stager, Mux(negative, negated, positive), negative, f"c{e}")
-        mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier()
+        # an exact integer: never subnormal, so no normalising shift on that operand
+        mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier(a_subnormal=False)
         m.d.comb += [mul.a.eq(value), mul.b.eq(aux), mul.en.eq(stager.enable)]
         out.append(mul.p)
     return out
