@@ -21,6 +21,7 @@ class Bf16Encoder(EncoderUnit):
     behind the other in one cycle); one beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
+    WAITS_AT_INPUT = True
     LATENCY = 2
     CODE_WIDTH = 16
 
@@ -50,6 +51,7 @@ class Bf16Decoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 16
 

@@ -24,6 +24,7 @@ class Fp16Encoder(EncoderUnit):
     beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
+    WAITS_AT_INPUT = True
     LATENCY = 3
     CODE_WIDTH = 16
 
@@ -98,6 +99,7 @@ class Fp16Decoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 16
 

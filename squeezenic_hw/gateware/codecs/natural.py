@@ -28,6 +28,8 @@ class NaturalEncoder(EncoderUnit):
     """
     LATENCY = CounterRng.LATENCY + 1
     CODE_WIDTH = 9
+    # the elements as the draws come: from a bank's delay line, when it has one
+    INPUT_TAPS = (CounterRng.LATENCY,)
 
     @classmethod
     def datapath(cls, m, stager, payload, shared=None):
@@ -35,6 +37,7 @@ class NaturalEncoder(EncoderUnit):
         draws = beat_draws(m, stager, payload, shared)
         stochastic = stager.delay(payload.params.stochastic, CounterRng.LATENCY,
                                   name="stochastic")
+        line = shared.find("input_line") if shared is not None else None
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -43,8 +46,12 @@ class NaturalEncoder(EncoderUnit):
             # here, and 254 + 1 = 255 is ±inf) and exp, with 255 (inf, NaN) kept.
             bumped = stager.reg(Mux(exp == 255, 255, exp + 1)[:8], name=f"bumped{e}")
             bumped = stager.delay(bumped, CounterRng.LATENCY - 1, name=f"bumped{e}")
-            kept = stager.delay(Cat(exp, sign), CounterRng.LATENCY, name=f"kept{e}")
-            man = stager.delay(man, CounterRng.LATENCY, name=f"man{e}")
+            if line is not None:
+                late = line[CounterRng.LATENCY].elements[e]
+                kept, man = Cat(late[23:31], late[31]), late[:23]
+            else:
+                kept = stager.delay(Cat(exp, sign), CounterRng.LATENCY, name=f"kept{e}")
+                man = stager.delay(man, CounterRng.LATENCY, name=f"man{e}")
             # u < m * 2**9 compares u's top 23 bits with m (the low 9 bits of m * 2**9
             # are zero)
             up = Mux(stochastic, draws[e][9:] < man, man[22])
@@ -58,6 +65,7 @@ class NaturalDecoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 9
 

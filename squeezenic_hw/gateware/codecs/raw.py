@@ -13,6 +13,7 @@ class RawEncoder(EncoderUnit):
     Latency 1 cycle; one beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 32
 
@@ -26,6 +27,7 @@ class RawDecoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 32
 

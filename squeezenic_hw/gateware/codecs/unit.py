@@ -18,7 +18,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 
 __all__ = [
-    "CodecParams", "SharedParts", "delay_into_flipflop",
+    "CodecParams", "SharedParts", "delay_into_flipflop", "delay_taps",
     "encoder_input_layout", "encoder_output_layout",
     "decoder_input_layout", "decoder_output_layout",
     "PipelinedBeatUnit",
@@ -105,6 +105,28 @@ def delay_into_flipflop(m, stager, value, cycles, *, name):
     return value
 
 
+def delay_taps(m, stager, value, taps, *, name):
+    """``value`` delayed by each of ``taps`` (enabled cycles of ``stager``, each ≥ 1) on
+    one delay line; returns ``{tap: delayed value}``. Every tap is a flip-flop: as in
+    :func:`delay_into_flipflop`, a ``keep`` on the register two before the first tap
+    ends the shift register there (the registers after it stay flip-flops)."""
+    taps = sorted(set(taps))
+    keep_at = taps[0] - 2 if taps[0] >= 3 else None
+    out = {}
+    for k in range(1, taps[-1] + 1):
+        if k == keep_at:
+            r = Signal(Signal.like(value).shape(), name=f"{name}_d{k}", reset_less=True,
+                       attrs={"keep": 1})
+            with m.If(stager.enable):
+                m.d.sync += r.eq(value)
+            value = r
+        else:
+            value = stager.reg(value, name=f"{name}_d{k}")
+        if k in taps:
+            out[k] = value
+    return out
+
+
 class SharedParts:
     """Datapath parts that the codecs of one pipeline share, each built once, on first use.
 
@@ -130,6 +152,10 @@ class SharedParts:
             self._parts[key] = build()
         return self._parts[key]
 
+    def find(self, key):
+        """The part named ``key`` if it was built, else ``None``."""
+        return self._parts.get(key)
+
 
 class PipelinedBeatUnit(wiring.Component):
     """Base class: a fixed-latency, fully pipelined beat transformer.
@@ -152,6 +178,13 @@ class PipelinedBeatUnit(wiring.Component):
     """
 
     LATENCY = None
+    #: In a bank, a unit shorter than the bank waits at its input (on the bank's one
+    #: delay line of its input) rather than at its results: for units whose results are
+    #: as wide as their input or wider.
+    WAITS_AT_INPUT = False
+    #: Delays of its input (enabled cycles) that the unit takes from the bank's delay
+    #: line when the bank has one (``SharedParts.find("input_line")``, ``{tap: payload}``).
+    INPUT_TAPS = ()
     _OUT_FIELD = None        # "codes" (encoders) or "elements" (decoders)
     _ZEROES_INVALID = False  # the datapath's results are already zero where invalid
 
