@@ -33,7 +33,7 @@ from .fp32_mul import Fp32Multiplier
 from .unit import delay_into_flipflop
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
-           "shared_levels", "shared_scaled_values", "magnitude_sign",
+           "shared_levels", "shared_level_codes", "shared_scaled_values", "magnitude_sign",
            "code_mask", "max_level", "top_bit_select", "int_to_fp32"]
 
 _FIXED_ID = codec_info("fixed").id
@@ -79,6 +79,32 @@ def shared_levels(m, stager, payload, shared):
     def build():
         return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared))
     return build() if shared is None else shared.get("levels", build)
+
+
+def shared_level_codes(m, stager, payload, shared, qsgd):
+    """The 16 codes of a ``fixed`` (``qsgd`` False) or ``qsgd`` encoder, registers
+    ``ENCODE_LATENCY + 1`` enabled cycles after the input beat, from
+    :func:`shared_levels`. In a bank with both, one register per element takes the
+    beat's codec's code (the two codes differ only in this last stage).
+
+    ``fixed``: ``c mod 2**q``, ``c = ±level``. ``qsgd``: the level, with bit ``b - 1``
+    the sign of x when the level is not 0."""
+    levels = shared_levels(m, stager, payload, shared)
+
+    def form(is_qsgd, name):
+        codes = []
+        for e, (level, negative, mask, top_bit) in enumerate(levels):
+            fixed = Mux(negative, -level, level)[:16] & mask
+            qsgd_code = (level | Mux(negative & (level != 0), top_bit, 0))[:16]
+            code = (qsgd_code if is_qsgd else fixed) if isinstance(is_qsgd, bool) else \
+                Mux(is_qsgd, qsgd_code, fixed)
+            codes.append(stager.reg(code, name=f"{name}_code{e}"))
+        return codes
+
+    if shared is None or not {_FIXED_ID, _QSGD_ID} <= shared.codecs:
+        return form(qsgd, "qs" if qsgd else "fx")
+    return shared.get("level_codes", lambda: form(
+        stager.delay(payload.meta.codec == _QSGD_ID, ENCODE_LATENCY, name="is_qsgd"), "lv"))
 
 
 def build_levels(m, stager, payload, name, draws):

@@ -1,11 +1,9 @@
 """Codec 4, ``qsgd``: sign-magnitude levels of b = 2…16 bits (QSGD, TernGrad)."""
 
-from amaranth import Mux
-
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
-    shared_levels,
+    shared_level_codes,
     shared_scaled_values,
 )
 from .unit import DecoderUnit, EncoderUnit
@@ -17,7 +15,7 @@ class QsgdEncoder(EncoderUnit):
     """``qsgd`` encoder: level ``L = min(R(fl32(|x|·scale)), 2**(b-1) - 1)``; the
     code is ``L`` with bit ``b-1`` = sign of x when ``L > 0``.
 
-    Latency: ``ENCODE_LATENCY + 1`` = 12 cycles in both rounding modes (as
+    Latency: ``ENCODE_LATENCY + 1`` = 14 cycles in both rounding modes (as
     :class:`~squeezenic_hw.gateware.codecs.fixed.FixedEncoder`). Throughput:
     one beat per cycle. Backpressure: the pipeline holds.
     """
@@ -26,12 +24,7 @@ class QsgdEncoder(EncoderUnit):
 
     @classmethod
     def datapath(cls, m, stager, payload, shared=None):
-        codes = []
-        levels = shared_levels(m, stager, payload, shared)
-        for e, (level, negative, _, top_bit) in enumerate(levels):
-            sign = Mux(negative & (level != 0), top_bit, 0)
-            codes.append(stager.reg((level | sign)[:16], name=f"code{e}"))
-        return codes
+        return shared_level_codes(m, stager, payload, shared, qsgd=True)
 
 
 class QsgdDecoder(DecoderUnit):
