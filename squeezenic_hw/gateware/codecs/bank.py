@@ -11,11 +11,17 @@ than the longest unit: the selection sits between registers, not in front of
 whatever reads the bank). Beats therefore leave in order, one per cycle,
 whatever the codec.
 
+A beat is of one codec, so what several codecs need is built once
+(:class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) and serves the beat's:
+one random generator for every stochastic codec, one ``fixed``/``qsgd`` datapath
+(its 16 fp32 multipliers) in each bank. The decoder bank delays the input of its
+short decoders (one delay line) rather than their 32-bit results.
+
 Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
-from amaranth import Mux, Signal, unsigned
+from amaranth import Cat, Mux, Signal, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
@@ -30,8 +36,10 @@ from .raw import RawDecoder, RawEncoder
 from .sign import SignDecoder, SignEncoder
 from .unit import (
     PipelinedBeatUnit,
+    SharedParts,
     decoder_input_layout,
     decoder_output_layout,
+    delay_taps,
     encoder_input_layout,
     encoder_output_layout,
 )
@@ -83,6 +91,8 @@ def _units_by_id(codecs, table):
 
 class _Bank(PipelinedBeatUnit):
     _TABLE = None
+    # The input fields on the delay line of the units that wait at their input.
+    _LINE_FIELDS = ()
     _ZEROES_INVALID = True   # the output register takes the selected, masked results
 
     def __init__(self, codecs, in_layout, out_layout):
@@ -101,20 +111,56 @@ class _Bank(PipelinedBeatUnit):
     def _unit_input(self, m, unit, payload):
         return payload
 
+    def _input_line(self, m, stager, payload, taps):
+        """The input's ``_LINE_FIELDS`` delayed by each of ``taps`` on one delay line
+        (every tap a flip-flop: logic follows), ``{tap: payload}`` in the input's
+        layout, the other fields zero (the units' results are selected and masked by
+        the bank's own delayed copies)."""
+        fields = [getattr(payload, f) for f in self._LINE_FIELDS]
+        line = delay_taps(m, stager, Cat(*fields), taps, name="input_line")
+        views = {}
+        for tap, value in line.items():
+            view = views[tap] = Signal(payload.shape(), name=f"input_d{tap}")
+            lo = 0
+            for f, field in zip(self._LINE_FIELDS, fields, strict=True):
+                n = len(field.as_value())
+                m.d.comb += getattr(view, f).eq(value[lo:lo + n])
+                lo += n
+        return views
+
     def datapath(self, m, stager, payload):
         select_stage = self.LATENCY - 1
         codec = stager.delay(payload.meta.codec, select_stage, name="codec")
         mask = stager.delay(payload.valid, select_stage, name="select_mask")
-        results = {}
+        # One datapath per unit class (raw serves threshold's decoding too); the parts
+        # several codecs need (random draws, the fixed/qsgd multipliers) built once.
+        shared = SharedParts(self._units)
+        ids_of = {}
         for c, unit in self._units.items():
-            values = unit.datapath(m, stager, self._unit_input(m, unit, payload))
+            ids_of.setdefault(unit, []).append(c)
+        # Short units that wait at their input share one delay line, tapped where each
+        # needs it (and where a unit takes delayed input of its own, INPUT_TAPS).
+        waits = {unit: select_stage - unit.LATENCY for unit in ids_of
+                 if unit.WAITS_AT_INPUT and unit.LATENCY < select_stage}
+        line = {}
+        if waits:
+            taps = set(waits.values()) | {t for unit in ids_of for t in unit.INPUT_TAPS}
+            line = shared.get("input_line",
+                              lambda: self._input_line(m, stager, payload, taps))
+        results = []
+        for unit, ids in ids_of.items():
             pad = select_stage - unit.LATENCY
-            results[c] = [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
-                          for e, v in enumerate(values)]
+            unit_payload = payload
+            if unit in waits:
+                unit_payload, pad = line[pad], 0
+            values = unit.datapath(m, stager, self._unit_input(m, unit, unit_payload), shared)
+            c = ids[0]
+            results.append((ids, [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
+                                  for e, v in enumerate(values)]))
         selected = [Signal(32, name=f"selected{e}") for e in range(ELEMENTS_PER_BEAT)]
         with m.Switch(codec):
-            for c, values in results.items():
-                with m.Case(c):
+            for ids, values in results:
+                with m.Case(*ids):
                     m.d.comb += [o.eq(v) for o, v in zip(selected, values, strict=True)]
         return [stager.reg(Mux(mask[e], v, 0), name=f"result{e}")
                 for e, v in enumerate(selected)]
@@ -134,14 +180,17 @@ class EncoderBank(_Bank):
     :func:`bank_meta_layout`; ``o`` gives :func:`encoder_output_layout` of
     width 32 with the same ``meta``. The beat's ``meta.codec`` chooses the codec.
 
-    Latency: one more than the longest latency of the codecs built (15 cycles
-    with ``fixed`` or ``qsgd``, 13 with ``natural``, else 2–4). Throughput: one
+    Latency: ``LATENCY``, one more than the longest latency of the codecs built
+    (15 cycles with ``fixed`` or ``qsgd``, 13 with ``natural``, else 2–4).
+    ``fixed``, ``qsgd`` and ``natural`` share one random generator, ``fixed`` and
+    ``qsgd`` one datapath of 16 multipliers. Throughput: one
     beat per cycle, codecs mixed freely. Backpressure: the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered. The
     output payload is a register.
     """
     _TABLE = ENCODERS
     _OUT_FIELD = "codes"
+    _LINE_FIELDS = ("elements",)
 
     def __init__(self, codecs, *, meta_shape=unsigned(1)):
         meta = bank_meta_layout(meta_shape)
@@ -162,13 +211,16 @@ class DecoderBank(_Bank):
     :func:`bank_meta_layout`; ``o`` gives :func:`decoder_output_layout`.
     Each codec sees only its own code width (the bits above are ignored).
 
-    Latency: one more than the longest latency of the decoders built (11
-    cycles with ``fixed`` or ``qsgd``, else 2). Throughput: one beat per cycle.
+    Latency: ``LATENCY``, one more than the longest latency of the decoders
+    built (11 cycles with ``fixed`` or ``qsgd``, else 2). ``fixed`` and ``qsgd``
+    share one datapath of 16 multipliers; the 1-cycle decoders take their input
+    from one delay line. Throughput: one beat per cycle.
     Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``).
     The output payload is a register.
     """
     _TABLE = DECODERS
     _OUT_FIELD = "elements"
+    _LINE_FIELDS = ("codes", "params")
 
     def __init__(self, codecs, *, meta_shape=unsigned(1)):
         meta = bank_meta_layout(meta_shape)

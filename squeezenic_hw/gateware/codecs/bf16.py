@@ -21,11 +21,12 @@ class Bf16Encoder(EncoderUnit):
     behind the other in one cycle); one beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
+    WAITS_AT_INPUT = True
     LATENCY = 2
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -50,10 +51,11 @@ class Bf16Decoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(Cat(Const(0, 16), payload.codes[e]), name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -21,7 +21,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.rng import GOLDEN
 
-__all__ = ["CounterRng"]
+__all__ = ["CounterRng", "beat_draws"]
 
 
 def _add3(a, b, c):
@@ -31,9 +31,15 @@ def _add3(a, b, c):
     return ((a ^ b ^ c) + (majority << 1))[:32]
 
 
-def _wang_stages(st, x, name):
-    """``W(x)`` over three stages of ``st``; returns the registered result."""
-    x = st.reg((~x + (x << 15))[:32], name=f"{name}_a")
+def _wang_first(x):
+    """``W``'s first step, ``~x + (x << 15)`` = ``x·(2**15 - 1) - 1`` (mod 2**32)."""
+    return (~x + (x << 15))[:32]
+
+
+def _wang_stages(st, x, name, first=None):
+    """``W(x)`` over three stages of ``st``; returns the registered result. ``first``:
+    the value of ``W``'s first step (:func:`_wang_first`), when the caller has it."""
+    x = st.reg(_wang_first(x) if first is None else first, name=f"{name}_a")
     x = x ^ (x >> 12)
     x = (x + (x << 2))[:32]
     x = st.reg(x ^ (x >> 4), name=f"{name}_b")
@@ -57,9 +63,11 @@ class CounterRng(wiring.Component):
         ``u[e]`` = ``draw_u32(seed, offset + e)``, registered.
 
     ``LATENCY`` = 11 enabled cycles from ``seed``/``offset`` to ``u``: three
-    stages for the key, one for ``offset + K``, one for the 16 indices, three
-    for each of the two rounds of ``W``. No register takes a reset (draws only:
-    the enclosing pipeline's valid bits say which count).
+    stages for the key, one for ``base = offset + K``, one for the first step of
+    ``W(base)``, three for each of the two rounds of ``W`` on the 16 indices (the
+    first round's first step is linear: for ``j = base + e`` it is that of
+    ``base`` plus ``e·(2**15 - 1)``, one constant add per element). No register
+    takes a reset (draws only: the enclosing pipeline's valid bits say which count).
     """
 
     LATENCY = 11
@@ -80,9 +88,34 @@ class CounterRng(wiring.Component):
         offset = st.delay(self.offset, 3, name="offset")
         base = st.reg((offset + key)[:32], name="base")
         key = st.delay(key, 5, name="key")  # aligned with the indices' second round
+        # W's first step is linear: for j = base + e it is first(base) + e·(2**15 - 1),
+        # so one first step per beat and one constant add per element.
+        first = st.reg(_wang_first(base), name="first")
         for e in range(ELEMENTS_PER_BEAT):
-            j = st.reg((base + e)[:32], name=f"j{e}")
-            h = _wang_stages(st, j, f"h1_{e}")
+            h = _wang_stages(st, None, f"h1_{e}",
+                             first=(first + e * ((1 << 15) - 1))[:32] if e else first)
             u = _wang_stages(st, h ^ key, f"h2_{e}")
             m.d.comb += self.u[e].eq(u)
         return m
+
+
+def beat_draws(m, stager, payload, shared=None):
+    """The 16 draws of an encoder beat (``payload.params.seed``, ``payload.offset``),
+    ``CounterRng.LATENCY`` enabled cycles of ``stager`` after the input beat.
+
+    The draws are a function of the seed and the tensor index only, the same for every
+    stochastic codec, so a pipeline of several such codecs builds one generator
+    (``shared``, a :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`); without
+    ``shared`` the caller gets a generator of its own.
+    """
+    def build():
+        m.submodules.rng = rng = CounterRng()
+        # The generator registers on the pipeline's enable, so its draws stay lined up
+        # with the delayed elements through stalls and bubbles.
+        m.d.comb += [
+            rng.seed.eq(payload.params.seed),
+            rng.offset.eq(payload.offset),
+            rng.en.eq(stager.enable),
+        ]
+        return rng.u
+    return build() if shared is None else shared.get("draws", build)

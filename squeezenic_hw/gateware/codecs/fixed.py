@@ -1,14 +1,10 @@
 """Codec 3, ``fixed``: symmetric two's complement integers of q = 2…16 bits."""
 
-from amaranth import Mux
-
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
-    build_levels,
-    build_scaled_values,
-    code_mask,
-    top_bit_select,
+    shared_level_codes,
+    shared_scaled_values,
 )
 from .unit import DecoderUnit, EncoderUnit
 
@@ -22,10 +18,11 @@ class FixedEncoder(EncoderUnit):
     stochastically with the section-5 draws when the frame's ``stochastic``
     flag is set. Codes are ``c mod 2**q`` in the low bits.
 
-    Latency: ``ENCODE_LATENCY + 1`` = 12 cycles (7 in the multiplier, 2 to
-    decompose the product, 2 to round and saturate, 1 to form the code; the
-    random draws, 8 cycles, wait one cycle for the product's fraction), in
-    both rounding modes. Throughput: one beat per cycle. Backpressure: the
+    Latency: ``ENCODE_LATENCY + 1`` = 14 cycles (2 waiting for the random
+    draws, 7 in the multiplier, 2 to decompose the product, 2 to round and
+    saturate, 1 to form the code), in both rounding modes. In a bank with
+    ``qsgd`` the two share everything but the code's form (one register takes
+    the beat's codec's code). Throughput: one beat per cycle. Backpressure: the
     whole pipeline holds (see
     :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
@@ -33,12 +30,8 @@ class FixedEncoder(EncoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        codes = []
-        for e, (level, negative, mask, _) in enumerate(build_levels(m, stager, payload, "fx")):
-            code = Mux(negative, -level, level)[:16] & mask
-            codes.append(stager.reg(code, name=f"code{e}"))
-        return codes
+    def datapath(cls, m, stager, payload, shared=None):
+        return shared_level_codes(m, stager, payload, shared, qsgd=False)
 
 
 class FixedDecoder(DecoderUnit):
@@ -52,10 +45,5 @@ class FixedDecoder(DecoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        def magnitude_sign(code, param):
-            mask = code_mask(param)
-            negative = (code & top_bit_select(param)).any()
-            # |c| of a negative code is 2**q - code = (-code) mod 2**q
-            return code & mask, (-code)[:16] & mask, negative
-        return build_scaled_values(m, stager, payload, "fx", magnitude_sign)
+    def datapath(cls, m, stager, payload, shared=None):
+        return shared_scaled_values(m, stager, payload, shared, qsgd=False)

@@ -24,11 +24,12 @@ class Fp16Encoder(EncoderUnit):
     beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
+    WAITS_AT_INPUT = True
     LATENCY = 3
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -98,11 +99,12 @@ class Fp16Decoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         elements = []
         for e in range(ELEMENTS_PER_BEAT):
             h = payload.codes[e]

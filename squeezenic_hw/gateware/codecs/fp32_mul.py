@@ -152,6 +152,15 @@ class Fp32Multiplier(wiring.Component):
     See the module docstring for the semantics and the algorithm (steps 1-15).
     One multiplication per enabled cycle; a DSP48-style shared clock enable.
 
+    Parameters
+    ----------
+    a_subnormal : bool
+        ``False`` for a caller whose ``a`` is never subnormal (zero, normal, inf or
+        NaN: an integer made exact, as the decoders' codes): ``a``'s leading-zero
+        count and normalising shift are left out (its significand is ``1.f``, and
+        ``e = 0`` means zero). Subnormal operands on ``a`` then give wrong results.
+        Default ``True``: every operand.
+
     Attributes
     ----------
     LATENCY : int
@@ -213,7 +222,10 @@ class Fp32Multiplier(wiring.Component):
 
     LATENCY = 7
 
-    def __init__(self):
+    def __init__(self, *, a_subnormal=True):
+        if not isinstance(a_subnormal, bool):
+            raise ValueError(f"a_subnormal must be a bool, got {a_subnormal!r}")
+        self._a_subnormal = a_subnormal
         super().__init__({
             "a": In(32),
             "b": In(32),
@@ -242,20 +254,23 @@ class Fp32Multiplier(wiring.Component):
             return c
 
         # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
-        def unpack(x):
+        def unpack(x, subnormal):
             e = x[23:31]
             f = x[:23]
-            first, counts = _leading_groups(f)
-            return {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "first": first,
-                    "counts": counts, "e": e}
+            fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "e": e}
+            if subnormal:
+                fields["first"], fields["counts"] = _leading_groups(f)
+            else:
+                fields["f_zero"] = f == 0
+            return fields
 
-        ua = unpack(self.a)
-        ub = unpack(self.b)
+        ua = unpack(self.a, self._a_subnormal)
+        ub = unpack(self.b, True)
         esum_e = ua["e"] + ub["e"]
 
         s1_sign = reg(self.a[31] ^ self.b[31], "s1_sign")
-        s1_op = [{key: reg(u[key], f"s1_{key}_{tag}")
-                  for key in ("f", "e_max", "e_zero", "first", "counts")}
+        s1_op = [{key: reg(value, f"s1_{key}_{tag}")
+                  for key, value in u.items() if key != "e"}
                  for u, tag in ((ua, "a"), (ub, "b"))]
         s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase
         s1_base1 = reg(esum_e - 126, "s1_base1", signed(10))    # ebase + 1
@@ -264,6 +279,11 @@ class Fp32Multiplier(wiring.Component):
         # ---- stage 2: leading-zero count, normalising shift (4)
         s2_m, s2_lz = [], []
         for op, tag in zip(s1_op, "ab", strict=True):
+            if "first" not in op:
+                # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
+                s2_m.append(reg(Cat(op["f"], Const(1, 1)), f"s2_m{tag}", unsigned(24)))
+                s2_lz.append(Const(0, 5))
+                continue
             shifted, lz = _normalised(op["f"], op["first"], op["counts"])
             # subnormal: f << (lz + 1), the leading one of f at bit 23; normal: 1.f
             s2_m.append(reg(Mux(op["e_zero"], Cat(Const(0, 1), shifted),
@@ -277,7 +297,8 @@ class Fp32Multiplier(wiring.Component):
         # last (the padding's) and that one is its fourth bit.
         classes = []
         for op in s1_op:
-            f_zero = op["first"][5] & (op["counts"][10:12] == 3)
+            f_zero = (op["f_zero"] if "f_zero" in op
+                      else op["first"][5] & (op["counts"][10:12] == 3))
             classes.append((op["e_max"] & ~f_zero, op["e_max"] & f_zero, op["e_zero"] & f_zero))
         (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = classes
         nan2 = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)

@@ -26,12 +26,18 @@ with a constant: no shifter or adder on the parameter's path.
 
 from amaranth import Cat, Const, Mux, Signal
 
-from .counter_rng import CounterRng
+from squeezenic_hw.spec.codecs import codec_info
+
+from .counter_rng import CounterRng, beat_draws
 from .fp32_mul import Fp32Multiplier
 from .unit import delay_into_flipflop
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
+           "shared_levels", "shared_level_codes", "shared_scaled_values", "magnitude_sign",
            "code_mask", "max_level", "top_bit_select", "int_to_fp32"]
+
+_FIXED_ID = codec_info("fixed").id
+_QSGD_ID = codec_info("qsgd").id
 
 # Encoder stages after the product: two to decompose y, two to round and saturate.
 _DECOMPOSE = 2
@@ -64,20 +70,53 @@ def top_bit_select(param):
     return Cat(Const(0), param <= 2, *(param == k + 1 for k in range(2, 15)), param >= 16)
 
 
-def build_levels(m, stager, payload, name):
+def shared_levels(m, stager, payload, shared):
+    """:func:`build_levels` once per pipeline: ``fixed`` and ``qsgd`` differ only in how
+    they form a code from the level, so in a bank (``shared``, a
+    :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath, its 16
+    multipliers and the bank's one random generator serve both, the frame's parameters
+    taken from each beat. Without ``shared``: a datapath of the caller's own."""
+    def build():
+        return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared))
+    return build() if shared is None else shared.get("levels", build)
+
+
+def shared_level_codes(m, stager, payload, shared, qsgd):
+    """The 16 codes of a ``fixed`` (``qsgd`` False) or ``qsgd`` encoder, registers
+    ``ENCODE_LATENCY + 1`` enabled cycles after the input beat, from
+    :func:`shared_levels`. In a bank with both, one register per element takes the
+    beat's codec's code (the two codes differ only in this last stage).
+
+    ``fixed``: ``c mod 2**q``, ``c = ±level``. ``qsgd``: the level, with bit ``b - 1``
+    the sign of x when the level is not 0."""
+    levels = shared_levels(m, stager, payload, shared)
+
+    def form(is_qsgd, name):
+        codes = []
+        for e, (level, negative, mask, top_bit) in enumerate(levels):
+            fixed = Mux(negative, -level, level)[:16] & mask
+            qsgd_code = (level | Mux(negative & (level != 0), top_bit, 0))[:16]
+            code = (qsgd_code if is_qsgd else fixed) if isinstance(is_qsgd, bool) else \
+                Mux(is_qsgd, qsgd_code, fixed)
+            codes.append(stager.reg(code, name=f"{name}_code{e}"))
+        return codes
+
+    if shared is None or not {_FIXED_ID, _QSGD_ID} <= shared.codecs:
+        return form(qsgd, "qs" if qsgd else "fx")
+    return shared.get("level_codes", lambda: form(
+        stager.delay(payload.meta.codec == _QSGD_ID, ENCODE_LATENCY, name="is_qsgd"), "lv"))
+
+
+def build_levels(m, stager, payload, name, draws):
     """Build the encoder datapath; return per element ``(level, negative, mask, top)``.
 
+    ``draws`` are the beat's random draws, ``CounterRng.LATENCY`` enabled cycles after
+    the input beat (:func:`~squeezenic_hw.gateware.codecs.counter_rng.beat_draws`).
     ``level`` (16 bits), ``negative`` (the sign bit of x) and, for the frame's
     codec parameter, ``mask`` (:func:`code_mask`) and ``top``
     (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
     after the input beat, leaving the codec one stage to form its code.
     """
-    rng = m.submodules[f"{name}_rng"] = CounterRng()
-    m.d.comb += [
-        rng.seed.eq(payload.params.seed),
-        rng.offset.eq(payload.offset),
-        rng.en.eq(stager.enable),
-    ]
     # Stages (counted in enabled cycles from the input beat; _X_DELAY = 2 and
     # _U_DELAY = 0 with today's latencies, CounterRng 11 and Fp32Multiplier 7):
     #   0..X        x waits (_X_DELAY)
@@ -105,7 +144,7 @@ def build_levels(m, stager, payload, name):
             mul.en.eq(stager.enable),
         ]
         integer, frac, sticky, zero, saturate = _decompose(m, stager, mul.p, e)
-        u = stager.delay(rng.u[e], _U_DELAY, name=f"u{e}")
+        u = stager.delay(draws[e], _U_DELAY, name=f"u{e}")
         # round-up decision
         up = Signal(name=f"up{e}")
         m.d.comb += up.eq(Mux(
@@ -180,6 +219,43 @@ def int_to_fp32(stager, magnitude, negative, name):
     return stager.reg(Cat(Const(0, 8), body, negative), name=f"{name}_f32")
 
 
+def magnitude_sign(code, param, qsgd):
+    """A ``fixed`` or ``qsgd`` code's ``(positive, negated, negative)`` for
+    :func:`build_scaled_values` (16 bits each, combinational).
+
+    ``fixed``: the q-bit two's complement code; ``|c|`` is ``code & mask``, or
+    ``(-code) mod 2**q`` when negative. ``qsgd``: the level is the ``b - 1`` low bits,
+    either way. The sign is bit ``p - 1`` for both. ``qsgd`` is a Python bool (one
+    codec) or a 1-bit value (chosen per beat: the masks and the candidate select).
+    """
+    mask = code_mask(param)
+    level_mask = max_level(param)
+    negative = (code & top_bit_select(param)).any()
+    if isinstance(qsgd, bool):
+        if qsgd:
+            level = code & level_mask
+            return level, level, negative
+        return code & mask, (-code)[:16] & mask, negative
+    level = code & level_mask
+    return (code & Mux(qsgd, level_mask, mask), Mux(qsgd, level, (-code)[:16] & mask),
+            negative)
+
+
+def shared_scaled_values(m, stager, payload, shared, qsgd):
+    """:func:`build_scaled_values` of a ``fixed`` (``qsgd`` False) or ``qsgd`` decoder.
+    In a bank with both (``shared``, a
+    :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath and its 16
+    multipliers serve both, the code's reading chosen by the beat's ``meta.codec``."""
+    if shared is None or not {_FIXED_ID, _QSGD_ID} <= shared.codecs:
+        return build_scaled_values(m, stager, payload, "qs" if qsgd else "fx",
+                                   lambda code, param: magnitude_sign(code, param, qsgd))
+    def build():
+        is_qsgd = payload.meta.codec == _QSGD_ID
+        return build_scaled_values(m, stager, payload, "sc",
+                                   lambda code, param: magnitude_sign(code, param, is_qsgd))
+    return shared.get("scaled", build)
+
+
 def build_scaled_values(m, stager, payload, name, magnitude_sign):
     """Decoder datapath: per element ``magnitude_sign(code, param) -> (positive,
     negated, negative)`` (combinational, 16 bits each: the code's magnitude is
@@ -199,7 +275,8 @@ def build_scaled_values(m, stager, payload, name, magnitude_sign):
         negated = stager.reg(negated, name=f"c{e}_negated")
         negative = stager.reg(negative, name=f"c{e}_neg")
         value = int_to_fp32(stager, Mux(negative, negated, positive), negative, f"c{e}")
-        mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier()
+        # an exact integer: never subnormal, so no normalising shift on that operand
+        mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier(a_subnormal=False)
         m.d.comb += [mul.a.eq(value), mul.b.eq(aux), mul.en.eq(stager.enable)]
         out.append(mul.p)
     return out

@@ -12,7 +12,7 @@ from amaranth import Cat, Const, Mux
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 
-from .counter_rng import CounterRng
+from .counter_rng import CounterRng, beat_draws
 from .unit import DecoderUnit, EncoderUnit
 
 __all__ = ["NaturalEncoder", "NaturalDecoder"]
@@ -28,19 +28,16 @@ class NaturalEncoder(EncoderUnit):
     """
     LATENCY = CounterRng.LATENCY + 1
     CODE_WIDTH = 9
+    # the elements as the draws come: from a bank's delay line, when it has one
+    INPUT_TAPS = (CounterRng.LATENCY,)
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        # The generator registers on the pipeline's enable, so its draws stay
-        # lined up with the delayed elements through stalls and bubbles.
-        m.submodules.rng = rng = CounterRng()
-        m.d.comb += [
-            rng.seed.eq(payload.params.seed),
-            rng.offset.eq(payload.offset),
-            rng.en.eq(stager.enable),
-        ]
+    def datapath(cls, m, stager, payload, shared=None):
+        # the bank's one generator serves every stochastic codec
+        draws = beat_draws(m, stager, payload, shared)
         stochastic = stager.delay(payload.params.stochastic, CounterRng.LATENCY,
                                   name="stochastic")
+        line = shared.find("input_line") if shared is not None else None
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
@@ -49,11 +46,15 @@ class NaturalEncoder(EncoderUnit):
             # here, and 254 + 1 = 255 is ±inf) and exp, with 255 (inf, NaN) kept.
             bumped = stager.reg(Mux(exp == 255, 255, exp + 1)[:8], name=f"bumped{e}")
             bumped = stager.delay(bumped, CounterRng.LATENCY - 1, name=f"bumped{e}")
-            kept = stager.delay(Cat(exp, sign), CounterRng.LATENCY, name=f"kept{e}")
-            man = stager.delay(man, CounterRng.LATENCY, name=f"man{e}")
+            if line is not None:
+                late = line[CounterRng.LATENCY].elements[e]
+                kept, man = Cat(late[23:31], late[31]), late[:23]
+            else:
+                kept = stager.delay(Cat(exp, sign), CounterRng.LATENCY, name=f"kept{e}")
+                man = stager.delay(man, CounterRng.LATENCY, name=f"man{e}")
             # u < m * 2**9 compares u's top 23 bits with m (the low 9 bits of m * 2**9
             # are zero)
-            up = Mux(stochastic, rng.u[e][9:] < man, man[22])
+            up = Mux(stochastic, draws[e][9:] < man, man[22])
             code = Cat(Mux(up, bumped, kept[:8]), kept[8])
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
@@ -64,11 +65,12 @@ class NaturalDecoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 9
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(Cat(Const(0, 23), payload.codes[e][0:8], payload.codes[e][8]),
                            name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -1,14 +1,10 @@
 """Codec 4, ``qsgd``: sign-magnitude levels of b = 2…16 bits (QSGD, TernGrad)."""
 
-from amaranth import Mux
-
 from .levels import (
     DECODE_LATENCY,
     ENCODE_LATENCY,
-    build_levels,
-    build_scaled_values,
-    max_level,
-    top_bit_select,
+    shared_level_codes,
+    shared_scaled_values,
 )
 from .unit import DecoderUnit, EncoderUnit
 
@@ -19,7 +15,7 @@ class QsgdEncoder(EncoderUnit):
     """``qsgd`` encoder: level ``L = min(R(fl32(|x|·scale)), 2**(b-1) - 1)``; the
     code is ``L`` with bit ``b-1`` = sign of x when ``L > 0``.
 
-    Latency: ``ENCODE_LATENCY + 1`` = 12 cycles in both rounding modes (as
+    Latency: ``ENCODE_LATENCY + 1`` = 14 cycles in both rounding modes (as
     :class:`~squeezenic_hw.gateware.codecs.fixed.FixedEncoder`). Throughput:
     one beat per cycle. Backpressure: the pipeline holds.
     """
@@ -27,12 +23,8 @@ class QsgdEncoder(EncoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        codes = []
-        for e, (level, negative, _, top_bit) in enumerate(build_levels(m, stager, payload, "qs")):
-            sign = Mux(negative & (level != 0), top_bit, 0)
-            codes.append(stager.reg((level | sign)[:16], name=f"code{e}"))
-        return codes
+    def datapath(cls, m, stager, payload, shared=None):
+        return shared_level_codes(m, stager, payload, shared, qsgd=True)
 
 
 class QsgdDecoder(DecoderUnit):
@@ -46,8 +38,5 @@ class QsgdDecoder(DecoderUnit):
     CODE_WIDTH = 16
 
     @classmethod
-    def datapath(cls, m, stager, payload):
-        def magnitude_sign(code, param):
-            level = code & max_level(param)
-            return level, level, (code & top_bit_select(param)).any()
-        return build_scaled_values(m, stager, payload, "qs", magnitude_sign)
+    def datapath(cls, m, stager, payload, shared=None):
+        return shared_scaled_values(m, stager, payload, shared, qsgd=True)

@@ -13,11 +13,12 @@ class RawEncoder(EncoderUnit):
     Latency 1 cycle; one beat per cycle; holds under backpressure
     (see :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 32
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(payload.elements[e]) for e in range(ELEMENTS_PER_BEAT)]
 
 
@@ -26,9 +27,10 @@ class RawDecoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 32
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(payload.codes[e]) for e in range(ELEMENTS_PER_BEAT)]

@@ -24,7 +24,7 @@ class SignEncoder(EncoderUnit):
     CODE_WIDTH = 1
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         return [stager.reg(payload.elements[e][31], name=f"code{e}")
                 for e in range(ELEMENTS_PER_BEAT)]
 
@@ -34,11 +34,12 @@ class SignDecoder(DecoderUnit):
 
     Latency 1 cycle; one beat per cycle; holds under backpressure.
     """
+    WAITS_AT_INPUT = True
     LATENCY = 1
     CODE_WIDTH = 1
 
     @classmethod
-    def datapath(cls, m, stager, payload):
+    def datapath(cls, m, stager, payload, shared=None):
         scale, aux = payload.params.scale, payload.params.aux
         return [stager.reg(Mux(payload.codes[e][0], aux, scale), name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -18,7 +18,7 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.gateware.common.stream import Stager
 
 __all__ = [
-    "CodecParams", "delay_into_flipflop",
+    "CodecParams", "SharedParts", "delay_into_flipflop", "delay_taps",
     "encoder_input_layout", "encoder_output_layout",
     "decoder_input_layout", "decoder_output_layout",
     "PipelinedBeatUnit",
@@ -105,13 +105,67 @@ def delay_into_flipflop(m, stager, value, cycles, *, name):
     return value
 
 
+def delay_taps(m, stager, value, taps, *, name):
+    """``value`` delayed by each of ``taps`` (enabled cycles of ``stager``, each ≥ 1) on
+    one delay line; returns ``{tap: delayed value}``. Every tap is a flip-flop: as in
+    :func:`delay_into_flipflop`, a ``keep`` on the register two before the first tap
+    ends the shift register there (the registers after it stay flip-flops)."""
+    taps = sorted(set(taps))
+    keep_at = taps[0] - 2 if taps[0] >= 3 else None
+    out = {}
+    for k in range(1, taps[-1] + 1):
+        if k == keep_at:
+            r = Signal(Signal.like(value).shape(), name=f"{name}_d{k}", reset_less=True,
+                       attrs={"keep": 1})
+            with m.If(stager.enable):
+                m.d.sync += r.eq(value)
+            value = r
+        else:
+            value = stager.reg(value, name=f"{name}_d{k}")
+        if k in taps:
+            out[k] = value
+    return out
+
+
+class SharedParts:
+    """Datapath parts that the codecs of one pipeline share, each built once, on first use.
+
+    A bank builds every codec's datapath inside one pipeline, and a beat is of one codec:
+    where two codecs need the same part at the same stage (the random draws of every
+    stochastic codec; the fp32 multipliers of ``fixed`` and ``qsgd``), the one built first
+    serves them all, its per-codec inputs chosen by the beat's ``meta.codec``.
+
+    Parameters
+    ----------
+    codecs : iterable of int
+        Ids of the codecs built into the pipeline (a part serving several codecs chooses
+        among these only).
+    """
+
+    def __init__(self, codecs):
+        self.codecs = frozenset(codecs)
+        self._parts = {}
+
+    def get(self, key, build):
+        """The part named ``key``, from ``build()`` (no arguments) the first time."""
+        if key not in self._parts:
+            self._parts[key] = build()
+        return self._parts[key]
+
+    def find(self, key):
+        """The part named ``key`` if it was built, else ``None``."""
+        return self._parts.get(key)
+
+
 class PipelinedBeatUnit(wiring.Component):
     """Base class: a fixed-latency, fully pipelined beat transformer.
 
     Subclasses set ``LATENCY`` (cycles, at least 1) and implement
-    ``datapath(m, stager, payload)``, which must return the output payload's
-    data field (``codes`` or ``elements``) registered exactly ``LATENCY`` times
-    through ``stager.reg``. The base carries ``valid`` and ``meta`` alongside,
+    ``datapath(m, stager, payload, shared=None)``, which must return the output
+    payload's data field (``codes`` or ``elements``) registered exactly
+    ``LATENCY`` times through ``stager.reg``; ``shared`` is the
+    :class:`SharedParts` of the pipeline the datapath is built into (a bank),
+    or ``None`` for a unit on its own. The base carries ``valid`` and ``meta`` alongside,
     zeroes invalid elements (an AND behind the last register; a subclass whose
     datapath zeroes them itself, before its last register, sets
     ``_ZEROES_INVALID``), and does the stream handshake.
@@ -124,6 +178,13 @@ class PipelinedBeatUnit(wiring.Component):
     """
 
     LATENCY = None
+    #: In a bank, a unit shorter than the bank waits at its input (on the bank's one
+    #: delay line of its input) rather than at its results: for units whose results are
+    #: as wide as their input or wider.
+    WAITS_AT_INPUT = False
+    #: Delays of its input (enabled cycles) that the unit takes from the bank's delay
+    #: line when the bank has one (``SharedParts.find("input_line")``, ``{tap: payload}``).
+    INPUT_TAPS = ()
     _OUT_FIELD = None        # "codes" (encoders) or "elements" (decoders)
     _ZEROES_INVALID = False  # the datapath's results are already zero where invalid
 
@@ -139,7 +200,7 @@ class PipelinedBeatUnit(wiring.Component):
     def latency(self):
         return self.LATENCY
 
-    def datapath(self, m, stager, payload):  # pragma: no cover - abstract
+    def datapath(self, m, stager, payload, shared=None):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def elaborate(self, platform):

@@ -123,6 +123,20 @@ def test_banks_with_fixed_and_qsgd():
     _check(dec, beats, expected, "elements", idle=0.3, backpressure=0.3, seed=7)
 
 
+@pytest.mark.parametrize("encoder", [True, False], ids=["encoder", "decoder"])
+def test_all_codecs_mixed(encoder):
+    """Codecs 0-6 beat by beat: fixed and qsgd share their multipliers, and every
+    stochastic codec (fixed, qsgd, natural) the bank's one random generator; each
+    beat's draws and parameters stay its own."""
+    codecs = ["raw", "fp16", "bf16", "fixed", "qsgd", "sign", "natural"]
+    rng = np.random.default_rng([8, int(encoder)])
+    dut = (EncoderBank if encoder else DecoderBank)(codecs, meta_shape=unsigned(4))
+    assert dut.latency == (15 if encoder else 11)
+    beats, expected = _beats(rng, codecs, 60, encoder=encoder)
+    _check(dut, beats, expected, "codes" if encoder else "elements", idle=0.3,
+           backpressure=0.3, seed=9)
+
+
 def test_bank_rejects_bad_codecs():
     with pytest.raises(ValueError, match="codecs"):
         EncoderBank([])

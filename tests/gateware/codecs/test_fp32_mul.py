@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Fp32Multiplier and fp32_mul_model against numpy float32 multiplication."""
 
 import random
@@ -235,11 +236,11 @@ def test_model_random_sweep_slow():
 
 # ---------------------------------------------------------------------------- gateware
 
-def simulate(a, b, *, stall=0.3, seed=0):
+def simulate(a, b, *, stall=0.3, seed=0, a_subnormal=True):
     """Feed pair i on the i-th enabled cycle with random stalls (garbage on a/b
     while en = 0); return p after the LATENCY-th enabled edge counted from
     each pair's sampling edge. Checks p holds over every disabled cycle."""
-    dut = Fp32Multiplier()
+    dut = Fp32Multiplier(a_subnormal=a_subnormal)
     a = [int(x) for x in a]
     b = [int(x) for x in b]
     n = len(a)
@@ -306,6 +307,25 @@ def test_gateware_random_and_interesting():
     stats = check_gateware(np.concatenate([ra, ia]), np.concatenate([rb, ib]), seed=2)
     print(f"\n{stats['cycles']} cycles in {stats['seconds']:.1f} s "
           f"({stats['cycles'] / stats['seconds']:.0f} cycles/s)")
+
+
+def test_gateware_without_subnormal_a():
+    """``a_subnormal=False``: every ``a`` that is not subnormal (zero, normal, inf, NaN),
+    against every kind of ``b`` (subnormals included), edge values and random ones."""
+    rng = np.random.default_rng(7)
+    ea, eb = edge_pairs()
+    ra, rb = random_pairs(rng, 4000)
+    ia, ib = interesting_pairs(rng, 8000)
+    a = np.concatenate([ea, ra, ia])
+    b = np.concatenate([eb, rb, ib])
+    keep = ((a >> 23) & 0xFF != 0) | (a & 0x7FFFFF == 0)
+    assert keep.sum() > 5000 and (~keep).sum() > 100   # subnormal a's were left out
+    check_gateware(a[keep], b[keep], seed=3, a_subnormal=False)
+
+
+def test_rejects_bad_a_subnormal():
+    with pytest.raises(ValueError, match="a_subnormal"):
+        Fp32Multiplier(a_subnormal=1)
 
 
 def test_gateware_holds_when_disabled():
