@@ -42,7 +42,7 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
-from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
@@ -108,9 +108,9 @@ def generator_lane_options(codecs):
     (``"fixed:8"`` → 8; None when a parametrised codec is named without a width or
     with two widths, or none is parametrised).
 
-    Not passed yet: :func:`generator_tx_lane` adds ``**generator_lane_options(codecs)``
-    to its ``TxLane`` once the lane takes them. With them, the generators must be run
-    with one of these codecs (and that width): the lane no longer checks.
+    With them the generators must be run with one of these codecs (and that width):
+    the lane does not check its frames. ``threshold`` needs the classifier (its keep
+    mask), so a set with it is not trusted.
     """
     if isinstance(codecs, (str, int)):
         codecs = [codecs]
@@ -121,6 +121,9 @@ def generator_lane_options(codecs):
         if info.param_range and not info.variable:
             widths.add(int(param) if param else None)
     code_bits = widths.pop() if len(widths) == 1 else None
+    if any(str(spec).strip().partition(":")[0] in ("threshold", str(THRESHOLD_ID))
+           for spec in codecs or ()):
+        return {"trusted": False, "code_bits": None}
     return {"trusted": True, "code_bits": code_bits}
 
 
@@ -128,13 +131,12 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
-    build by default). Today this is the general :class:`~.tx_lane.TxLane` with only
-    those codecs built in; the options that make a lean lane for a trusted on-chip
-    source (one codec at its build-time width, no classifier or bypass path,
-    :func:`generator_lane_options`) are to be passed here, and only here.
+    build by default). The lane is built for a trusted on-chip source: only those
+    codecs, one width where the codec has a build-time width, no classifier or bypass
+    path (:func:`generator_lane_options`).
     """
     return TxLane(codecs=lane_codec_names(codecs), mtu=mtu, port=port,
-                  idle_timeout=idle_timeout)
+                  idle_timeout=idle_timeout, **generator_lane_options(codecs))
 
 
 def _generator_lane_signature(n_tx_counters_layout):

@@ -32,11 +32,18 @@ class FrameMerger(wiring.Component):
     * ``built = 0``: beats of ``bypass`` are forwarded unchanged up to and
       including the one with ``last``; the token's other fields are ignored.
 
+    Parameters
+    ----------
+    bypass : bool
+        Build the ``bypass`` input (default). Without it every token must be a built
+        frame (``built = 1``; the bit is then ignored): for a lane whose source never
+        sends a frame to bypass.
+
     Attributes
     ----------
     tokens : In(stream.Signature(FrameToken))
     bypass : In(axis_signature())
-        Whole bypassed frames, one per ``built = 0`` token.
+        Whole bypassed frames, one per ``built = 0`` token (only with ``bypass=True``).
     payload : In(stream.Signature(unsigned(512)))
         Payload beats of built frames, back to back, in token order.
     o : Out(axis_signature())
@@ -71,10 +78,16 @@ class FrameMerger(wiring.Component):
     (561 bits), a 10-bit beat counter, the 64-bit last ``tkeep`` and six state bits.
     """
 
-    tokens: In(stream.Signature(FrameToken))
-    bypass: In(axis_signature())
-    payload: In(stream.Signature(unsigned(512)))
-    o: Out(axis_signature())
+    def __init__(self, *, bypass=True):
+        if not isinstance(bypass, bool):
+            raise ValueError(f"bypass must be a bool, got {bypass!r}")
+        self._bypass = bypass
+        super().__init__({
+            "tokens": In(stream.Signature(FrameToken)),
+            **({"bypass": In(axis_signature())} if bypass else {}),
+            "payload": In(stream.Signature(unsigned(512))),
+            "o": Out(axis_signature()),
+        })
 
     @property
     def latency(self):
@@ -90,6 +103,11 @@ class FrameMerger(wiring.Component):
         send_header = Signal()     # built frame: the header beat (from the token)
         send_payload = Signal()    # built frame: a payload beat
         send_bypass = Signal()     # bypassed frame: a beat of ``bypass``
+        if self._bypass:
+            bypass = self.bypass
+        else:
+            # no bypass input: a stream that never offers a beat, and no bypassed frames
+            bypass = stream.Signature(AxisBeat).create()
         header_end = Signal()      # send_header, and the header is the frame's last beat
         payload_end = Signal()     # send_payload, and this payload beat is the last
         remaining = Signal(10)     # built frame: payload beats still to send
@@ -105,24 +123,24 @@ class FrameMerger(wiring.Component):
         beat_valid = Signal()
         m.d.comb += [
             beat_valid.eq(send_header | (send_payload & self.payload.valid)
-                          | (send_bypass & self.bypass.valid)),
-            beat.data.eq(Mux(send_bypass, self.bypass.payload.data,
+                          | (send_bypass & bypass.valid)),
+            beat.data.eq(Mux(send_bypass, bypass.payload.data,
                              Mux(send_header, tok.header, self.payload.payload))),
-            beat.keep.eq(Mux(send_bypass, self.bypass.payload.keep,
+            beat.keep.eq(Mux(send_bypass, bypass.payload.keep,
                              Mux(built_last, keep_last, _ALL_KEEP))),
-            beat.last.eq(Mux(send_bypass, self.bypass.payload.last, built_last)),
-            beat.size.eq(Mux(send_bypass, self.bypass.payload.size, tok.size)),
-            beat.src.eq(Mux(send_bypass, self.bypass.payload.src, tok.src)),
-            beat.dst.eq(Mux(send_bypass, self.bypass.payload.dst, tok.dst)),
+            beat.last.eq(Mux(send_bypass, bypass.payload.last, built_last)),
+            beat.size.eq(Mux(send_bypass, bypass.payload.size, tok.size)),
+            beat.src.eq(Mux(send_bypass, bypass.payload.src, tok.src)),
+            beat.dst.eq(Mux(send_bypass, bypass.payload.dst, tok.dst)),
             self.payload.ready.eq(send_payload & enable),
-            self.bypass.ready.eq(send_bypass & enable),
+            bypass.ready.eq(send_bypass & enable),
         ]
 
         # the frame's last beat goes out this cycle
         ending = Signal()
         m.d.comb += ending.eq(enable & (header_end | (payload_end & self.payload.valid)
-                                        | (send_bypass & self.bypass.valid
-                                           & self.bypass.payload.last)))
+                                        | (send_bypass & bypass.valid
+                                           & bypass.payload.last)))
         # the next token comes in with the last beat of the current frame: no bubble
         m.d.comb += self.tokens.ready.eq(idle | ending)
 
@@ -157,10 +175,10 @@ class FrameMerger(wiring.Component):
             m.d.sync += [
                 tok.eq(new),
                 idle.eq(0),
-                send_header.eq(new.built),
+                send_header.eq(new.built if self._bypass else 1),
                 send_payload.eq(0),
-                send_bypass.eq(~new.built),
-                header_end.eq(new.built & (payload_beats == 0)),
+                send_bypass.eq(~new.built if self._bypass else 0),
+                header_end.eq((new.built if self._bypass else 1) & (payload_beats == 0)),
                 payload_end.eq(0),
                 remaining.eq(payload_beats),
                 keep_last.eq(Const(_ALL_KEEP, DATA_BYTES) >> ~size_m1[:6]),

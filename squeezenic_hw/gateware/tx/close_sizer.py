@@ -29,6 +29,14 @@ __all__ = ["TxCloseSizer"]
 class TxCloseSizer(wiring.Component):
     """Header requests for the TX lane's output frames (see the module docstring).
 
+    Parameters
+    ----------
+    width : int or None
+        The one code width built in, when there is one: ``n·b`` is then a constant
+        product (no multiplier); ``None``: each record's ``width``.
+    sparse : bool
+        ``threshold`` is built in (its layout choice and size); default ``True``.
+
     Attributes
     ----------
     i : In(stream.Signature(close_record_layout()))
@@ -47,7 +55,12 @@ class TxCloseSizer(wiring.Component):
 
     LATENCY = 5
 
-    def __init__(self):
+    def __init__(self, *, width=None, sparse=True):
+        if width is not None and (isinstance(width, bool) or not isinstance(width, int)
+                                  or not 1 <= width <= 32):
+            raise ValueError(f"width must be None or an int 1..32, got {width!r}")
+        self._width = width
+        self._sparse = bool(sparse)
         super().__init__({
             "i": In(stream.Signature(close_record_layout())),
             "o": Out(stream.Signature(header_request_layout(token_tag_layout()))),
@@ -145,13 +158,18 @@ class TxCloseSizer(wiring.Component):
             "sparse": rec.sparse}.items()}
 
         # ---- stages 2 and 3: n·b (registered twice: a DSP48E2's MREG and PREG) ---------
-        bits = st.reg(s1["n"] * s1["width"], name="s2_bits")
-        layout = st.reg(index_layout_shorter(s1["n"], s1["k"]), name="s2_index")
+        # one code width built in: n·b is a constant product (no multiplier)
+        b = s1["width"] if self._width is None else self._width
+        bits = st.reg(s1["n"] * b, name="s2_bits")
+        # the threshold layout choice (only with threshold built in)
+        layout = (st.reg(index_layout_shorter(s1["n"], s1["k"]), name="s2_index")
+                  if self._sparse else Const(0, 1))
         s2 = {name: st.reg(value, name=f"s2_{name}") for name, value in s1.items()}
         s3_valid = st.reg(st.reg(s1_valid, name="s2_valid", reset_less=False),
                           name="s3_valid", reset_less=False)
         bits = st.reg(bits, name="s3_bits")
-        layout = st.reg(layout, name="s3_index")
+        if self._sparse:
+            layout = st.reg(layout, name="s3_index")
         s3 = {name: st.reg(value, name=f"s3_{name}") for name, value in s2.items()}
 
         # ---- stage 4: the size and the request -----------------------------------------
@@ -159,12 +177,12 @@ class TxCloseSizer(wiring.Component):
         sparse_size = HEADER_LEN + (k3 << 2) + Mux(layout, k3 << 1, (n3 + 7) >> 3)
         size = Signal(16)
         m.d.comb += size.eq(Mux(s3["built"],
-                                Mux(s3["sparse"], sparse_size,
+                                Mux(s3["sparse"] if self._sparse else 0, sparse_size,
                                     (bits + 7 + 8 * HEADER_LEN) >> 3),
                                 s3["size"]))
         hdr = s3["template"]
         p0, plen = HDR.PARAM
-        template = Mux(s3["sparse"],
+        template = Mux(s3["sparse"] if self._sparse else 0,
                        Cat(hdr[:8 * p0], layout, Const(0, 7), hdr[8 * (p0 + plen):]), hdr)
         stochastic = field_le(hdr, *HDR.FLAGS)[FLAG_STOCHASTIC.bit_length() - 1]
         req = Signal.like(self.o.payload)

@@ -201,6 +201,9 @@ class TxCoalescer(wiring.Component):
         ``threshold`` is built in.
     idle_timeout : int or None
         Initial value of ``cfg_idle_timeout`` (0 or ``None``: never).
+    cap : int or None
+        With one code width built in, its wire-frame capacity: a constant in place of
+        the beats' ``cap`` (``None``: read from each header beat).
 
     Attributes
     ----------
@@ -229,7 +232,11 @@ class TxCoalescer(wiring.Component):
     registers and those readies. Nothing is dropped.
     """
 
-    def __init__(self, *, mtu, sparse, idle_timeout=None):
+    def __init__(self, *, mtu, sparse, idle_timeout=None, cap=None):
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                                or not 1 <= cap < 2**16):
+            raise ValueError(f"cap must be None or an int 1..65535, got {cap!r}")
+        self._cap = cap
         self._mtu = mtu
         self._sparse = bool(sparse)
         self._budget = mtu - HEADER_LEN
@@ -320,7 +327,8 @@ class TxCoalescer(wiring.Component):
         cur_codec = Signal(3, reset_less=True)
         cur_params = Signal(CodecParams, reset_less=True)
         cur_width = Signal(6, reset_less=True)
-        cur_cap = Signal(16, reset_less=True)
+        cur_cap = Signal(16, reset_less=True) if self._cap is None else Const(self._cap, 16)
+        new_cap = d.cap if self._cap is None else cur_cap
         room = Signal(16)            # dense: elements the open frame (or a new one) can take
         cur_sparse = Signal(reset_less=True)
         cur_flush = Signal(reset_less=True)
@@ -478,9 +486,9 @@ class TxCoalescer(wiring.Component):
                     cur_codec.eq(field_le(hdr, *HDR.CODEC)),
                     *codec_params_of(cur_params, hdr),
                     cur_width.eq(d.width),
-                    cur_cap.eq(d.cap),
+                    *([cur_cap.eq(d.cap)] if self._cap is None else []),
                     # a frame that stays open has this codec, so this capacity
-                    room.eq(Mux(is_open & ~mismatch, room, d.cap)),
+                    room.eq(Mux(is_open & ~mismatch, room, new_cap)),
                     cur_sparse.eq(d.sparse),
                     cur_flush.eq(d.flush),
                 ]

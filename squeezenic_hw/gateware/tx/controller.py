@@ -69,6 +69,14 @@ class TxController(wiring.Component):
         (counted from the cycle after the last beat of the last host frame put in it,
         as the reference counts); ``None``: never. The port ``cfg_idle_timeout`` (init
         this value, 0 = never) sets it at run time.
+    widths : set of int, optional
+        The code widths built for (default: every width of ``codecs``); frames of other
+        widths must not arrive. With one width (e.g. ``sign`` alone) the width and the
+        capacity are constants and ``n·b`` a constant product.
+    trusted : bool
+        The input never holds a frame to bypass (``i.payload.bypass`` is 0 on every
+        beat: a trusted on-chip source behind no classifier). ``bypass`` is then never
+        valid and its skid buffer is left out.
 
     Notes
     -----
@@ -88,7 +96,11 @@ class TxController(wiring.Component):
     LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxJobShaper.LATENCY
     LATENCY_DESC = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxCloseSizer.LATENCY
 
-    def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None):
+    def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None, trusted=False,
+                 widths=None):
+        if not isinstance(trusted, bool):
+            raise ValueError(f"trusted must be a bool, got {trusted!r}")
+        self._trusted = trusted
         if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
             raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "
                              f"got {mtu!r}")
@@ -100,7 +112,18 @@ class TxController(wiring.Component):
         if self._sparse and mtu < SPARSE_MIN_MTU:
             raise ValueError(f"mtu must be at least {SPARSE_MIN_MTU} bytes with threshold "
                              f"built in (16 kept values per wire frame), got {mtu!r}")
-        self._widths = sorted(codec_widths(self._codecs)) or [32]
+        built = codec_widths(self._codecs)
+        if widths is not None:
+            try:
+                widths = set(widths)
+            except TypeError:
+                raise ValueError(f"widths must be None or a set of code widths, "
+                                 f"got {widths!r}") from None
+            if not widths or not widths <= built:
+                raise ValueError(f"widths must be a non-empty subset of the codecs' code "
+                                 f"widths {sorted(built)}, got {sorted(widths)!r}")
+            built = widths
+        self._widths = sorted(built) or [32]
         self._mtu = mtu
         self._idle_timeout = idle_timeout
         super().__init__({
@@ -122,12 +145,15 @@ class TxController(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # one code width (and no threshold): width, capacity and n·b are constants
+        single = self._widths[0] if len(self._widths) == 1 and not self._sparse else None
         m.submodules.prep = prep = TxBeatPrep(capacity=self.capacity, widths=self._widths,
                                               sparse=self._sparse)
-        m.submodules.coalescer = coal = TxCoalescer(mtu=self._mtu, sparse=self._sparse,
-                                                    idle_timeout=self._idle_timeout)
-        m.submodules.shaper = shaper = TxJobShaper()
-        m.submodules.sizer = sizer = TxCloseSizer()
+        m.submodules.coalescer = coal = TxCoalescer(
+            mtu=self._mtu, sparse=self._sparse, idle_timeout=self._idle_timeout,
+            cap=None if single is None else self.capacity(single))
+        m.submodules.shaper = shaper = TxJobShaper(width=single)
+        m.submodules.sizer = sizer = TxCloseSizer(width=single, sparse=self._sparse)
 
         m.submodules.in_skid = in_skid = SkidBuffer(ClassifiedBeat)
         wiring.connect(m, wiring.flipped(self.i), in_skid.i)
@@ -137,7 +163,10 @@ class TxController(wiring.Component):
         # closes two frames costs them a cycle more, which these absorb
         fifo_between(m, "job_fifo", coal.jobs, shaper.i, 4)
         fifo_between(m, "record_fifo", coal.records, sizer.i, 4)
-        skid_between(m, "bypass_skid", coal.bypass, self.bypass)
+        if self._trusted:
+            m.d.comb += [coal.bypass.ready.eq(1), self.bypass.valid.eq(0)]
+        else:
+            skid_between(m, "bypass_skid", coal.bypass, self.bypass)
         wiring.connect(m, shaper.o, wiring.flipped(self.jobs))
         wiring.connect(m, sizer.o, wiring.flipped(self.desc))
 

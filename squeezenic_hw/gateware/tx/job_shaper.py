@@ -30,6 +30,12 @@ def index_layout_shorter(n, k):
 class TxJobShaper(wiring.Component):
     """Turns the coalescer's job records into encoder jobs (see the module docstring).
 
+    Parameters
+    ----------
+    width : int or None
+        The one code width built in, when there is one: every job's ``width`` is this
+        constant; ``None``: each record's ``width``.
+
     Attributes
     ----------
     i : In(stream.Signature(job_record_layout()))
@@ -48,7 +54,11 @@ class TxJobShaper(wiring.Component):
 
     LATENCY = 3
 
-    def __init__(self):
+    def __init__(self, *, width=None):
+        if width is not None and (isinstance(width, bool) or not isinstance(width, int)
+                                  or not 1 <= width <= 32):
+            raise ValueError(f"width must be None or an int 1..32, got {width!r}")
+        self._width = width
         super().__init__({
             "i": In(stream.Signature(job_record_layout())),
             "o": Out(stream.Signature(encoder_input_layout(bank_meta_layout(PackMeta)))),
@@ -147,7 +157,7 @@ class TxJobShaper(wiring.Component):
             job.offset.eq(s1["offset"] + s1["shift"]),
             job.params.eq(s1["params"]),
             job.meta.codec.eq(s1["codec"]),
-            user.width.eq(s1["width"]),
+            user.width.eq(s1["width"] if self._width is None else self._width),
             user.count.eq(s1["count"]),
             user.split.eq(s1["split"]),
             user.close_mid.eq(s1["close_mid"]),

@@ -29,7 +29,7 @@ from amaranth import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.codecs.bank import EncoderBank, codec_widths
+from squeezenic_hw.gateware.codecs.bank import EncoderBank
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     FrameToken,
@@ -49,7 +49,7 @@ from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
 from squeezenic_hw.gateware.lane.merger import FrameMerger
 from squeezenic_hw.gateware.sparse.compactor import SparseCompactor
 from squeezenic_hw.gateware.sparse.frame_builder import SparseFrameBuilder
-from squeezenic_hw.spec.codecs import THRESHOLD_ID
+from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info, resolve_codecs
 from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN
 
 from .controller import TxController, tx_counters_layout
@@ -78,6 +78,20 @@ class TxLane(wiring.Component):
         Beats of bypassed frames held while earlier wire frames are assembled.
     token_depth : int
         Output frames decided but not yet sent.
+    trusted : bool
+        ``False`` (default): a host-facing lane; every frame is checked and frames
+        that fail a check bypass. ``True``: the lane is fed by a trusted on-chip source
+        (a generator) whose every frame is one the lane encodes: a well-formed header
+        of a built-in codec, to ``port``, ``tuser_size`` right. The classifier, the
+        bypass FIFO and the merger's bypass input are left out; ``cfg_port`` and
+        ``cfg_enable`` are ignored. Other frames give undefined output. Not with
+        ``threshold`` (its keep mask is the classifier's).
+    code_bits : int or None
+        With ``trusted=True``: the one code width (2…16) built for the codecs whose
+        parameter gives it (``fixed``, ``qsgd``); their frames must all carry this
+        parameter. ``None`` (default): every width 2…16. A lane with one code width in
+        all (``sign`` alone, or ``fixed`` with ``code_bits``) has its width, capacity
+        and size arithmetic folded to constants and a packer for that width only.
 
     Ports: ``i`` (host AXI-Stream), ``o`` (wire AXI-Stream), ``close`` (close
     the open wire frame when no frame is arriving: the end of a test or a
@@ -95,13 +109,40 @@ class TxLane(wiring.Component):
     """
 
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
-                 bypass_depth=64, token_depth=16):
+                 bypass_depth=64, token_depth=16, trusted=False, code_bits=None):
         check_fifo_depth("bypass_depth", bypass_depth, "beats")
         check_fifo_depth("token_depth", token_depth, "frames")
-        self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout)
-        self._classifier = FrameClassifier("tx", port=port,
-                                           codecs=self._controller._codecs)
+        if not isinstance(trusted, bool):
+            raise ValueError(f"trusted must be a bool, got {trusted!r}")
+        self._trusted = trusted
+        widths = None
+        if code_bits is not None:
+            if not trusted:
+                raise ValueError("code_bits needs trusted=True (a host-facing lane takes "
+                                 "every parameter of fixed and qsgd)")
+            param_codecs = {info.name for info in map(codec_info, resolve_codecs(codecs))
+                            if info.param_range is not None and not info.variable}
+            if not param_codecs:
+                raise ValueError(f"code_bits is for fixed or qsgd, which codecs "
+                                 f"{codecs!r} do not build in")
+            if (isinstance(code_bits, bool) or not isinstance(code_bits, int)
+                    or not 2 <= code_bits <= 16):
+                raise ValueError(f"code_bits must be an int 2..16, got {code_bits!r}")
+            widths = {code_bits} | {info.bits for info in map(codec_info, resolve_codecs(codecs))
+                                    if info.bits is not None}
+        self._code_bits = code_bits
+        self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout,
+                                        trusted=trusted, widths=widths)
         self._codecs = self._controller._codecs
+        if trusted and THRESHOLD_ID in self._codecs:
+            raise ValueError("trusted lanes cannot build threshold in (its keep mask comes "
+                             "from the classifier); use trusted=False")
+        if trusted:
+            if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
+                raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
+            self._classifier = None
+        else:
+            self._classifier = FrameClassifier("tx", port=port, codecs=self._codecs)
         self._mtu = mtu
         self._bypass_depth = bypass_depth
         self._token_depth = token_depth
@@ -121,21 +162,39 @@ class TxLane(wiring.Component):
     def codecs(self):
         return tuple(self._codecs)
 
+    @property
+    def trusted(self):
+        """Whether the lane trusts its source (no classifier, no bypass path)."""
+        return self._trusted
+
     def elaborate(self, platform):
         m = Module()
-        m.submodules.classifier = classifier = self._classifier
         m.submodules.controller = ctrl = self._controller
         dense = [c for c in self._codecs if c != THRESHOLD_ID]
         sparse = THRESHOLD_ID in self._codecs
         max_beats = -(-(self._mtu - HEADER_LEN) // DATA_BYTES)
         m.submodules.ring = ring = WireRing(max_beats)
         m.submodules.headers = builder = HeaderBuilder(token_tag_layout())
-        m.submodules.merger = merger = FrameMerger()
+        m.submodules.merger = merger = FrameMerger(bypass=not self._trusted)
 
-        wiring.connect(m, wiring.flipped(self.i), classifier.i)
-        wiring.connect(m, classifier.o, ctrl.i)
-        m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
-                     classifier.cfg_enable.eq(self.cfg_enable)]
+        if self._trusted:
+            # every frame is processed: only its first beat is marked (the controller's
+            # input skid buffer makes ``i.ready`` a register)
+            start = Signal(init=1)
+            with m.If(self.i.valid & self.i.ready):
+                m.d.sync += start.eq(self.i.payload.last)
+            m.d.comb += [
+                ctrl.i.valid.eq(self.i.valid),
+                self.i.ready.eq(ctrl.i.ready),
+                ctrl.i.payload.beat.eq(self.i.payload),
+                ctrl.i.payload.first.eq(start),
+            ]
+        else:
+            m.submodules.classifier = classifier = self._classifier
+            wiring.connect(m, wiring.flipped(self.i), classifier.i)
+            wiring.connect(m, classifier.o, ctrl.i)
+            m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
+                         classifier.cfg_enable.eq(self.cfg_enable)]
         m.d.comb += ctrl.cfg_idle_timeout.eq(self.cfg_idle_timeout)
         m.d.comb += [ctrl.close.eq(self.close), self.close_done.eq(ctrl.close_done),
                      self.counters.eq(ctrl.counters)]
@@ -146,7 +205,7 @@ class TxLane(wiring.Component):
         job_ready = {}
         if dense:
             m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta)
-            m.submodules.packer = packer = WirePacker(codec_widths(dense))
+            m.submodules.packer = packer = WirePacker(self._controller._widths)
             # a skid buffer between the encoders and the packer: the packer's ready (from
             # the ring) stops there
             m.submodules.packer_skid = skid = SkidBuffer(packer.i.payload.shape())
@@ -232,7 +291,10 @@ class TxLane(wiring.Component):
             merger.tokens.valid.eq(tokens.valid & gate),
             tokens.ready.eq(merger.tokens.ready & gate),
         ]
-        fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
+        if self._trusted:
+            m.d.comb += ctrl.bypass.ready.eq(1)   # never valid
+        else:
+            fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m

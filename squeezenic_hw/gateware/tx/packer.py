@@ -86,6 +86,12 @@ class WirePacker(wiring.Component):
     Resources (yosys ``synth_xilinx``, widths 1…16 and 32): about 10.1 k LUT,
     5.8 k FF, logic depth 5. Per supported width, two 512-bit compaction
     wirings (A and the next frame's start B) are OR-ed in.
+
+    Built for one width that is a power of two (1, 2, 4, 8, 16;
+    :attr:`word_gearbox`), the packer is a word gearbox instead: sixteen codes make a
+    word of ``16·w`` bits that divides the beat, whole words load their slot of the
+    beat (no 1024-bit shifter), and only a word's worth of codes is shifted behind the
+    residual. Same ports, latency, throughput and output items.
     """
 
     LATENCY = 5
@@ -118,7 +124,14 @@ class WirePacker(wiring.Component):
             for k, w in enumerate(self._widths)))
         return out
 
+    @property
+    def word_gearbox(self):
+        """Whether the packer is built as a word gearbox: one width, a power of two 1…16."""
+        return len(self._widths) == 1 and self._widths[0] in _GEARBOX_WIDTHS
+
     def elaborate(self, platform):
+        if self.word_gearbox:
+            return self._elaborate_gearbox()
         m = Module()
         enable = Signal()
         m.d.comb += [
@@ -236,6 +249,148 @@ class WirePacker(wiring.Component):
         return _or_all(
             Mux(width_sel[k], Array(Const(c * w, 10) for c in range(17))[count], 0)
             for k, w in enumerate(self._widths))[:bits]
+
+
+    def _elaborate_gearbox(self):
+        """One code width ``w`` (a power of two ≤ 16): a word gearbox.
+
+        Codes are gathered into words of ``G = 16·w`` bits (a residual of fewer than 16
+        codes is kept), and each whole word is written into its slot of the open beat
+        (``512 / G`` slots; a slot's registers load a word or clear, no shifter over the
+        beat). Stage 0: side-band decode, the codes wait; stage 1: masking and the next
+        frame's codes rotated to lane 0, the residual and slot counts (the frame-state
+        loops, a 5-bit add); stage 2: the job's codes shifted behind the residual (a
+        16:1 lane mux per lane); stage 3: the word(s) merged with the residual and
+        written into the beat's slots; stage 4: the registered output. Same latency,
+        throughput and emission rule as the general packer.
+        """
+        m = Module()
+        w = self._widths[0]
+        n_lanes = ELEMENTS_PER_BEAT
+        word_bits = n_lanes * w
+        slots = BEAT_BITS // word_bits
+        slot_bits = (slots - 1).bit_length()
+        enable = Signal()
+        m.d.comb += [
+            enable.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(enable),
+        ]
+        stager = Stager(m, enable, reset_less=True)
+
+        # --- Stage 0: side-band; a job of another width carries no codes. ---
+        meta = self.i.payload.meta
+        ours = meta.width == w
+        take = Signal(5)
+        rest = Signal(5)
+        m.d.comb += [
+            take.eq(Mux(ours, Mux(meta.close_mid, meta.split, meta.count), 0)),
+            rest.eq(Mux(ours & meta.close_mid, meta.count - meta.split, 0)),
+        ]
+        s0_valid = stager.reg(self.i.valid, name="s0_valid", reset_less=False)
+        s0_codes = [stager.reg(self.i.payload.codes[e][:w], name=f"s0_code{e}")
+                    for e in range(n_lanes)]
+        s0_take = stager.reg(take, name="s0_take")
+        s0_rest = stager.reg(rest, name="s0_rest")
+        s0_split = stager.reg(meta.split[:4], name="s0_split")
+        s0_keep_a = stager.reg(Cat(e < take for e in range(n_lanes)), name="s0_keep_a")
+        s0_keep_b = stager.reg(Cat(e < rest for e in range(n_lanes)), name="s0_keep_b")
+        s0_close = stager.reg(meta.close_mid | meta.close_end, name="s0_close")
+
+        # --- Stage 1: masked codes; the next frame's codes at lane 0; the counts. ---
+        a_lanes = [Mux(s0_keep_a[e], s0_codes[e], 0) for e in range(n_lanes)]
+        b_lanes = []
+        for e in range(n_lanes):
+            lane = Signal(w, name=f"b_lane{e}")
+            with m.Switch(s0_split):
+                for s in range(n_lanes - e):
+                    with m.Case(s):
+                        m.d.comb += lane.eq(s0_codes[e + s])
+            b_lanes.append(Mux(s0_keep_b[e], lane, 0))
+        resid = Signal(4)           # codes of the open frame not yet in a whole word
+        slot = Signal(max(slot_bits, 1))   # whole words of the open frame in its beat
+        total = Signal(5)           # resid + take: 0…31
+        m.d.comb += total.eq(resid + s0_take)
+        full = total[4]             # a whole word
+        over = full & (total[:4] != 0)      # and codes past it
+        last_slot = slot == slots - 1
+        with m.If(enable & s0_valid):
+            with m.If(s0_close):
+                m.d.sync += [resid.eq(s0_rest), slot.eq(0)]
+            with m.Else():
+                m.d.sync += [resid.eq(total[:4]), slot.eq(slot + full)]
+        # words written: word 0 (whole, or at a close the padded rest), word 1 (a close
+        # with codes past a whole word); word 1 goes to the next beat after the last slot
+        word0 = full | (s0_close & (total != 0))
+        word1 = s0_close & over
+        wrap = word1 & last_slot
+        emit = s0_close | (full & last_slot)
+        count = Mux(s0_close, Mux((slot != 0) | (total != 0), 1, 0) + wrap, 1)
+        s1_valid = stager.reg(s0_valid, name="s1_valid", reset_less=False)
+        s1_a = stager.reg(Cat(a_lanes), name="s1_a")
+        s1_b = stager.reg(Cat(b_lanes), name="s1_b")
+        s1_resid = stager.reg(resid, name="s1_resid")
+        s1 = {name: stager.reg(value, name=f"s1_{name}") for name, value in {
+            "slot": slot, "full": full, "close": s0_close, "word0": word0, "word1": word1,
+            "wrap": wrap, "emit": emit, "count": count}.items()}
+
+        # --- Stage 2: the job's codes behind the residual's (lanes resid … resid+15). ---
+        shifted = Signal(2 * word_bits)
+        with m.Switch(s1_resid):
+            for r in range(n_lanes):
+                with m.Case(r):
+                    m.d.comb += shifted.eq(s1_a << (r * w))
+        s2_valid = stager.reg(s1_valid, name="s2_valid", reset_less=False)
+        s2_lo = stager.reg(shifted[:word_bits], name="s2_lo")
+        s2_hi = stager.reg(shifted[word_bits:], name="s2_hi")
+        s2_b = stager.reg(s1_b, name="s2_b")
+        s2 = {name: stager.reg(value, name=f"s2_{name}") for name, value in s1.items()}
+
+        # --- Stage 3: merge with the residual; words into their slots. ---
+        res = Signal(word_bits)     # the open frame's codes not in a whole word, from lane 0
+        merged = Signal(word_bits)
+        m.d.comb += merged.eq(res | s2_lo)
+        with m.If(enable & s2_valid):
+            m.d.sync += res.eq(Mux(s2["close"], s2_b, Mux(s2["full"], s2_hi, merged)))
+        # Slots of even index load word 0 or 1, whichever goes to an even slot (and odd
+        # likewise): each slot register has one data source.
+        odd = s2["slot"][0]
+        lane_even = Mux(odd, s2_hi, merged)
+        lane_odd = Mux(odd, merged, s2_hi)
+        beat = [Signal(word_bits, name=f"slot{k}") for k in range(slots)]
+        emit_q = Signal()           # the beat (slots as written last cycle) goes out now
+        next_slot = (s2["slot"] + 1)[:slot_bits] if slot_bits else Const(0, 1)
+        for k, reg in enumerate(beat):
+            we = s2_valid & ((s2["word0"] & (s2["slot"] == k))
+                             | (s2["word1"] & ~s2["wrap"] & (next_slot == k)))
+            with m.If(enable):
+                with m.If(we):
+                    m.d.sync += reg.eq(lane_odd if k % 2 else lane_even)
+                with m.Elif(emit_q):
+                    m.d.sync += reg.eq(0)
+        s3_valid = stager.reg(s2_valid & s2["emit"], name="s3_emit", reset_less=False)
+        m.d.comb += emit_q.eq(s3_valid)
+        s3_spill = stager.reg(s2_hi, name="s3_spill")     # word 1 of a wrap: next beat
+        s3_count = stager.reg(s2["count"], name="s3_count")
+        s3_commit = stager.reg(s2["close"], name="s3_commit")
+
+        # --- Stage 4: the registered output. ---
+        o_valid = Signal()
+        o_payload = Signal(RingWrite, reset_less=True)
+        m.d.comb += [self.o.valid.eq(o_valid), self.o.payload.eq(o_payload)]
+        with m.If(enable):
+            m.d.sync += o_valid.eq(s3_valid)
+            with m.If(s3_valid):
+                m.d.sync += [
+                    o_payload.beats[0].eq(Cat(beat)),
+                    o_payload.beats[1].eq(s3_spill),
+                    o_payload.count.eq(s3_count),
+                    o_payload.commit.eq(s3_commit),
+                ]
+        return m
+
+
+#: Widths built as a word gearbox (16 codes make a word that divides the beat).
+_GEARBOX_WIDTHS = (1, 2, 4, 8, 16)
 
 
 def _or_all(values):

@@ -122,7 +122,8 @@ class TxBeatPrep(wiring.Component):
     capacity : callable
         ``capacity(width)``: elements per wire frame for a code width (an int).
     widths : iterable of int
-        The code widths built in.
+        The code widths built in. With one, every frame's width is taken to be it
+        (the header's codec and parameter are not read for it).
     sparse : bool
         ``threshold`` is built in (keep bits and their counts are computed).
 
@@ -191,7 +192,12 @@ class TxBeatPrep(wiring.Component):
 
         width = Signal(6)
         cap = Signal(16)
-        m.d.comb += width.eq(code_width_of(field_le(hdr, *HDR.CODEC), field_le(hdr, *HDR.PARAM)))
+        if len(self._widths) == 1 and not self._sparse:
+            # one code width built in: every frame the lane encodes has it
+            m.d.comb += width.eq(self._widths[0])
+        else:
+            m.d.comb += width.eq(code_width_of(field_le(hdr, *HDR.CODEC),
+                                               field_le(hdr, *HDR.PARAM)))
         with m.Switch(width):
             for w in self._widths:
                 with m.Case(w):

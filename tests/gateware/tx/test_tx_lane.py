@@ -174,6 +174,77 @@ def test_tx_lane_parameters_checked():
         TxLane(bypass_depth=1)
 
 
+@pytest.mark.parametrize("codec", ["sign", "fixed", "fp16"])
+@pytest.mark.parametrize("mtu", [68, 1518, 9600])
+@pytest.mark.parametrize("idle,backpressure", STALLS)
+def test_tx_trusted_matches_reference(codec, mtu, idle, backpressure):
+    """A trusted lane (no classifier, no bypass path) on well-formed frames: two tensors
+    interleaved (key mismatch closes), flushes, random lengths, random idle/backpressure."""
+    rng = np.random.default_rng([mtu, int(idle * 10), int(backpressure * 10), len(codec)])
+    a = host_stream(rng, codec, n_total=900, max_k=int(rng.choice([16, 100, 363])),
+                    flush_rate=0.1)
+    b = host_stream(rng, codec, n_total=700, max_k=200, offset=5000)
+    frames = [f for pair in zip(a, b, strict=False) for f in pair] + a[len(b):] + b[len(a):]
+    lane = TxLane(codecs=[codec], mtu=mtu, trusted=True)
+    assert lane.trusted
+    run = simulate_lane(lane, frames, idle=idle, backpressure=backpressure, seed=mtu)
+    check_against_reference(run, frames, "tx", mtu=mtu, codecs=[codec])
+    check_tuser(run, frames, "tx")
+    assert run.counters["bypass_frames"] == 0
+    if idle == 0:
+        assert run.gaps_in_frames == 0
+
+
+@pytest.mark.parametrize("codec", ["sign", "fixed"])
+def test_tx_trusted_full_rate_every_host_frame_length(codec):
+    """A trusted lane keeps one host beat per cycle for host frames of 1…363 elements."""
+    rng = np.random.default_rng(12)
+    lengths = list(range(1, 364))
+    frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
+    run = simulate_lane(TxLane(codecs=[codec], trusted=True), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=[codec])
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+    assert run.gaps_in_frames == 0
+
+
+@pytest.mark.parametrize("bits,mtu", [(8, 1518), (3, 200), (16, 9600), (2, 68)])
+def test_tx_trusted_fixed_at_build_time_width(bits, mtu):
+    """``fixed`` built for one width: constants for width, capacity and n·b, a packer for
+    that width only; every frame length sample, two tensors, idle and backpressure."""
+    rng = np.random.default_rng([bits, mtu])
+    lengths = [1, 2, 15, 16, 17, 31, 100, 181, 182, 362, 363]
+    a = host_stream(rng, "fixed", n_total=2 * sum(lengths), param=bits, lengths=lengths,
+                    flush_rate=0.1)
+    b = host_stream(rng, "fixed", n_total=600, param=bits, max_k=150, offset=9000)
+    frames = [f for pair in zip(a, b, strict=False) for f in pair] + a[len(b):] + b[len(a):]
+    lane = TxLane(codecs=["fixed"], mtu=mtu, trusted=True, code_bits=bits)
+    run = simulate_lane(lane, frames, idle=0.2, backpressure=0.3, seed=bits)
+    check_against_reference(run, frames, "tx", mtu=mtu, codecs=["fixed"])
+    check_tuser(run, frames, "tx")
+    if mtu >= 200:   # at MTU 68 each 16-code wire frame is 2 beats out: the wire limits
+        full = simulate_lane(TxLane(codecs=["fixed"], mtu=mtu, trusted=True, code_bits=bits),
+                             a, quiet=80)
+        check_against_reference(full, a, "tx", mtu=mtu, codecs=["fixed"])
+        assert full.input_cycles == full.beats_in, "the lane stalled its input"
+
+
+def test_tx_trusted_parameters_checked():
+    with pytest.raises(ValueError, match="trusted"):
+        TxLane(codecs=["sign", "threshold"], trusted=True)
+    with pytest.raises(ValueError, match="trusted"):
+        TxLane(codecs=["sign"], trusted=1)
+    with pytest.raises(ValueError, match="port"):
+        TxLane(codecs=["sign"], trusted=True, port=0)
+    with pytest.raises(ValueError, match="code_bits"):
+        TxLane(codecs=["fixed"], code_bits=8)                 # host-facing
+    with pytest.raises(ValueError, match="code_bits"):
+        TxLane(codecs=["sign"], trusted=True, code_bits=8)    # no fixed/qsgd
+    for bad in (1, 17, 8.0, True):
+        with pytest.raises(ValueError, match="code_bits"):
+            TxLane(codecs=["fixed"], trusted=True, code_bits=bad)
+    assert not TxLane(codecs=["sign"]).trusted
+
+
 def test_lanes_convert_to_verilog():
     from amaranth.back import verilog
 
