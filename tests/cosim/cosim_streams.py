@@ -17,6 +17,7 @@ from traffic import (
 )
 
 from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.regmap.codec_choice import parse_codec_spec
 from squeezenic_hw.spec.frames import classify_host_frame, classify_wire_frame
 
 PLUGIN_ID = 0x53515A4E      # "SQZN"
@@ -42,7 +43,9 @@ async def registers(dut):
                  "build_codecs": sum(1 << c for c in plugin.codec_ids),
                  "build_mtu": p["mtu"], "build_port": p["port"],
                  "build_max_host_elements": p["max_host_elements"],
-                 "build_src_port_base": p["src_port_base"]}
+                 "build_src_port_base": p["src_port_base"], "build_rx_lanes": p["rx_lanes"],
+                 "build_gen_codecs": sum({1 << parse_codec_spec(s)[0].id
+                                          for s in p["gen_codecs"]})}
     for name, reg in regs.items():
         value = await tb.read_ok(name)
         if name in constants:
