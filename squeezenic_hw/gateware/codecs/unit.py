@@ -93,16 +93,7 @@ def delay_into_flipflop(m, stager, value, cycles, *, name):
     register joining the shift register (Yosys' ``xilinx_srl`` takes no register whose
     input net is kept); the registers before it may still form one.
     """
-    for k in range(cycles):
-        if k == cycles - 3:
-            r = Signal(Signal.like(value).shape(), name=f"{name}_d{k + 1}", reset_less=True,
-                       attrs={"keep": 1})
-            with m.If(stager.enable):
-                m.d.sync += r.eq(value)
-            value = r
-        else:
-            value = stager.reg(value, name=f"{name}_d{k + 1}")
-    return value
+    return delay_taps(m, stager, value, [cycles], name=name)[cycles]
 
 
 def delay_taps(m, stager, value, taps, *, name):
