@@ -628,9 +628,9 @@ class TxCoalescer(wiring.Component):
         residue_if_leaves = Signal(3)
         residue_if_stays = Signal(3)
         m.d.comb += [residue_if_leaves.eq(Mux(close_pending, d_r8_true, d_r8)),
-                     residue_if_stays.eq(Mux(close_pending, after_rest, r8)),
-                     entering_residue.eq(Mux(d_leaves, residue_if_leaves, residue_if_stays))]
+                     residue_if_stays.eq(Mux(close_pending, after_rest, r8))]
         with m.If(close_pending):
+            m.d.comb += entering_residue.eq(Mux(d_leaves, d_r8_true, after_rest))
             for budget_, rest_cost, dc in zip(budgets, [
                     Cat(((pending_rest + 7) >> 3)[:2], pending_rest_kept),
                     pending_rest_kept, pending_rest], d_costs_true, strict=True):
@@ -644,6 +644,7 @@ class TxCoalescer(wiring.Component):
                 m.d.sync += [c.eq(0) for c in d_cost]
                 m.d.sync += d_r8.eq(entering_residue)
         with m.Else():
+            m.d.comb += entering_residue.eq(Mux(d_leaves, d_r8, r8))
             with m.If(d_leaves):
                 for budget_, dc in zip(budgets, d_cost, strict=True):
                     budget_.spend(m, dc)
