@@ -578,6 +578,10 @@ class TxCoalescer(wiring.Component):
         pending_rest = Signal(_COUNT, reset_less=True)
         pending_rest_kept = Signal(_COUNT, reset_less=True)
 
+        def step8(item):
+            """What an item adds to ``n mod 8``: its element count if it is a beat."""
+            return Mux(item.kind == PrepKind.PAYLOAD, item.v[:3], 0)
+
         def cost(item, residue):
             """The three costs of an item entering with ``n mod 8`` = ``residue``, and
             ``n mod 8`` after it."""
@@ -586,7 +590,7 @@ class TxCoalescer(wiring.Component):
             step = Array(item.ceil8)[residue]
             return ([Mux(is_beat, Cat(step, kept), 0), Mux(is_beat, kept, 0),
                      Mux(is_beat, item.v, 0)],
-                    Mux(is_beat, residue + item.v, residue)[:3])
+                    _add_mod8(residue, step8(item)))
 
         # ---- the compares of F's beat (against S minus D's beat) ----------------------
         # (D's cost is zero, and d_r8 the frame's n mod 8, when D holds no beat)
@@ -652,8 +656,13 @@ class TxCoalescer(wiring.Component):
             with m.If(d_fire):
                 m.d.sync += [c.eq(0) for c in d_cost]      # D empties (unless a beat enters)
         with m.If(move):
-            costs_if_leaves, r8_if_leaves = cost(f, residue_if_leaves)
+            costs_if_leaves, _ = cost(f, residue_if_leaves)
             costs_if_stays, r8_if_stays = cost(f, residue_if_stays)
+            # n mod 8 after F's beat when D's leaves: after the rest of a close, D's beat
+            # and F's beat, the last two summed from registers beside the rest's
+            r8_if_leaves = Mux(close_pending,
+                               _add_mod8(after_rest, _add_mod8(step8(d), step8(f))),
+                               _add_mod8(d_r8, step8(f)))
             f_costs = [Mux(d_leaves, a, b)
                        for a, b in zip(costs_if_leaves, costs_if_stays, strict=True)]
             f_r8 = Mux(d_leaves, r8_if_leaves, r8_if_stays)
@@ -663,6 +672,14 @@ class TxCoalescer(wiring.Component):
                          d_fit_known.eq(~close_pending & ~closes_now)]
         m.d.sync += [close_pending.eq(closes_now), pending_rest.eq(rest),
                      pending_rest_kept.eq(rest_kept)]
+
+def _add_mod8(a, b):
+    """``(a + b) mod 8`` of two 3-bit values as logic: a LUT per bit, no carry chain
+    (a 3-bit adder mapped to a CARRY8 costs more than the sum it makes)."""
+    c0 = a[0] & b[0]
+    c1 = (a[1] & b[1]) | (c0 & (a[1] ^ b[1]))
+    return Cat(a[0] ^ b[0], a[1] ^ b[1] ^ c0, a[2] ^ b[2] ^ c1)
+
 
 def _thermometer_count(bits):
     """How many of ``bits`` are set, for a thermometer (bit j set implies bit i for i < j):
