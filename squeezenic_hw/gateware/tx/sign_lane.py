@@ -119,8 +119,6 @@ class _Token(data.Struct):
     rows: unsigned(8)          # payload beats
     last_bytes: unsigned(6)    # bytes in the last payload beat, minus one
     size: unsigned(16)
-    ip_length: unsigned(16)
-    udp_length: unsigned(16)
     ip_sum: unsigned(19)       # the token's IPv4 header words, summed (not folded)
 
 
@@ -498,8 +496,7 @@ class SignTxLane(wiring.Component):
         ip_length = t1_bytes + (HEADER_LEN - 14)
         m.d.sync += [
             t2_valid.eq(t1_valid), t2.eq(t1),
-            t2.size.eq(t1_bytes + HEADER_LEN), t2.ip_length.eq(ip_length),
-            t2.udp_length.eq(t1_bytes + (HEADER_LEN - 34)),
+            t2.size.eq(t1_bytes + HEADER_LEN),
             t2.last_bytes.eq(t1_bytes - 1),
             t2.ip_sum.eq(t1.ip_sum + ip_length),
         ]
@@ -579,7 +576,10 @@ class SignTxLane(wiring.Component):
                          tq_sum.eq(Mux(switch, key_sum_in, key_sum) + head.ip_sum)]
         with m.Elif(pop):
             m.d.sync += tq_valid.eq(0)
-        m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~_ones_fold(tq_sum))]
+        ip_length = Signal(16, reset_less=True)
+        udp_length = Signal(16, reset_less=True)
+        m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~_ones_fold(tq_sum)),
+                     ip_length.eq(tq.size - 14), udp_length.eq(tq.size - 34)]
 
         header = Signal(8 * DATA_BYTES)
         hb = [None] * DATA_BYTES
@@ -596,10 +596,10 @@ class SignTxLane(wiring.Component):
         put(HDR.IP_VIHL[0], Const(IPV4_VIHL, 8))
         for i, b in enumerate(_COPIED_BYTES):
             hb[b] = tq.host.copied[8 * i:8 * i + 8]
-        put(HDR.IP_TOTAL_LENGTH[0], tq.ip_length, big_endian=True)
+        put(HDR.IP_TOTAL_LENGTH[0], ip_length, big_endian=True)
         put(HDR.IP_PROTO[0], Const(PROTO_UDP, 8))
         put(HDR.IP_CHECKSUM[0], checksum, big_endian=True)
-        put(HDR.UDP_LENGTH[0], tq.udp_length, big_endian=True)
+        put(HDR.UDP_LENGTH[0], udp_length, big_endian=True)
         put(HDR.UDP_CHECKSUM[0], Const(0, 16))
         put(HDR.VERSION[0], Const(1, 8))
         stochastic = key_out[-1]
