@@ -151,8 +151,8 @@ class SignTxLane(wiring.Component):
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
     ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
 
-    Latency: a wire frame's header leaves 9 cycles after the beat that closes it
-    (``docs/figures.md``). Throughput: one host beat per cycle, but for one cycle
+    Latency: a wire frame's header leaves 9 cycles after the host beat that closes it
+    (``docs/lanes.md``). Throughput: one host beat per cycle, but for one cycle
     after a frame that closes with a word and a part word to write, and for the
     headers that arrive while a key change is being sent (the frames of the old key
     leave first). Backpressure: ``i.ready`` is a register; ``o`` stalls the output,

@@ -65,6 +65,16 @@ def test_sign_lane_flush_every_frame_keeps_the_input_rate():
     assert run.input_cycles <= run.beats_in + len(frames) // 4
 
 
+@pytest.mark.parametrize("n", [1, 16, 100])
+def test_sign_lane_latency(n):
+    """A flush frame's header leaves 9 cycles after its last beat comes in."""
+    rng = np.random.default_rng(n)
+    frames = host_stream(rng, "sign", n_total=n, lengths=[n], flush_rate=1.0)
+    run = simulate_lane(SignTxLane(), frames, quiet=60)
+    check_against_reference(run, frames, "tx", codecs=["sign"])
+    assert run.first_beat_latency - -(-n // 16) == 9
+
+
 def test_sign_lane_idle_timeout_exact_boundaries():
     """Gaps of T-2, T-1, T, T+1 cycles between host frames: closes as the reference."""
     T = 40
