@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from squeezenic_hw import __version__
 from squeezenic_hw.spec.codecs import resolve_codecs
-from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
+from squeezenic_hw.spec.counters import RX_COUNTERS, TRUSTED_TX_COUNTERS, TX_COUNTERS
 from squeezenic_hw.spec.generator import GeneratorConfig
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
@@ -163,6 +163,15 @@ class PluginParams:
     def gen_codec_mask(self):
         return sum(1 << c for c in self.gen_codec_ids)
 
+    @property
+    def gen_tx_counters(self):
+        """The generator lanes' TX counters in the register map: those a lane for a trusted
+        source can move (:data:`TRUSTED_TX_COUNTERS`), or every one when ``threshold`` is
+        among the generator codecs (such a lane checks its frames like a host lane)."""
+        if any(parse_codec_spec(s)[0].variable for s in self.gen_codecs):
+            return TX_COUNTERS
+        return TRUSTED_TX_COUNTERS
+
     def as_dict(self):
         return asdict(self) | {"codecs": list(self.codecs), "gen_codecs": list(self.gen_codecs),
                                "gen_lanes": self.gen_lanes, "rx_lanes": self.rx_lanes}
@@ -225,7 +234,7 @@ def plugin_register_map(params):
         g = f"lane{k}"
         rm.add(f"lane{k}_frames_sent", access="ro", offset=LANE_BASE + LANE_STRIDE * k,
                group=g, doc=f"host frames generator {k} has sent")
-        for name in TX_COUNTERS:
+        for name in p.gen_tx_counters:
             rm.add(f"lane{k}_tx_{name}", access="ro", group=g, doc=f"TX lane {k}: {name}")
         if k >= p.rx_lanes:
             continue

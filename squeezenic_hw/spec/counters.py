@@ -3,7 +3,8 @@ hardware's counter structs and the register map, in one order."""
 
 from .frames import RX_REASONS, TX_REASONS
 
-__all__ = ["CLOSE_REASONS", "tx_counter_names", "rx_counter_names", "TX_COUNTERS", "RX_COUNTERS"]
+__all__ = ["CLOSE_REASONS", "tx_counter_names", "rx_counter_names", "TX_COUNTERS", "RX_COUNTERS",
+           "TRUSTED_TX_COUNTERS"]
 
 #: Reasons a TX wire frame closes (counter ``close_<reason>``).
 CLOSE_REASONS = ("full", "mismatch", "flush", "idle", "end")
@@ -28,3 +29,7 @@ def rx_counter_names():
 TX_COUNTERS = tuple(tx_counter_names()) + ("size_errors",)
 #: Counter names of the RX lane hardware: the reference's keys, then ``size_errors``.
 RX_COUNTERS = tuple(rx_counter_names()) + ("size_errors",)
+#: The TX counters a lane fed by a trusted source can move (the generator lanes): a
+#: trusted lane bypasses nothing and its source writes ``tuser_size`` right, so its
+#: ``bypass_*`` and ``size_errors`` stay 0 and the register map leaves them out.
+TRUSTED_TX_COUNTERS = tuple(tx_counter_names()[:3 + len(CLOSE_REASONS)])

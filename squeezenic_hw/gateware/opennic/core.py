@@ -153,7 +153,7 @@ class SqueezeNicCore(wiring.Component):
         m.d.comb += txa.close.eq(regs.pulse.gen_close)
         for k in range(p.gen_lanes):
             m.d.comb += getattr(regs.ro, f"lane{k}_frames_sent").eq(txa.frames_sent[k])
-            for name in TX_COUNTERS:
+            for name in p.gen_tx_counters:
                 m.d.comb += getattr(regs.ro, f"lane{k}_tx_{name}").eq(
                     txa.tx_counters[k][name])
 
