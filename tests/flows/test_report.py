@@ -160,29 +160,30 @@ def test_default_codec_rejects_bad_host_bw():
 
 
 def test_plugin_blocks_counts():
-    """TX only by default: host lanes, generators and their TX lanes, the two arbiters."""
+    """TX only by default: host lanes, generator lanes (a generator and its TX lane, one
+    block), the two arbiters."""
     pairs = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"])))
-    assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1, "generator": 4,
-                     "gen_tx_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
+    assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
+                     "gen_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
                      "register_file(400G)": 1}
     # --loopback: as many RX lanes and checkers as the wire needs (fixed:8 -> 4)
     loop = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"], loopback=True)))
-    assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1, "generator": 4,
-                    "gen_tx_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
+    assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
+                    "gen_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
                     "splitter(4)": 1, "distributor(4)": 1, "rx_lane(fixed)": 4, "checker": 4,
                     "register_file(400G,loopback)": 1}
     # 6400 sign: 64 generators, but the wire at ratio 32 needs 32 RX lanes
     big = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=6400, codecs=["sign"], loopback=True)))
-    assert big["gen_tx_lane(sign)"] == 64 and big["generator"] == 64
+    assert big["gen_lane(sign)"] == 64 and "generator" not in big
     assert big["rx_lane(sign)"] == 1 + 32 and big["checker"] == 32
     assert big["distributor(32)"] == 1 and big["splitter(64)"] == 1
     # another generator codec set: the option names it
     other = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=800, gen_codecs=["sign", "fp16"])))
-    assert other["gen_tx_lane(sign+fp16)"] == 8
+    assert other["gen_lane(sign+fp16)"] == 8
     # N = 2: the array's arbiter and the wire arbiter are one block, counted twice
     two = dict((b.label, n) for b, n in report.plugin_blocks(PluginParams(host_bw=200)))
     assert two["arbiter(2)"] == 2
@@ -355,7 +356,7 @@ def test_real_block_end_to_end_then_cached(tmp_path, monkeypatch):
 
 _FAKE = {  # kind: (lut, ff, carry, lut_mem, depth)
     "tx_lane": (10_000, 8_000, 100, 800, 12), "rx_lane": (7_000, 6_000, 50, 600, 10),
-    "gen_tx_lane": (1_000, 1_500, 10, 100, 6),
+    "gen_tx_lane": (1_000, 1_500, 10, 100, 6), "gen_lane": (4_000, 3_500, 210, 100, 9),
     "generator": (3_000, 2_000, 200, 0, 9), "checker": (4_000, 2_000, 0, 0, 17),
     "arbiter": (600, 600, 0, 0, 4), "distributor": (20, 1_200, 0, 0, 3),
     "splitter": (30, 1_100, 0, 0, 3), "register_file": (900, 1_500, 0, 0, 6),
@@ -392,31 +393,30 @@ def test_report_sums_counts(fake_blocks, tmp_path):
     r400, r6400 = rep["rows"]
     assert (r400["codec"], r400["codecs"], r400["lanes"]) == ("fixed:8", "raw+fixed", 4)
     assert (r400["gen_codecs"], r400["loopback"], r400["rx_lanes"]) == ("fixed:8+raw", False, 0)
-    t, x, gt, g, a, reg = (_FAKE[k] for k in ("tx_lane", "rx_lane", "gen_tx_lane",
-                                              "generator", "arbiter", "register_file"))
-    # TX only: host TX + RX lane, 4 generators and their TX lanes, arbiter(4) and (2)
-    lut = (t[0] + t[3]) + (x[0] + x[3]) + 4 * (gt[0] + gt[3]) + 4 * g[0] + a[0] * 4 \
-        + a[0] * 2 + reg[0]
-    ff = t[1] + x[1] + 4 * gt[1] + 4 * g[1] + 2 * a[1] + reg[1]
+    t, x, gl, a, reg = (_FAKE[k] for k in ("tx_lane", "rx_lane", "gen_lane", "arbiter",
+                                           "register_file"))
+    # TX only: host TX + RX lane, 4 generator lanes, arbiter(4) and (2)
+    lut = (t[0] + t[3]) + (x[0] + x[3]) + 4 * (gl[0] + gl[3]) + a[0] * 4 + a[0] * 2 + reg[0]
+    ff = t[1] + x[1] + 4 * gl[1] + 2 * a[1] + reg[1]
     assert r400["LUT"] == lut and r400["FF"] == ff
-    assert r400["LUT_mem"] == t[3] + x[3] + 4 * gt[3]
-    assert r400["CARRY"] == t[2] + x[2] + 4 * gt[2] + 4 * g[2]
+    assert r400["LUT_mem"] == t[3] + x[3] + 4 * gl[3]
+    assert r400["CARRY"] == t[2] + x[2] + 4 * gl[2]
     assert r400["DSP"] == 1
     assert r400["CLB_est"] == synth.estimated_clbs(lut, ff)
     assert r400["LUT_pct"] == pytest.approx(100 * lut / synth.U280_LUT, abs=1e-4)
     assert r400["CLB_pct"] == pytest.approx(100 * r400["CLB_est"] / synth.U280_CLB, abs=1e-4)
     assert r400["CARRY_pct"] == pytest.approx(100 * r400["CARRY"] / synth.U280_CLB, abs=1e-4)
     assert r400["paper_LUT_pct"] == 11.85 and r400["paper_CLB_pct"] == 26.53
-    assert r400["depth"] == 12 and r400["blocks"] == 7 and r400["synth_s"] == 70.0
+    assert r400["depth"] == 12 and r400["blocks"] == 6 and r400["synth_s"] == 60.0
     assert r400["fits_wire"] and not r6400["fits_wire"]
     assert r6400["wire_gbps_at_full_rate"] == 200 and r6400["codec"] == "sign"
     # each distinct block once: lanes differ by codec set, the generator is shared
     labels = [b.label for b in fake_blocks]
     assert len(labels) == len(set(labels)) == rep["totals"]["distinct_blocks"]
-    assert labels.count("generator") == 1 and "tx_lane(raw+sign)" in labels
-    assert "gen_tx_lane(sign+raw)" in labels and "checker" not in labels
+    assert "generator" not in labels and "tx_lane(raw+sign)" in labels
+    assert "gen_lane(sign+raw)" in labels and "checker" not in labels
     assert sum(b["count"] for b in rep["blocks"] if b["host_bw"] == 400
-               and b["block"].startswith("gen_tx_lane")) == 4
+               and b["block"].startswith("gen_lane")) == 4
     shares = [b["LUT_share_pct"] for b in rep["blocks"] if b["host_bw"] == 400]
     assert sum(shares) == pytest.approx(100, abs=0.05)
     growth = {g["resource"]: g for g in rep["growth"]}
@@ -461,10 +461,10 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
     recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
     assert set(recs) == set(blocks)
     done = [ln for ln in lines if ln.startswith("[") and not ln.startswith("[start]")]
-    assert [ln.split()[0] for ln in done] == [f"[{i}/7]" for i in range(1, 8)]
+    assert [ln.split()[0] for ln in done] == [f"[{i}/6]" for i in range(1, 7)]
     assert all(ln.endswith(" 0.5 s") for ln in done)
-    assert sum(ln.startswith("[start]") for ln in lines) == 7
-    assert lines[0] == f"7 of 7 block(s) to synthesise, 3 at a time (cache {tmp_path})"
+    assert sum(ln.startswith("[start]") for ln in lines) == 6
+    assert lines[0] == f"6 of 6 block(s) to synthesise, 3 at a time (cache {tmp_path})"
     assert all(ln.startswith("[start]") for ln in lines[1:4])   # three in flight
 
     def failing(block, **kw):
@@ -486,9 +486,9 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     args = ["report", "--host-bw", "400,800", "--cache-dir", str(tmp_path)]
     assert main(args) == 0
     out, err = capsys.readouterr()
-    # host lanes (fixed) shared; generator TX lanes per width (fixed:8, fixed:4), generator,
-    # arbiter(4), arbiter(8), arbiter(2), register files of 400 and 800
-    assert "[10/10] " in err
+    # host lanes (fixed) shared; generator lanes per width (fixed:8, fixed:4), arbiter(4),
+    # arbiter(8), arbiter(2), register files of 400 and 800
+    assert "[9/9] " in err
     assert "paper_LUT_pct" in out and "OpenNIC shell" in out and "out-of-context" in out
     assert "fixed:8" in out and "fixed:4" in out
 
@@ -497,7 +497,7 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert lines[0].split(",") == report.SUMMARY_COLUMNS and len(lines) == 3
     assert main(args + ["--format", "csv", "--breakdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 7 + 7
+    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 6 + 6
 
     assert main(args + ["--format", "json"]) == 0
     obj = json.loads(capsys.readouterr().out)

@@ -26,8 +26,10 @@ class Block:
     """One distinct block to synthesise: a kind and its constructor parameters.
 
     Picklable and hashable; :meth:`make` builds the component. Kinds:
-    ``tx_lane`` (codecs, mtu, port: a host-facing lane), ``gen_tx_lane`` (codec specs,
-    mtu, port: a generator's lane, as
+    ``tx_lane`` (codecs, mtu, port: a host-facing lane), ``gen_lane`` (codec specs, mtu,
+    port, max_elements: a generator and its TX lane, the one module per lane
+    ``generate`` writes, :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane`),
+    ``gen_tx_lane`` (codec specs, mtu, port: a generator's TX lane alone, as
     :func:`~squeezenic_hw.gateware.arrays.lane_arrays.generator_tx_lane` builds it),
     ``rx_lane`` (codecs, max_host_elements, port),
     ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
@@ -49,7 +51,7 @@ class Block:
     @property
     def label(self):
         a = self.args
-        if self.kind in ("tx_lane", "rx_lane", "gen_tx_lane"):
+        if self.kind in ("tx_lane", "rx_lane", "gen_tx_lane", "gen_lane"):
             return f"{self.kind}({'+'.join(a['codecs'])})"
         if self.kind in ("arbiter", "distributor", "splitter"):
             return f"{self.kind}({a['n']})"
@@ -80,6 +82,10 @@ class Block:
         if k == "gen_tx_lane":
             from squeezenic_hw.gateware.arrays.lane_arrays import generator_tx_lane
             return generator_tx_lane(list(a["codecs"]), mtu=a["mtu"], port=a["port"])
+        if k == "gen_lane":
+            from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane
+            return GeneratorLane(list(a["codecs"]), mtu=a["mtu"], port=a["port"],
+                                 max_elements=a["max_elements"])
         if k == "rx_lane":
             from squeezenic_hw.gateware.rx.lane import RxLane
             return RxLane(codecs=a["codecs"], max_host_elements=a["max_host_elements"],
@@ -168,7 +174,8 @@ def plugin_blocks(params):
     """``[(Block, count), ...]`` of the plugin built with ``params`` (a PluginParams).
 
     Per interface a host TX and RX lane (``codecs``); with ``gen_lanes`` N > 0 on
-    interface 0: N generators and N generator TX lanes (``gen_codecs``), a
+    interface 0: N generator lanes (a generator and its TX lane of ``gen_codecs``, one
+    block as ``generate`` writes one module), a
     FrameArbiter(N) over them (TxArray) and a FrameArbiter(2) of the host lane and
     the array; with ``loopback`` also a SourcePortSplitter, a FrameDistributor(M)
     (RxArray), M RX lanes (``gen_codecs``) and M checkers, M = ``rx_lanes``; one
@@ -185,8 +192,8 @@ def plugin_blocks(params):
     ]
     if n:
         out += [
-            (Block.of("generator", max_elements=DEFAULT_HOST_ELEMENTS, port=p.port), n),
-            (Block.of("gen_tx_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port), n),
+            (Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
+                      max_elements=DEFAULT_HOST_ELEMENTS), n),
             (Block.of("arbiter", n=n), 1),
             (Block.of("arbiter", n=2), 1),
         ]

@@ -123,8 +123,10 @@ class _Token(data.Struct):
 
 
 def _thermometer(count, width):
-    """``width`` bits, bit ``e`` set when ``e < count``."""
-    return Cat(*[count > e for e in range(width)])
+    """``width`` bits, bit ``e`` set when ``e < count`` (a constant 0 where ``count``
+    cannot exceed ``e``)."""
+    top = 2 ** len(count) - 1
+    return Cat(*[count > e if e < top else Const(0, 1) for e in range(width)])
 
 
 def _ones_fold(value):
@@ -623,7 +625,7 @@ class SignTxLane(wiring.Component):
                              o.payload.dst.eq(tq.host.dst),
                              beats_left.eq(tq.rows), beats_none.eq(0),
                              beats_one.eq(tq.rows == 1),
-                             last_keep.eq(Cat(*[tq.last_bytes >= e
-                                                for e in range(DATA_BYTES)]))]
+                             last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e
+                                                             for e in range(1, DATA_BYTES)]))]
             with m.Else():
                 m.d.sync += o.valid.eq(0)
