@@ -153,7 +153,7 @@ class SignTxLane(wiring.Component):
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
     ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
 
-    Latency: a wire frame's header leaves 9 cycles after the host beat that closes it
+    Latency: a wire frame's header leaves 8 cycles after the host beat that closes it
     (``docs/lanes.md``). Throughput: one host beat per cycle, but for one cycle
     after a frame that closes with a word and a part word to write, and for the
     headers that arrive while a key change is being sent (the frames of the old key
@@ -328,7 +328,10 @@ class SignTxLane(wiring.Component):
         m.submodules.ring = ring = Memory(shape=unsigned(8 * DATA_BYTES), depth=depth,
                                           init=[])
         wr = ring.write_port()
-        rd = ring.read_port(domain="comb")
+        # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs) is
+        # block RAM, whose read is registered: it is addressed a cycle ahead
+        self._deep_ring = depth > 64
+        rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
         wptr = Signal(range(depth))
         self._rptr = rptr = Signal(range(depth))
         ring_tight = Signal()
@@ -464,45 +467,41 @@ class SignTxLane(wiring.Component):
             self.close_done.eq(quiet & self.close),
         ]
 
-        # the token of a closing frame, or of a key change with no frame open
+        # the token of a closing frame, or of a key change with no frame open: t0 takes
+        # what the gearbox knows (n, offset, first host frame, the IPv4 words it copies,
+        # summed), t1 the sizes that follow from n, and goes into the FIFO
         switch_only = is_header & host_in["key_new"] & ~open_
         t0 = Signal(_Token, reset_less=True)
         t0_valid = Signal()
-        room_after = Signal(17, reset_less=True)
+        opened_now = is_payload & ~open_      # opened and closed by the same beat
+        first_host = Signal(_HostFields)
+        m.d.comb += first_host.eq(Mux(opened_now, cur, frame))
+        copied = first_host.copied
+        tos, ip_id, frag, ttl = copied[:8], copied[8:24], copied[24:40], copied[40:48]
+        be16 = lambda v: Cat(v[8:16], v[:8])          # noqa: E731  (two header bytes, BE)
         m.d.sync += t0_valid.eq(closes | switch_only)
         m.d.sync += [
             t0.frame.eq(closes),
             t0.switch.eq(is_header & host_in["key_new"]),
             t0.flush.eq(Mux(full, cur_flush & item.last & ~split, flush_close | late_flush)),
-            t0.offset.eq(frame_offset),
-            t0.host.eq(frame),
-            room_after.eq(taken_room),
+            t0.offset.eq(Mux(opened_now, at, frame_offset)),
+            t0.host.eq(first_host),
+            t0.n.eq(cap - taken_room),
+            t0.ip_sum.eq(tos + be16(ip_id) + be16(frag) + Cat(Const(0, 8), ttl)),
         ]
-        with m.If(is_payload & ~open_):      # opened and closed by the same beat
-            m.d.sync += [t0.offset.eq(at), t0.host.eq(cur)]
-        # t1: n, and the IPv4 words the frame copies, summed
         t1 = Signal(_Token, reset_less=True)
         t1_valid = Signal()
-        t1_bytes = Signal(14, reset_less=True)
-        n = Signal(16)
-        m.d.comb += n.eq(cap - room_after)
-        copied = t0.host.copied
-        tos, ip_id, frag, ttl = copied[:8], copied[8:24], copied[24:40], copied[40:48]
-        be16 = lambda v: Cat(v[8:16], v[:8])          # noqa: E731  (two header bytes, BE)
-        m.d.sync += [t1_valid.eq(t0_valid), t1.eq(t0), t1.n.eq(n),
-                     t1_bytes.eq((n + 7) >> 3), t1.rows.eq((n + 8 * DATA_BYTES - 1) >> 9),
-                     t1.ip_sum.eq(tos + be16(ip_id) + be16(frag) + Cat(Const(0, 8), ttl))]
-        # t2: the lengths and the last beat's bytes; the total length joins the sum
-        t2 = Signal(_Token, reset_less=True)
-        t2_valid = Signal()
-        ip_length = t1_bytes + (HEADER_LEN - 14)
+        payload_bytes = Signal(14)
+        m.d.comb += payload_bytes.eq((t0.n + 7) >> 3)
         m.d.sync += [
-            t2_valid.eq(t1_valid), t2.eq(t1),
-            t2.size.eq(t1_bytes + HEADER_LEN),
-            t2.last_bytes.eq(t1_bytes - 1),
-            t2.ip_sum.eq(t1.ip_sum + ip_length),
+            t1_valid.eq(t0_valid), t1.eq(t0),
+            t1.rows.eq((t0.n + 8 * DATA_BYTES - 1) >> 9),
+            t1.size.eq(payload_bytes + HEADER_LEN),
+            t1.last_bytes.eq(payload_bytes - 1),
+            # the IPv4 total length, size - 14, joins the sum
+            t1.ip_sum.eq(t0.ip_sum + payload_bytes + (HEADER_LEN - 14)),
         ]
-        m.d.comb += [tokens.w_data.eq(t2), tokens.w_en.eq(t2_valid)]
+        m.d.comb += [tokens.w_data.eq(t1), tokens.w_en.eq(t1_valid)]
 
         # counters: events registered, added a cycle later
         c = self.counters
@@ -529,7 +528,11 @@ class SignTxLane(wiring.Component):
         o = self.o
         advance = ~o.valid | o.ready
         rptr = self._rptr
-        m.d.comb += rd.addr.eq(rptr)
+        issue_row = Signal()
+        if self._deep_ring:
+            m.d.comb += rd.addr.eq(Mux(issue_row, rptr + 1, rptr))
+        else:
+            m.d.comb += rd.addr.eq(rptr)
         tq = Signal(_Token, reset_less=True)     # the next frame's token
         tq_valid = Signal()
         ready_q = Signal()                       # its checksum is in ``checksum``
@@ -613,6 +616,7 @@ class SignTxLane(wiring.Component):
 
         with m.If(advance):
             with m.If(~beats_none):
+                m.d.comb += issue_row.eq(1)
                 m.d.sync += [o.valid.eq(1), o.payload.data.eq(rd.data),
                              o.payload.last.eq(beats_one),
                              o.payload.keep.eq(Mux(beats_one, last_keep, -1)),

@@ -67,12 +67,12 @@ def test_sign_lane_flush_every_frame_keeps_the_input_rate():
 
 @pytest.mark.parametrize("n", [1, 16, 100])
 def test_sign_lane_latency(n):
-    """A flush frame's header leaves 9 cycles after its last beat comes in."""
+    """A flush frame's header leaves 8 cycles after its last beat comes in."""
     rng = np.random.default_rng(n)
     frames = host_stream(rng, "sign", n_total=n, lengths=[n], flush_rate=1.0)
     run = simulate_lane(SignTxLane(), frames, quiet=60)
     check_against_reference(run, frames, "tx", codecs=["sign"])
-    assert run.first_beat_latency - -(-n // 16) == 9
+    assert run.first_beat_latency - -(-n // 16) == 8
 
 
 def test_sign_lane_idle_timeout_exact_boundaries():
