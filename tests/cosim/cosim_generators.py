@@ -128,10 +128,16 @@ async def generators_looped_back(dut):
     for k, e in enumerate(expected):
         assert await tb.read_ok(f"lane{k}_frames_sent") == n_frames
         for side in ("tx", "rx"):
-            hw = {name: await tb.read_ok(f"lane{k}_{side}_{name}") for name in e[side]}
-            assert hw == e[side], (k, side, {n: (hw[n], v) for n, v in e[side].items()
-                                             if hw[n] != v})
-            assert await tb.read_ok(f"lane{k}_{side}_size_errors") == 0
+            # the counters the map has (a generator lane's TX side: those a trusted lane
+            # moves); the reference's others must be 0
+            names = [n for n in e[side] if f"lane{k}_{side}_{n}" in tb.plugin.registers]
+            hw = {name: await tb.read_ok(f"lane{k}_{side}_{name}") for name in names}
+            want = {n: e[side][n] for n in names}
+            assert hw == want, (k, side, {n: (hw[n], v) for n, v in want.items()
+                                          if hw[n] != v})
+            assert all(v == 0 for n, v in e[side].items() if n not in want), (k, side)
+            if f"lane{k}_{side}_size_errors" in tb.plugin.registers:
+                assert await tb.read_ok(f"lane{k}_{side}_size_errors") == 0
         hw = {}
         for name in CHECKER:
             hw[name] = await (tb.read64 if name in WIDE else tb.read_ok)(f"lane{k}_chk_{name}")
