@@ -419,9 +419,14 @@ def test_report_sums_counts(fake_blocks, tmp_path):
                and b["block"].startswith("gen_lane")) == 4
     shares = [b["LUT_share_pct"] for b in rep["blocks"] if b["host_bw"] == 400]
     assert sum(shares) == pytest.approx(100, abs=0.05)
+    # one generator lane's share: all but the host lanes and the wire arbiter, over N
+    assert r400["LUT_per_lane"] == pytest.approx(
+        (lut - (t[0] + t[3]) - (x[0] + x[3]) - 2 * a[0]) / 4, abs=0.1)
     growth = {g["resource"]: g for g in rep["growth"]}
     assert growth["LUT"]["ours_per_lane"] == pytest.approx(
         (r6400["LUT"] - r400["LUT"]) / 60, abs=0.1)
+    worst = max((r400["LUT_per_lane"], 400), (r6400["LUT_per_lane"], 6400))
+    assert (growth["LUT"]["ours_max_per_lane"], growth["LUT"]["max_at_host_bw"]) == worst
     assert 1000 < growth["LUT"]["paper_per_lane"] < 2000     # "about 1.6 k per lane"
     assert growth["LUT"]["target_per_lane"] == 1600 and growth["FF"]["target_per_lane"] == 3300
     assert growth["LUT"]["meets_target"] is (growth["LUT"]["ours_per_lane"] <= 1600)
@@ -587,3 +592,18 @@ def test_records_carry_the_timing_estimate(tmp_path, fake_yosys):
     assert rec["est_ns"] == pytest.approx(0.60) and rec["lut_levels"] == 1
     assert rec["worst_path"].startswith("count") and rec["over_budget"] == 0
     assert rec["schema"] == 2
+
+
+def test_growth_target_needs_every_row_within_it():
+    """A sweep whose costly lanes are at the low bandwidths fits a falling line: the slope
+    alone would meet the target; the rows' own per-lane costs do not."""
+    rows = [{"host_bw": 100 * n, "lanes": n, "LUT": lut, "FF": 1000 * n, "CLB_est": 10 * n,
+             "LUT_per_lane": per, "FF_per_lane": 1000.0}
+            for n, lut, per in ((4, 120_000, 29_000.0), (16, 450_000, 28_000.0),
+                                (32, 130_000, 3_000.0), (64, 236_000, 3_000.0))]
+    growth = {g["resource"]: g for g in report_build._growth(rows)}
+    assert growth["LUT"]["ours_per_lane"] < 1600
+    assert growth["LUT"]["ours_max_per_lane"] == 29_000.0
+    assert growth["LUT"]["max_at_host_bw"] == 400
+    assert growth["LUT"]["meets_target"] is False
+    assert growth["FF"]["meets_target"] is True
