@@ -82,14 +82,18 @@ class _Beat(data.Struct):
     folded: 16               # header only: the IPv4 header checksum's complement
 
 
-def _values(m, state):
-    """The 16 fp32 bit patterns of the window ``state`` (docs/generator.md).
+def _values(m, state, signs_only=False):
+    """The 16 fp32 bit patterns of the window ``state`` (docs/generator.md); with
+    ``signs_only``, each pattern's sign bit and zeros below it.
 
     A sign or mantissa bit, and the exponent's lowest bit ``c``, is the XOR of three
     window bits; the exponent is ``0b0111`` over ``g``, ``g = 14 + c`` when the class
     ``x`` is 0 and ``2·(4 − z) + c`` otherwise (``z`` leading zeros of ``x``), so its
     bits 3…1 are a function of the five class bits alone (``7`` or ``4 − z``).
     """
+    if signs_only:
+        signs = [_value_taps(e, 23) for e in range(ELEMENTS_PER_BEAT)]
+        return [Cat(Const(0, 31), state[a] ^ state[b] ^ state[c]) for a, b, c in signs]
     # The first taps are bits 0…399 in order: one slice. Whole vectors XOR-ed at once
     # are also what keeps the Python simulator fast.
     n = ELEMENTS_PER_BEAT * _XOR_BITS
@@ -148,6 +152,10 @@ class GradientGenerator(wiring.Component):
         The header fields that are not control inputs: MACs, EtherType, IPv4
         addresses, TOS, flags/fragment word, TTL, protocol, UDP destination
         port, version (elaboration-time constants). Default ``Header()``.
+    signs_only : bool
+        Send each value's sign bit and zeros in its other 31 bits: for a consumer that
+        reads nothing else (a ``sign`` TX lane, whose wire frames are then those of the
+        full values bit for bit), without the logic of the other bits.
 
     Attributes
     ----------
@@ -205,7 +213,7 @@ class GradientGenerator(wiring.Component):
 
     LATENCY = 2 + _WARMUP_STEPS + 2
 
-    def __init__(self, max_elements=DEFAULT_HOST_ELEMENTS, *, template=None):
+    def __init__(self, max_elements=DEFAULT_HOST_ELEMENTS, *, template=None, signs_only=False):
         if isinstance(max_elements, bool) or not isinstance(max_elements, int) \
                 or not 1 <= max_elements <= MAX_ELEMENTS:
             raise ValueError(f"max_elements must be an int in 1…{MAX_ELEMENTS}, "
@@ -220,8 +228,11 @@ class GradientGenerator(wiring.Component):
                             ("protocol", 8), ("dst_port", 16), ("version", 8)]:
             if not 0 <= getattr(template, name) < 1 << width:
                 raise ValueError(f"template.{name} must fit {width} bits")
+        if not isinstance(signs_only, bool):
+            raise ValueError(f"signs_only must be a bool, got {signs_only!r}")
         self.max_elements = max_elements
         self.template = template
+        self.signs_only = signs_only
         super().__init__({
             "o": Out(axis_signature()),
             "start": In(1),
@@ -473,7 +484,8 @@ class GradientGenerator(wiring.Component):
         put(HDR.OFFSET, _le(d.offset, 4))
         header = Cat(*hdr)
 
-        values = Cat(*[Mux(d.mask[e], word, 0) for e, word in enumerate(_values(m, state))])
+        values = Cat(*[Mux(d.mask[e], word, 0)
+                       for e, word in enumerate(_values(m, state, self.signs_only))])
         out_valid = st.reg(d_valid, name="out_valid", reset_less=False)
         out_data = st.reg(Mux(d.header, header, values), name="out_data")
         out_mask = st.reg(d.mask, name="out_mask")

@@ -180,9 +180,11 @@ class GeneratorLane(wiring.Component):
 
     def __init__(self, codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
                  max_elements=DEFAULT_HOST_ELEMENTS):
-        # the generators send to the lanes' port (the template's other fields are defaults)
-        self._gen = GradientGenerator(max_elements, template=Header(dst_port=port))
+        # the generators send to the lanes' port (the template's other fields are defaults);
+        # a sign lane reads nothing of a value but its sign
         self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout)
+        self._gen = GradientGenerator(max_elements, template=Header(dst_port=port),
+                                      signs_only=isinstance(self._lane, SignTxLane))
         super().__init__(_generator_lane_signature(tx_counters_layout()))
 
     @property

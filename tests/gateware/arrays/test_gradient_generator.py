@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The per-lane data generator: numpy reference (values, frames) and gateware against it."""
 
 import zlib
@@ -288,9 +289,10 @@ def _simulate(dut, control, sink):
     sim.run()
 
 
-def _run_configs(runs, *, backpressure, seed, max_elements=363, template=None):
+def _run_configs(runs, *, backpressure, seed, max_elements=363, template=None,
+                 signs_only=False):
     """Runs ``[(config, n_frames)]`` one after the other on one generator; its frames."""
-    dut = GradientGenerator(max_elements, template=template)
+    dut = GradientGenerator(max_elements, template=template, signs_only=signs_only)
     total = sum(n for _, n in runs)
     sink = FrameSink(dut.o, n_frames=total, backpressure=backpressure, seed=seed)
     sent = []
@@ -328,6 +330,26 @@ _RUNS = [
     (GeneratorConfig(codec=6, stochastic=True, elements=31, offset=2**32 - 31 * 2 - 5,
                      flush_every=3, seed=1, rate_bytes_per_cycle=255.99), 5),
 ]
+
+
+def test_signs_only_sends_the_reference_signs():
+    """``signs_only``: every payload word is the reference value's sign bit, zeros below;
+    the headers are the reference's."""
+    runs = [(GeneratorConfig(codec=5, elements=37, value_seed=9, flush_every=2), 3),
+            (GeneratorConfig(codec=5, elements=363, value_seed=77, offset=2**32 - 5), 2)]
+    frames = _run_configs(runs, backpressure=0.3, seed=4, signs_only=True)
+    expected = [f for cfg, n in runs for f in generate_frames(cfg, n)]
+    assert len(frames) == len(expected)
+    for got, want in zip(frames, expected, strict=True):
+        assert got.data[:64] == want[:64]
+        words = np.frombuffer(want[64:], dtype="<u4") & np.uint32(0x80000000)
+        assert got.data[64:] == words.tobytes()
+        assert np.any(words) and not np.all(words)
+
+
+def test_signs_only_checked():
+    with pytest.raises(ValueError, match="signs_only"):
+        GradientGenerator(signs_only=1)
 
 
 @pytest.mark.parametrize("backpressure", [0.0, 0.3, 0.7])
