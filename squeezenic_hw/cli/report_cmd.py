@@ -12,7 +12,7 @@ HELP = ("U280 resources of the plugin by host bandwidth: per-block Yosys synthes
 
 _RESOURCE_TABLE = ["host_bw", "lanes", "codec", "ratio", "wire_gbps_at_full_rate", "fits_wire",
                    "codecs", "gen_codecs", "rx_lanes", "LUT", "LUT_mem", "FF", "CARRY", "DSP",
-                   "BRAM", "URAM", "CLB_est",
+                   "BRAM", "URAM", "CLB_est", "LUT_per_lane", "FF_per_lane", "est_ns",
                    "depth", "blocks", "synth_s", "peak_mib", "cached"]
 _PCT_TABLE = ["host_bw", "codec", "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "BRAM_pct",
               "URAM_pct", "CLB_pct", "paper_LUT_pct", "paper_FF_pct", "paper_CLB_pct"]
