@@ -5,13 +5,21 @@ beat of a frame: Ethernet II, IPv4 without options, UDP, then the SqueezeNIC fie
 __all__ = [
     "HEADER_LEN", "DEFAULT_PORT", "MAX_PKT_LEN", "DEFAULT_MTU", "DEFAULT_HOST_ELEMENTS",
     "VERSION", "FLAG_ENCODED", "FLAG_STOCHASTIC", "FLAG_FLUSH", "FLAGS_RESERVED",
-    "ETHERTYPE_IPV4", "IPV4_VIHL", "PROTO_UDP", "HDR",
+    "ETHERTYPE_IPV4", "IPV4_VIHL", "PROTO_UDP", "HDR", "check_port",
 ]
 
 #: Bytes of the header (the whole first 512-bit beat).
 HEADER_LEN = 64
 #: Default SqueezeNIC UDP destination port (a build parameter).
 DEFAULT_PORT = 21329
+
+
+def check_port(port):
+    """``port`` if it is a UDP port number (1…65535), else ``ValueError`` naming it."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
+        raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
+    return port
+
 #: Largest host frame in bytes (OpenNIC's ``MAX_PKT_LEN`` upper bound).
 MAX_PKT_LEN = 9600
 #: Default wire MTU (frame length in bytes, without FCS).

@@ -35,6 +35,7 @@ from squeezenic_hw.spec.header import (
     IPV4_VIHL,
     PROTO_UDP,
     VERSION,
+    check_port,
 )
 
 __all__ = ["ClassifiedBeat", "FrameClassifier", "RxFrameInfo"]
@@ -90,9 +91,7 @@ def _codec_ids(codecs):
 def _check_parameters(lane, port, codecs):
     if lane not in ("tx", "rx"):
         raise ValueError(f"lane must be 'tx' or 'rx', got {lane!r}")
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
-        raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
-    return lane, port, _codec_ids(codecs)
+    return lane, check_port(port), _codec_ids(codecs)
 
 
 class FrameClassifier(wiring.Component):

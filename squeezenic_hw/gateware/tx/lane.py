@@ -50,13 +50,28 @@ from squeezenic_hw.gateware.lane.merger import FrameMerger
 from squeezenic_hw.gateware.sparse.compactor import SparseCompactor
 from squeezenic_hw.gateware.sparse.frame_builder import SparseFrameBuilder
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info, resolve_codecs
-from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN
+from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN, check_port
 
 from .controller import TxController, tx_counters_layout
 from .packer import WirePacker
 from .ring import WireRing
 
-__all__ = ["TxLane"]
+__all__ = ["TxLane", "tx_lane_signature"]
+
+
+def tx_lane_signature(*, port, idle_timeout):
+    """The ports every TX lane has (:class:`TxLane`, :class:`~.sign_tx_lane.SignTxLane`)."""
+    return wiring.Signature({
+        "i": In(axis_signature()),
+        "o": Out(axis_signature()),
+        "close": In(1),
+        "close_done": Out(1),
+        "counters": Out(tx_counters_layout()),
+        # run-time settings (plugin registers); undriven, they are the parameters
+        "cfg_port": In(16, init=port),
+        "cfg_enable": In(1, init=1),
+        "cfg_idle_timeout": In(32, init=idle_timeout or 0),
+    })
 
 
 class TxLane(wiring.Component):
@@ -138,25 +153,14 @@ class TxLane(wiring.Component):
             raise ValueError("trusted lanes cannot build threshold in (its keep mask comes "
                              "from the classifier); use trusted=False")
         if trusted:
-            if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
-                raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
+            check_port(port)
             self._classifier = None
         else:
             self._classifier = FrameClassifier("tx", port=port, codecs=self._codecs)
         self._mtu = mtu
         self._bypass_depth = bypass_depth
         self._token_depth = token_depth
-        super().__init__({
-            "i": In(axis_signature()),
-            "o": Out(axis_signature()),
-            "close": In(1),
-            "close_done": Out(1),
-            "counters": Out(tx_counters_layout()),
-            # run-time settings (plugin registers); undriven, they are the parameters
-            "cfg_port": In(16, init=port),
-            "cfg_enable": In(1, init=1),
-            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
-        })
+        super().__init__(tx_lane_signature(port=port, idle_timeout=idle_timeout))
 
     @property
     def codecs(self):

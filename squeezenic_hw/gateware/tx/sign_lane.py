@@ -36,12 +36,10 @@ Other frames give undefined output. This is what :class:`~.tx_lane.TxLane` with
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     ELEMENTS_PER_BEAT,
-    axis_signature,
     header_bytes,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer
@@ -58,9 +56,10 @@ from squeezenic_hw.spec.header import (
     IPV4_VIHL,
     MAX_PKT_LEN,
     PROTO_UDP,
+    check_port,
 )
 
-from .controller import tx_counters_layout
+from .lane import tx_lane_signature
 
 __all__ = ["SignTxLane"]
 
@@ -167,8 +166,7 @@ class SignTxLane(wiring.Component):
                 HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN):
             raise ValueError(f"mtu must be an int from {HEADER_LEN + 4} to {MAX_PKT_LEN}, "
                              f"got {mtu!r}")
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 0xFFFF:
-            raise ValueError(f"port must be an int from 1 to 65535, got {port!r}")
+        check_port(port)
         if idle_timeout is not None and (isinstance(idle_timeout, bool)
                                          or not isinstance(idle_timeout, int)
                                          or not 0 <= idle_timeout < 2**32):
@@ -186,16 +184,7 @@ class SignTxLane(wiring.Component):
         # the depth of a LUTRAM cell, for the small frames of a small MTU
         self._ring_depth = max(32, 1 << (max_rows + 7 - 1).bit_length())
         self._token_depth = token_depth
-        super().__init__({
-            "i": In(axis_signature()),
-            "o": Out(axis_signature()),
-            "close": In(1),
-            "close_done": Out(1),
-            "counters": Out(tx_counters_layout()),
-            "cfg_port": In(16, init=port),
-            "cfg_enable": In(1, init=1),
-            "cfg_idle_timeout": In(32, init=idle_timeout or 0),
-        })
+        super().__init__(tx_lane_signature(port=port, idle_timeout=idle_timeout))
 
     @property
     def codecs(self):
