@@ -203,8 +203,7 @@ class SignTxLane(wiring.Component):
         m = Module()
         skid = m.submodules.items = SkidBuffer(_Item)
         host_in = self._input_stage(m, skid)
-        closes = self._gearbox(m, skid.o, host_in)
-        ring_read, tokens = closes
+        ring_read, tokens = self._gearbox(m, skid.o, host_in)
         self._output(m, ring_read, tokens)
         return m
 
@@ -345,12 +344,11 @@ class SignTxLane(wiring.Component):
         pay = items.valid & (item.kind == _Kind.PAYLOAD) & ~busy
         is_payload = decide & pay
         is_header = decide & ~pay
+        # a beat takes its k elements, or when it fills the frame the room there is
         room5 = room[:5]
-        take = Signal(5)
         full_c = Signal()
         split_c = Signal()
         m.d.comb += [
-            take.eq(Mux(room_big | (item.k < room5), item.k, room5)),
             full_c.eq(pay & ~room_big & (item.k >= room5)),
             split_c.eq(full_c & (item.k > room5)),
         ]
@@ -362,7 +360,8 @@ class SignTxLane(wiring.Component):
         taken = Mux(pay, item.bits & room_mask, 0)
         window = Signal(2 * _WORD)
         m.d.comb += window.eq(part | (taken << plen))
-        # plen + take, its two sums made from registers beside the full compare
+        # plen + the elements taken, its two sums made from registers beside the full
+        # compare
         total = Signal(6)
         m.d.comb += total.eq(Mux(full_c, plen + room5, Mux(pay, plen + item.k, plen)))
         whole_c = total[4]                        # a whole word is made
