@@ -40,6 +40,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_le,
 )
 from squeezenic_hw.gateware.lane.control import codec_params_of
+from squeezenic_hw.gateware.sparse.bits import add_bits
 from squeezenic_hw.spec.counters import TX_COUNTERS
 from squeezenic_hw.spec.frames import TX_REASONS
 from squeezenic_hw.spec.header import HDR, HEADER_LEN
@@ -673,12 +674,11 @@ class TxCoalescer(wiring.Component):
         m.d.sync += [close_pending.eq(closes_now), pending_rest.eq(rest),
                      pending_rest_kept.eq(rest_kept)]
 
+
 def _add_mod8(a, b):
-    """``(a + b) mod 8`` of two 3-bit values as logic: a LUT per bit, no carry chain
-    (a 3-bit adder mapped to a CARRY8 costs more than the sum it makes)."""
-    c0 = a[0] & b[0]
-    c1 = (a[1] & b[1]) | (c0 & (a[1] ^ b[1]))
-    return Cat(a[0] ^ b[0], a[1] ^ b[1] ^ c0, a[2] ^ b[2] ^ c1)
+    """``(a + b) mod 8`` of two 3-bit values as plain gates (:func:`add_bits`): a LUT per
+    bit, no carry chain (a 3-bit adder mapped to a CARRY8 costs more than the sum)."""
+    return Cat(*add_bits(list(a[:3]), list(b[:3]))[:3])
 
 
 def _thermometer_count(bits):
