@@ -13,6 +13,7 @@ from squeezenic_hw.spec.codecs import CODECS, codec_info
 from squeezenic_hw.spec.scaling import LANE_GBPS, lanes_for
 
 __all__ = ["WIRE_GBPS", "CodecChoice", "codec_candidates", "default_codec", "parse_codec_spec",
+           "gen_lanes_trusted",
            "spec_ratio", "loopback_lanes"]
 
 #: Wire rate the default codec keeps (Gb/s): one 100 GbE port.
@@ -95,6 +96,13 @@ def parse_codec_spec(spec):
         raise ValueError(f"codec parameter must be an integer, got {text!r}") from None
     info.bits_per_element(p)
     return info, p
+
+
+def gen_lanes_trusted(specs):
+    """Whether generator lanes of the codec ``specs`` are built for a trusted source (no
+    classifier, no bypass): unless ``threshold`` is among them, whose keep mask the
+    classifier computes."""
+    return not any(parse_codec_spec(s)[0].variable for s in specs)
 
 
 def spec_ratio(spec):

@@ -29,7 +29,7 @@ from squeezenic_hw.spec.generator import GeneratorConfig
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
-from .codec_choice import default_codec, loopback_lanes, parse_codec_spec
+from .codec_choice import default_codec, gen_lanes_trusted, loopback_lanes, parse_codec_spec
 from .registers import RegisterMap
 
 __all__ = ["PluginParams", "plugin_register_map", "PLUGIN_ID", "version_word",
@@ -168,9 +168,7 @@ class PluginParams:
         """The generator lanes' TX counters in the register map: those a lane for a trusted
         source can move (:data:`TRUSTED_TX_COUNTERS`), or every one when ``threshold`` is
         among the generator codecs (such a lane checks its frames like a host lane)."""
-        if any(parse_codec_spec(s)[0].variable for s in self.gen_codecs):
-            return TX_COUNTERS
-        return TRUSTED_TX_COUNTERS
+        return TRUSTED_TX_COUNTERS if gen_lanes_trusted(self.gen_codecs) else TX_COUNTERS
 
     def as_dict(self):
         return asdict(self) | {"codecs": list(self.codecs), "gen_codecs": list(self.gen_codecs),

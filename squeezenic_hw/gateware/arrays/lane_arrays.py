@@ -43,7 +43,8 @@ from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.gateware.tx.sign_lane import SignTxLane
-from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info
+from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
+from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
@@ -122,8 +123,7 @@ def generator_lane_options(codecs):
         if info.param_range and not info.variable:
             widths.add(int(param) if param else None)
     code_bits = widths.pop() if len(widths) == 1 else None
-    if any(str(spec).strip().partition(":")[0] in ("threshold", str(THRESHOLD_ID))
-           for spec in codecs or ()):
+    if not gen_lanes_trusted(codecs or ()):
         return {"trusted": False, "code_bits": None}
     return {"trusted": True, "code_bits": code_bits}
 

@@ -252,3 +252,7 @@ def test_generator_lane_options():
     assert generator_lane_options(["fixed:4", "qsgd:4"])["code_bits"] == 4
     assert generator_lane_options(["fixed:4", "qsgd:8"])["code_bits"] is None
     assert generator_lane_options(["fixed"])["code_bits"] is None
+    # threshold's keep mask needs the classifier: such lanes check their frames
+    assert generator_lane_options(["sign", "threshold"]) == {"trusted": False,
+                                                              "code_bits": None}
+    assert generator_lane_options(["7"])["trusted"] is False

@@ -217,6 +217,12 @@ def test_tx_only_build_has_generator_lanes_and_no_checkers():
     names = {r.name for r in SqueezeNicCore(loop).regmap}
     assert "lane31_chk_crc" in names and "lane32_chk_crc" not in names
     assert "lane63_tx_wire_frames" in names
+    # a trusted generator lane's counters only; every TX counter when it checks frames
+    assert "lane0_tx_close_end" in names and "lane0_tx_bypass_frames" not in names
+    from squeezenic_hw.regmap.plugin import plugin_register_map
+    thr = {r.name for r in plugin_register_map(PluginParams(host_bw=200,
+                                                            gen_codecs=["sign", "threshold"]))}
+    assert "lane1_tx_bypass_frames" in thr and "lane1_tx_size_errors" in thr
 
 
 @pytest.mark.parametrize("bad,match", [
