@@ -11,7 +11,7 @@ interleaving of lanes on the wire does not change any of that.
 
 from dataclasses import replace
 
-from squeezenic_hw.spec.generator import GeneratorConfig
+from squeezenic_hw.spec.generator import GeneratorConfig, lane_run_config
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from . import lane as lane_reference
@@ -40,13 +40,15 @@ def array_reference(n_lanes, config, n_frames, *, codecs=None, mtu=DEFAULT_MTU,
         "checker": counters}`` for lanes 0 … n_lanes-1.
     """
     out = []
+    # codec specs ("fixed:8") name the lanes' build; the reference lanes take the names
+    names = None if codecs is None else [str(c).strip().partition(":")[0] for c in codecs]
     for k in range(n_lanes):
-        cfg = lane_config(config if config is not None else GeneratorConfig(), k,
-                          src_port_base, port)
+        cfg = lane_config(lane_run_config(config if config is not None else GeneratorConfig(),
+                                          codecs), k, src_port_base, port)
         host = generate_frames(cfg, n_frames)
-        wire, txc = lane_reference.tx(host, port=port, mtu=mtu, codecs=codecs)
+        wire, txc = lane_reference.tx(host, port=port, mtu=mtu, codecs=names)
         back, rxc = lane_reference.rx(wire, port=port, max_host_elements=max_host_elements,
-                                      codecs=codecs)
+                                      codecs=names)
         out.append({"host": host, "wire": wire, "tx": txc, "rx": rxc,
                     "checker": check_frames(back, port=port)})
     return out

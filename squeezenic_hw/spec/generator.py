@@ -2,15 +2,17 @@
 encoding as the generator's control inputs (``docs/generator.md``). The values it emits
 are defined by :mod:`squeezenic_hw.reference.generator`."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .codecs import codec_info
 from .frames import Header
 from .header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, FLAG_STOCHASTIC, HEADER_LEN, MAX_PKT_LEN
 
 __all__ = ["MAX_ELEMENTS", "DEFAULT_RATE", "rate_to_q8_8", "GeneratorConfig",
-           "config_values"]
+           "config_values", "NARROW_LANE_CODECS", "narrow_lane_settings", "pow2_scale_bits",
+           "lane_run_config"]
 
 #: Most elements in one host frame: 64 + 4·2384 = 9600 bytes = ``MAX_PKT_LEN``.
 MAX_ELEMENTS = (MAX_PKT_LEN - HEADER_LEN) // 4
@@ -107,3 +109,51 @@ def config_values(config):
         "tuser_dst": config.tuser_dst,
         "rate_bytes_per_cycle": rate_to_q8_8(config.rate_bytes_per_cycle),
     }
+
+
+#: Codec specs whose generator lanes are built narrow, for that codec alone
+#: (``NarrowTxLane``, ``docs/lanes.md``).
+NARROW_LANE_CODECS = ("sign", "fixed:2", "fixed:4", "fixed:8")
+
+
+def narrow_lane_settings(codecs):
+    """What a generator lane built for ``codecs`` (codec specs) holds fixed, whatever its
+    control registers say: ``{"codec": id, "param": q or None, "deterministic": bool,
+    "pow2_scale": bool}`` for one :data:`NARROW_LANE_CODECS` spec, else None.
+
+    A narrow lane encodes nothing else: ``fixed:q`` rounds to nearest (``stochastic``
+    clear) and takes scales that are powers of two, so the generator's scale keeps only
+    its sign and exponent (:func:`pow2_scale_bits`).
+    """
+    specs = [codecs] if isinstance(codecs, (str, int)) else list(codecs or ())
+    if len(specs) != 1 or str(specs[0]).strip() not in NARROW_LANE_CODECS:
+        return None
+    name, _, q = str(specs[0]).strip().partition(":")
+    fixed = bool(q)
+    return {"codec": codec_info(name).id, "param": int(q) if fixed else None,
+            "deterministic": fixed, "pow2_scale": fixed}
+
+
+def pow2_scale_bits(bits):
+    """An fp32 scale rounded down in magnitude to a power of two (its fraction bits
+    cleared; a subnormal becomes ±0); NaNs stay as they are."""
+    bits = int(bits)
+    if (bits >> 23) & 0xFF == 0xFF and bits & 0x7FFFFF:
+        return bits
+    return bits & 0xFF800000
+
+
+def lane_run_config(config, codecs):
+    """The run a generator lane built for ``codecs`` makes of ``config``
+    (:func:`narrow_lane_settings`; ``config`` itself for other lanes)."""
+    fixed = narrow_lane_settings(codecs)
+    if fixed is None:
+        return config
+    out = replace(config, codec=fixed["codec"])
+    if fixed["param"] is not None:
+        out = replace(out, param=fixed["param"])
+    if fixed["deterministic"]:
+        out = replace(out, stochastic=False)
+    if fixed["pow2_scale"]:
+        out = replace(out, scale_bits=pow2_scale_bits(config.scale_bits))
+    return out

@@ -31,7 +31,7 @@ generators', while ``gaps``, ``last_offset_end`` and ``crc`` follow the
 interleaving (a switch between two generators' tensor streams counts as a gap).
 """
 
-from amaranth import ClockSignal, Module, ResetSignal, Signal, unsigned
+from amaranth import ClockSignal, Module, Mux, ResetSignal, Signal, unsigned
 from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -42,10 +42,11 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
-from squeezenic_hw.gateware.tx.sign_lane import SignTxLane
+from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_codec
 from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header
+from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
@@ -134,12 +135,15 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
     build by default). The lane is built for a trusted on-chip source: only those
     codecs, one width where the codec has a build-time width, no classifier or bypass
-    path (:func:`generator_lane_options`). A lane of ``sign`` alone is a
-    :class:`~.sign_tx_lane.SignTxLane`, sixteen bits wide behind its input.
+    path (:func:`generator_lane_options`). A lane of ``sign`` alone, or of ``fixed`` at a
+    width of 2, 4 or 8 alone, is a :class:`~.narrow_lane.NarrowTxLane`, 16·b bits wide
+    behind its input (b the code width).
     """
+    specs = [codecs] if isinstance(codecs, (str, int)) else list(codecs or ())
+    if len(specs) == 1 and narrow_codec(specs[0]) is not None:
+        return NarrowTxLane(str(specs[0]).strip(), mtu=mtu, port=port,
+                            idle_timeout=idle_timeout)
     names = lane_codec_names(codecs)
-    if names == ["sign"]:
-        return SignTxLane(mtu=mtu, port=port, idle_timeout=idle_timeout)
     return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
 
@@ -174,6 +178,10 @@ class GeneratorLane(wiring.Component):
     until the lane acts on it at its first idle cycle), ``o`` (wire frames),
     ``frames_sent``, ``tx_counters``.
 
+    A lane built narrow (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`)
+    runs its generator at the lane's codec setting whatever ``ctrl`` says: codec and
+    width, and for ``fixed`` nearest rounding and the scale's power of two.
+
     Latency, throughput and backpressure: the generator's then the lane's; ``o``'s
     backpressure holds the lane, then the generator.
     """
@@ -183,8 +191,11 @@ class GeneratorLane(wiring.Component):
         # the generators send to the lanes' port (the template's other fields are defaults);
         # a sign lane reads nothing of a value but its sign
         self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout)
+        self._fixed = (narrow_lane_settings(codecs) if isinstance(self._lane, NarrowTxLane)
+                       else None)
         self._gen = GradientGenerator(max_elements, template=Header(dst_port=port),
-                                      signs_only=isinstance(self._lane, SignTxLane))
+                                      signs_only=isinstance(self._lane, NarrowTxLane)
+                                      and self._lane.code_bits == 1)
         super().__init__(_generator_lane_signature(tx_counters_layout()))
 
     @property
@@ -199,6 +210,18 @@ class GeneratorLane(wiring.Component):
         for name in ("start", "n_frames", "elements", "codec", "param", "stochastic",
                      "scale", "aux", "seed", "offset", "flush_every", "rate_bytes_per_cycle"):
             m.d.comb += getattr(gen, name).eq(getattr(c, name))
+        # a narrow lane encodes one codec setting: the generator runs that one, whatever
+        # the registers say (spec.generator.lane_run_config is the same rule)
+        fixed = self._fixed
+        if fixed is not None:
+            m.d.comb += gen.codec.eq(fixed["codec"])
+            if fixed["param"] is not None:
+                m.d.comb += gen.param.eq(fixed["param"])
+            if fixed["deterministic"]:
+                m.d.comb += gen.stochastic.eq(0)
+            if fixed["pow2_scale"]:
+                nan = (c.scale[23:31] == 0xFF) & c.scale[:23].any()
+                m.d.comb += gen.scale.eq(Mux(nan, c.scale, c.scale & 0xFF800000))
         m.d.comb += [
             gen.value_seed.eq(self.value_seed),
             gen.udp_src_port.eq(self.udp_src_port),

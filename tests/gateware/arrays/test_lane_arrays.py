@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
 from squeezenic_hw.reference.array import array_reference
 from squeezenic_hw.reference.checker import CHECKER_KEYS
-from squeezenic_hw.spec.generator import GeneratorConfig, config_values
+from squeezenic_hw.spec.generator import GeneratorConfig, config_values, lane_run_config
 from squeezenic_hw.spec.scaling import lanes_for
 
 
@@ -71,17 +71,34 @@ def _run_loopback(host_bw, cfg, n_frames, codecs, max_cycles=20000):
     return got, expected
 
 
+def _check_lanes(got, expected, frames, elements):
+    """Every lane's TX counts, checker counts and CRC as the reference's."""
+    for k, want in enumerate(expected):
+        assert got[k]["tx"]["host_frames"] == frames
+        assert got[k]["tx"]["wire_frames"] == want["tx"]["wire_frames"]
+        for name in CHECKER_KEYS:
+            assert got[k][name] == want["checker"][name], (k, name)
+        assert got[k]["gaps"] == 0 and got[k]["elements"] == frames * elements
+
+
 @pytest.mark.parametrize("codec,param", [(1, 0), (5, 0)])
 def test_loopback_two_lanes_matches_reference(codec, param):
     cfg = GeneratorConfig(codec=codec, param=param, elements=100, flush_every=3,
                           value_seed=5, seed=9, rate_bytes_per_cycle=64.0)
     got, expected = _run_loopback(200, cfg, 5, ["fp16", "sign"])
-    for k, want in enumerate(expected):
-        assert got[k]["tx"]["host_frames"] == 5
-        assert got[k]["tx"]["wire_frames"] == want["tx"]["wire_frames"]
-        for name in CHECKER_KEYS:
-            assert got[k][name] == want["checker"][name], (k, name)
-        assert got[k]["gaps"] == 0 and got[k]["elements"] == 500
+    _check_lanes(got, expected, 5, 100)
+
+
+def test_loopback_fixed_lanes_run_their_setting():
+    """``fixed:8`` generator lanes (narrow): the generators run fixed:8, nearest, with
+    the scale's power of two, whatever the registers ask (here fp16, stochastic, 3.7);
+    counts and CRCs equal the reference of that run."""
+    cfg = GeneratorConfig(codec=1, param=4, stochastic=True, scale_bits=0x406CCCCD,
+                          elements=100, flush_every=3, value_seed=5, seed=9,
+                          rate_bytes_per_cycle=64.0)
+    got, expected = _run_loopback(200, cfg, 4, ["fixed:8"])
+    assert lane_run_config(cfg, ["fixed:8"]).scale_bits == 0x40000000
+    _check_lanes(got, expected, 4, 100)
 
 
 @pytest.mark.parametrize("host_bw,codecs,codec", [
@@ -94,12 +111,7 @@ def test_loopback_four_and_eight_lanes_match_reference(host_bw, codecs, codec):
                           rate_bytes_per_cycle=64.0)
     got, expected = _run_loopback(host_bw, cfg, 3, codecs)
     assert len(expected) == lanes_for(host_bw)
-    for k, want in enumerate(expected):
-        assert got[k]["tx"]["host_frames"] == 3
-        assert got[k]["tx"]["wire_frames"] == want["tx"]["wire_frames"]
-        for name in CHECKER_KEYS:
-            assert got[k][name] == want["checker"][name], (k, name)
-        assert got[k]["gaps"] == 0 and got[k]["elements"] == 3 * 64
+    _check_lanes(got, expected, 3, 64)
 
 
 def test_host_bw_validated():

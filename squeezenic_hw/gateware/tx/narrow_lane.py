@@ -1,23 +1,28 @@
-"""A TX lane for a trusted source of ``sign`` frames: sixteen code bits per host beat.
+"""A TX lane for a trusted source of one narrow codec: ``sign``, or ``fixed`` at a
+build-time width of 2, 4 or 8 bits.
 
-The generator lanes of the host-bandwidth arrays send nothing but ``sign`` host frames,
-each well formed. A sign code is one bit, the element's sign, so a host beat carries
-16 code bits, and everything behind the input can be 16 bits wide instead of 512::
+The generator lanes of the host-bandwidth arrays send nothing but host frames of their
+build's codec, each well formed. A host beat's 16 elements make 16·b code bits (b the
+code width), so everything behind the encoder can be 16·b bits wide instead of 512::
 
-    i ─► input stage ─► SkidBuffer ─► gearbox ─► row accumulator ─► ring ─┐
-         (sign bits,     (items)      (16-bit    (32 slots of 16)  (LUTRAM) │
-          compares)                    words)                               ├► output ─► o
-                          closes ─► token pipeline ─► token FIFO ───────────┘
-                                    (sizes, sums)
+    i ─► input stage ─► [encoder] ─► SkidBuffer ─► gearbox ─► row accumulator ─► ring ─┐
+         (codes,         (fixed:     (items)      (16·b-bit   (512/16b slots)   (LUTRAM) │
+          compares)       3 stages)                 words)                               ├► o
+                               closes ─► token pipeline ─► token FIFO ───────────────────┘
+                                         (sizes, sums)
 
 * **Input stage.** Each accepted beat becomes an *item*: a header (with the coalescing
   compares made against the beat as it arrives: the key and the offset) or a payload
-  beat's 16 sign bits, masked to its elements. The header's other fields wait in
-  registers beside the item.
-* **Gearbox.** Appends each item's bits to the open wire frame, 16-bit words out, and
+  beat's 16 codes, zero beyond its elements. ``sign`` codes are the sign bits, made as
+  the beat comes in; ``fixed`` codes come out of a three-stage encoder that needs no
+  multiplier, for the scale must be a power of two
+  (:mod:`~squeezenic_hw.gateware.codecs.fixed_pow2`).
+  The header's other fields wait beside the item: in registers (``sign``), or in a
+  small FIFO that the encoder's stages cannot overrun (``fixed``).
+* **Gearbox.** Appends each item's codes to the open wire frame, 16·b-bit words out, and
   decides where frames close (full, mismatch, flush, idle, end) exactly as
   :func:`squeezenic_hw.reference.lane.tx`.
-* **Ring.** Words fill the 32 slots of a 512-bit row register; a full row, or a closing
+* **Ring.** Words fill the slots of a 512-bit row register; a full row, or a closing
   frame's last, is written to a ring of rows (LUTRAM at the default MTU).
 * **Output.** A token per closed frame leaves once its payload is in the ring: its header
   beat (the key fields from the key register, the rest from the token), then its rows.
@@ -26,24 +31,34 @@ The key fields (addresses, ports, codec, parameter, ``stochastic``, scale, aux, 
 are held once, not per frame: when a header brings a new key, the frames of the old
 key are sent first (the new key's headers wait; its payload does not).
 
-The source must be trusted: every frame a ``sign`` host frame of a valid header (section
-6 of ``docs/wire-format.md``: EtherType, IPv4 version/IHL 0x45, protocol 17, not
-fragmented, ``version`` 1, ``encoded`` 0) with ``n`` ≥ 1 and ``tuser_size`` 64 + 4n.
-Other frames give undefined output. This is what :class:`~.tx_lane.TxLane` with
-``trusted=True`` does, in a fraction of the logic (``docs/lanes.md``).
+The source must be trusted: every frame a host frame of the lane's codec (``fixed``:
+parameter b, ``stochastic`` clear, a scale that is a power of two, ±0, ±inf or NaN) of a
+valid header (section 6 of ``docs/wire-format.md``: EtherType, IPv4 version/IHL 0x45,
+protocol 17, not fragmented, ``version`` 1, ``encoded`` 0) with ``n`` ≥ 1 and
+``tuser_size`` 64 + 4n. Other frames give undefined output. This is what
+:class:`~.lane.TxLane` with ``trusted=True`` does, in a fraction of the logic
+(``docs/lanes.md``).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 
+from squeezenic_hw.gateware.codecs.fixed_pow2 import (
+    POW2_FIXED_LATENCY,
+    POW2_WIDTHS,
+    Pow2Scale,
+    pow2_fixed_codes,
+    pow2_scale_of,
+)
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     ELEMENTS_PER_BEAT,
     header_bytes,
 )
-from squeezenic_hw.gateware.common.stream import SkidBuffer
+from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
 from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.generator import NARROW_LANE_CODECS
 from squeezenic_hw.spec.header import (
     DEFAULT_MTU,
     DEFAULT_PORT,
@@ -61,12 +76,26 @@ from squeezenic_hw.spec.header import (
 
 from .lane import tx_lane_signature
 
-__all__ = ["SignTxLane"]
+__all__ = ["NarrowTxLane", "NARROW_CODECS", "narrow_codec"]
 
 _SIGN = codec_info("sign")
-_WORD = ELEMENTS_PER_BEAT              # code bits per full host beat: one word
-_SLOTS = 8 * DATA_BYTES // _WORD       # words per 512-bit row
+_FIXED = codec_info("fixed")
+_ROW = 8 * DATA_BYTES
 _MAX_N = 2**16 - 1
+
+#: The codec specs a :class:`NarrowTxLane` is built for.
+NARROW_CODECS = NARROW_LANE_CODECS
+assert NARROW_CODECS == ("sign",) + tuple(f"fixed:{q}" for q in POW2_WIDTHS)
+
+
+def narrow_codec(spec):
+    """``(codec id, code bits)`` of a :data:`NARROW_CODECS` spec, else None."""
+    text = str(spec).strip()
+    if text not in NARROW_CODECS:
+        return None
+    if text == "sign":
+        return _SIGN.id, 1
+    return _FIXED.id, int(text.partition(":")[2])
 
 # Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
 # addresses, UDP ports, codec, parameter, scale, aux, seed; and the flags' stochastic bit.
@@ -91,12 +120,14 @@ class _Kind:
     PAYLOAD = 1
 
 
-class _Item(data.Struct):
+def _item_layout(word):
     """One input beat, reduced."""
-    kind: unsigned(1)
-    bits: unsigned(_WORD)      # payload: sign bits of elements 0…k-1, zero above
-    k: unsigned(5)             # payload: elements in the beat, 1…16
-    last: unsigned(1)          # payload: the host frame's last beat
+    return data.StructLayout({
+        "kind": unsigned(1),
+        "bits": unsigned(word),    # payload: codes of elements 0…k-1, zero above
+        "k": unsigned(5),          # payload: elements in the beat, 1…16
+        "last": unsigned(1),       # payload: the host frame's last beat
+    })
 
 
 class _HostFields(data.Struct):
@@ -104,6 +135,17 @@ class _HostFields(data.Struct):
     copied: unsigned(8 * len(_COPIED_BYTES))
     src: unsigned(16)
     dst: unsigned(16)
+
+
+class _HeaderFields(data.Struct):
+    """A header's fields and compares, for the gearbox."""
+    n: unsigned(16)
+    offset: unsigned(32)
+    flush: unsigned(1)
+    host: _HostFields
+    coalesce: unsigned(1)      # same key, contiguous offset
+    key_new: unsigned(1)       # a key other than the header's before
+    idle: unsigned(1)          # idle_timeout or more cycles after the last
 
 
 class _Token(data.Struct):
@@ -128,17 +170,24 @@ def _thermometer(count, width):
     return Cat(*[count > e if e < top else Const(0, 1) for e in range(width)])
 
 
+def _spread(mask, b):
+    """Each bit of ``mask`` ``b`` times: an element mask as a mask of code bits."""
+    return Cat(*[bit.replicate(b) for bit in mask]) if b > 1 else mask
+
+
 def _ones_fold(value):
     """Fold a sum of 16-bit words to 16 bits, one's-complement (end-around carries)."""
     once = value[:16] + value[16:]
     return (once[:16] + once[16:])[:16]
 
 
-class SignTxLane(wiring.Component):
-    """One TX lane for a trusted source of ``sign`` host frames.
+class NarrowTxLane(wiring.Component):
+    """One TX lane for a trusted source of host frames of one narrow codec.
 
     Parameters
     ----------
+    codec : str
+        ``"sign"``, or ``"fixed:2"``, ``"fixed:4"``, ``"fixed:8"`` (:data:`NARROW_CODECS`).
     mtu : int
         Largest wire frame in bytes, 68…9600 (default 1518).
     port : int
@@ -153,19 +202,27 @@ class SignTxLane(wiring.Component):
     ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
 
     Latency: a wire frame's header leaves 8 cycles after the host beat that closes it
-    (``docs/lanes.md``). Throughput: one host beat per cycle, but for one cycle
-    after a frame that closes with a word and a part word to write, and for the
-    headers that arrive while a key change is being sent (the frames of the old key
-    leave first). Backpressure: ``i.ready`` is a register; ``o`` stalls the output,
-    then the ring and tokens fill and the input stops; nothing is dropped.
+    (``docs/lanes.md``), 11 for ``fixed`` (the encoder's three stages). Throughput: one
+    host beat per cycle, but for one cycle after a frame that closes with a word and a
+    part word to write, and for the headers that arrive while a key change is being sent
+    (the frames of the old key leave first); host frames of 1…199 elements back to
+    back go in at ≥ 0.99 beats per cycle (the tests). Backpressure: ``i.ready`` is made
+    of registers only (the skid buffer's ready, and for ``fixed`` the encoder's last
+    valid bit); ``o`` stalls the output, then the ring and tokens fill and the input
+    stops; nothing is dropped.
     """
 
-    def __init__(self, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
-                 token_depth=16):
+    def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
+                 idle_timeout=None, token_depth=16):
+        choice = narrow_codec(codec)
+        if choice is None:
+            raise ValueError(f"codec must be one of {', '.join(NARROW_CODECS)}, got {codec!r}")
+        # the gearbox needs room for two beats in a frame: 32 elements of b bits
+        min_mtu = HEADER_LEN + 4 * choice[1]
         if isinstance(mtu, bool) or not isinstance(mtu, int) or not (
-                HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN):
-            raise ValueError(f"mtu must be an int from {HEADER_LEN + 4} to {MAX_PKT_LEN}, "
-                             f"got {mtu!r}")
+                min_mtu <= mtu <= MAX_PKT_LEN):
+            raise ValueError(f"mtu must be an int from {min_mtu} to {MAX_PKT_LEN} for "
+                             f"{codec}, got {mtu!r}")
         check_port(port)
         if idle_timeout is not None and (isinstance(idle_timeout, bool)
                                          or not isinstance(idle_timeout, int)
@@ -176,19 +233,27 @@ class SignTxLane(wiring.Component):
         if isinstance(token_depth, bool) or not isinstance(token_depth, int) or token_depth < 8:
             raise ValueError(f"token_depth must be an int of at least 8 frames, "
                              f"got {token_depth!r}")
+        self._codec_id, self._b = choice
+        self._word = ELEMENTS_PER_BEAT * self._b           # code bits of a full beat
+        self._slots = _ROW // self._word                    # words per row
+        self._latency = 0 if self._b == 1 else POW2_FIXED_LATENCY
         self._mtu = mtu
-        self._capacity = min(_MAX_N, (mtu - HEADER_LEN) * 8 // _SIGN.bits)
-        max_rows = -(-self._capacity // (8 * DATA_BYTES))
-        # the largest frame and the rows in flight behind it (sign writes a row per 32
-        # beats, so one frame is sent long before the next fills the rest); 32 at least,
-        # the depth of a LUTRAM cell, for the small frames of a small MTU
+        self._capacity = min(_MAX_N, (mtu - HEADER_LEN) * 8 // self._b)
+        max_rows = -(-self._capacity * self._b // _ROW)
+        # the largest frame and the rows in flight behind it (a row per 32/b beats, so
+        # one frame is sent long before the next fills the rest); 32 at least, the depth
+        # of a LUTRAM cell, for the small frames of a small MTU
         self._ring_depth = max(32, 1 << (max_rows + 7 - 1).bit_length())
         self._token_depth = token_depth
         super().__init__(tx_lane_signature(port=port, idle_timeout=idle_timeout))
 
     @property
     def codecs(self):
-        return (_SIGN.id,)
+        return (self._codec_id,)
+
+    @property
+    def code_bits(self):
+        return self._b
 
     @property
     def trusted(self):
@@ -201,7 +266,7 @@ class SignTxLane(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        skid = m.submodules.items = SkidBuffer(_Item)
+        skid = m.submodules.items = SkidBuffer(_item_layout(self._word))
         host_in = self._input_stage(m, skid)
         ring_read, tokens = self._gearbox(m, skid.o, host_in)
         self._output(m, ring_read, tokens)
@@ -210,7 +275,8 @@ class SignTxLane(wiring.Component):
     # ---- input: beats to items -------------------------------------------------------
 
     def _input_stage(self, m, skid):
-        """Items into ``skid``; returns the registers beside them (the header fields)."""
+        """Items into ``skid``; returns the header fields beside them (a
+        :class:`_HeaderFields` view the gearbox reads when it takes a header's item)."""
         beat = self.i.payload
         first = Signal(init=1)                 # the next beat is a header
         rem = Signal(16, reset_less=True)      # elements of the host frame still to come
@@ -218,63 +284,99 @@ class SignTxLane(wiring.Component):
         prev_end = Signal(32, reset_less=True)  # offset + n of the header before
         self._key_pending = key_pending = Signal()   # key_in is not yet the output's key
         self._key_in = key_in
-        host = Signal(_HostFields, reset_less=True)
-        n_in = Signal(16, reset_less=True)
-        offset_in = Signal(32, reset_less=True)
-        flush_in = Signal(reset_less=True)
-        coalesce = Signal(reset_less=True)     # same key, contiguous offset
-        key_new = Signal(reset_less=True)      # a key other than the header's before
-        idle = Signal(reset_less=True)         # idle_timeout or more cycles after the last
         since = Signal(32)                     # cycles since the last beat of a host frame
         late = Signal()                        # since ≥ cfg_idle_timeout (and it is set)
 
-        accept = self.i.valid & self.i.ready
         # a header waits while the previous key change is being sent
-        m.d.comb += self.i.ready.eq(skid.i.ready & ~(first & key_pending))
+        hold = first & key_pending
+        if self._latency:
+            # the encoder's stages move together, whenever the last one can move on
+            out_valid = Signal()
+            enable = Signal()
+            m.d.comb += [enable.eq(~out_valid | skid.i.ready),
+                         self.i.ready.eq(enable & ~hold)]
+        else:
+            m.d.comb += self.i.ready.eq(skid.i.ready & ~hold)
+        accept = self.i.valid & self.i.ready
 
         n = header_bytes(beat.data, HDR.N[0], 2)
         offset = header_bytes(beat.data, HDR.OFFSET[0], 4)
         key = _key_of(beat.data)
         key_eq = Signal()
         m.d.comb += key_eq.eq(key == key_in)
-        item = skid.i.payload
         k_full = rem[4:] != 0
-        k = Mux(k_full, _WORD, rem[:4])
-        last = ~k_full | (rem == _WORD)
-        signs = Cat(*[beat.data[32 * e + 31] for e in range(ELEMENTS_PER_BEAT)])
+        k = Mux(k_full, ELEMENTS_PER_BEAT, rem[:4])
+        last = ~k_full | (rem == ELEMENTS_PER_BEAT)
+        elements = Mux(first, 0, Mux(k_full, Const(2**ELEMENTS_PER_BEAT - 1, ELEMENTS_PER_BEAT),
+                                     _thermometer(rem[:4], ELEMENTS_PER_BEAT)))
+        fields = Signal(_HeaderFields)
         m.d.comb += [
-            skid.i.valid.eq(self.i.valid & ~(first & key_pending)),
-            item.kind.eq(Mux(first, _Kind.HEADER, _Kind.PAYLOAD)),
-            item.bits.eq(signs & Mux(k_full, Const(2**_WORD - 1, _WORD),
-                                     _thermometer(rem[:4], _WORD))),
-            item.k.eq(k),
-            item.last.eq(last),
+            fields.n.eq(n),
+            fields.offset.eq(offset),
+            fields.flush.eq(header_bytes(beat.data, HDR.FLAGS[0], 1)[
+                FLAG_FLUSH.bit_length() - 1]),
+            fields.host.copied.eq(Cat(*[header_bytes(beat.data, b, 1)
+                                        for b in _COPIED_BYTES])),
+            fields.host.src.eq(beat.src),
+            fields.host.dst.eq(beat.dst),
+            fields.coalesce.eq(key_eq & (offset == prev_end)),
+            fields.key_new.eq(~key_eq),
+            fields.idle.eq(late),
+        ]
+        item = skid.i.payload
+        meta = Cat(first, k, last)       # kind (HEADER = 0 when first), k, last
+        if self._latency:
+            # the fields wait in a FIFO: headers behind this one may come in before the
+            # encoder hands on its item (a FIFO of 8 covers the 3 stages and the skid)
+            hf = m.submodules.header_fields = fifo.SyncFIFOBuffered(
+                width=len(fields.as_value()), depth=8)
+            m.d.comb += [hf.w_data.eq(fields), hf.w_en.eq(accept & first)]
+            host_in = data.View(_HeaderFields, hf.r_data)
+            self._header_pop = hf.r_en
+            frame = Signal(Pow2Scale, reset_less=True)
+            stager = Stager(m, enable, reset_less=True)
+            codes = pow2_fixed_codes(
+                m, stager, [beat.data[32 * e:32 * e + 32] for e in range(ELEMENTS_PER_BEAT)],
+                elements, frame, self._b)
+            valid = accept
+            stages = []
+            for _ in range(self._latency):
+                valid = stager.reg(valid, reset_less=False)
+                stages.append(valid)
+            meta = stager.delay(meta, self._latency, name="meta")
+            m.d.comb += [out_valid.eq(valid), skid.i.valid.eq(valid),
+                         item.bits.eq(Cat(*codes))]
+            self._in_flight = Cat(*stages).any()
+        else:
+            host_in = Signal(_HeaderFields, reset_less=True)
+            # (a header's item is taken before the next header can come in)
+            with m.If(accept & first):
+                m.d.sync += host_in.eq(fields)
+            self._header_pop = None
+            signs = Cat(*[beat.data[32 * e + 31] for e in range(ELEMENTS_PER_BEAT)])
+            m.d.comb += [skid.i.valid.eq(self.i.valid & ~hold),
+                         item.bits.eq(signs & elements)]
+            self._in_flight = Const(0)
+        m.d.comb += [
+            item.kind.eq(Mux(meta[0], _Kind.HEADER, _Kind.PAYLOAD)),
+            item.k.eq(meta[1:6]),
+            item.last.eq(meta[6]),
         ]
         with m.If(accept):
             with m.If(first):
-                copied = Cat(*[header_bytes(beat.data, b, 1) for b in _COPIED_BYTES])
                 m.d.sync += [
                     first.eq(0),
                     rem.eq(n),
                     key_in.eq(key),
                     prev_end.eq(offset + n),
-                    n_in.eq(n),
-                    offset_in.eq(offset),
-                    flush_in.eq(header_bytes(beat.data, HDR.FLAGS[0], 1)[
-                        FLAG_FLUSH.bit_length() - 1]),
-                    host.copied.eq(copied),
-                    host.src.eq(beat.src),
-                    host.dst.eq(beat.dst),
-                    # the compares, beside the item like the fields (a header's item
-                    # is taken before the next header can come in)
-                    coalesce.eq(key_eq & (offset == prev_end)),
-                    key_new.eq(~key_eq),
-                    idle.eq(late),
                 ]
+                if self._latency:
+                    m.d.sync += frame.eq(pow2_scale_of(header_bytes(beat.data, HDR.SCALE[0], 4),
+                                                       self._b))
                 with m.If(~key_eq):
                     m.d.sync += key_pending.eq(1)
             with m.Else():
-                m.d.sync += [first.eq(last), rem.eq(rem - _WORD)]
+                m.d.sync += [first.eq(last), rem.eq(rem - ELEMENTS_PER_BEAT)]
 
         # idle: counted from the cycle after a host frame's last beat, as the reference
         # counts from the end of the frame
@@ -289,21 +391,27 @@ class SignTxLane(wiring.Component):
         m.d.sync += [since.eq(nxt), late.eq((timeout != 0) & ~frame_ends & ~ahead[-1])]
         self._late = late
         self._between_frames = first
-        return {"n": n_in, "offset": offset_in, "flush": flush_in, "host": host,
-                "coalesce": coalesce, "key_new": key_new, "idle": idle}
+        return host_in
 
     # ---- the gearbox: frames, words, rows, closes ----------------------------------
 
     def _gearbox(self, m, items, host_in):
         cap = self._capacity
+        W, b, E = self._word, self._b, ELEMENTS_PER_BEAT
+        log_b = b.bit_length() - 1                # b is a power of two
+
+        def times_b(count):
+            """``count`` elements as a number of code bits."""
+            return Cat(Const(0, log_b), count) if log_b else count
+
         item = items.payload
         open_ = Signal()                          # a wire frame is open
         room = Signal(17, init=cap)               # elements the open frame can still take
-        room_big = Signal(init=int(cap > _WORD))  # room > 16
-        part = Signal(_WORD, reset_less=True)     # code bits not yet a whole word
-        plen = Signal(4)                          # how many
-        slot = Signal(5)                          # next word's slot in the row
-        tail = Signal(_WORD, reset_less=True)     # a closed frame's last word, next cycle
+        room_big = Signal(init=int(cap > E))      # room > 16
+        part = Signal(W, reset_less=True)         # codes not yet a whole word
+        plen = Signal(4)                          # how many (elements)
+        slot = Signal(range(self._slots))         # next word's slot in the row
+        tail = Signal(W, reset_less=True)         # a closed frame's last word, next cycle
         tail_valid = Signal()
         cur = Signal(_HostFields, reset_less=True)   # the host frame being cut
         cur_flush = Signal(reset_less=True)
@@ -356,10 +464,10 @@ class SignTxLane(wiring.Component):
         split = decide & split_c
         # the bits taken: all of the beat's (masked to its elements at the input), or
         # with room for fewer, the first ``room`` of them
-        room_mask = Mux(room_big, Const(2**_WORD - 1, _WORD), _thermometer(room5, _WORD))
+        room_mask = _spread(Mux(room_big, Const(2**E - 1, E), _thermometer(room5, E)), b)
         taken = Mux(pay, item.bits & room_mask, 0)
-        window = Signal(2 * _WORD)
-        m.d.comb += window.eq(part | (taken << plen))
+        window = Signal(2 * W)
+        m.d.comb += window.eq(part | (taken << times_b(plen)))
         # plen + the elements taken, its two sums made from registers beside the full
         # compare
         total = Signal(6)
@@ -381,35 +489,35 @@ class SignTxLane(wiring.Component):
         m.d.comb += closes.eq((decide & (full_c | flush_c | header_close_c))
                               | end_close | idle_close | late_flush)
         # a part word left when the frame closes
-        rest = Mux(whole_c, window[_WORD:], window[:_WORD])
+        rest = Mux(whole_c, window[W:], window[:W])
         rest_len = total[:4]
 
         # the word made this cycle: a tail, a whole word, or a closing frame's part word
-        word = Signal(_WORD)
+        word = Signal(W)
         word_valid = Signal()
         m.d.comb += [
             # (a whole word and a closing part word are both the window's low half)
-            word.eq(Mux(tail_valid, tail, window[:_WORD])),
+            word.eq(Mux(tail_valid, tail, window[:W])),
             word_valid.eq(tail_valid | (decide & whole_c) | (closes & (rest_len != 0))),
         ]
         # the frame's last word: now, or next cycle when a whole word is made as well
         tail_next = closes & whole_c & (rest_len != 0)
-        m.d.sync += [tail_valid.eq(tail_next), tail.eq(window[_WORD:])]
+        m.d.sync += [tail_valid.eq(tail_next), tail.eq(window[W:])]
         last_word_now = (closes & ~tail_next) | tail_valid
 
         # the row stage, a cycle later: words into slots, rows into the ring
-        word_q = Signal(_WORD, reset_less=True)
+        word_q = Signal(W, reset_less=True)
         word_valid_q = Signal()
         last_q = Signal()
         m.d.sync += [word_q.eq(word), word_valid_q.eq(word_valid), last_q.eq(last_word_now)]
         row = Signal(8 * DATA_BYTES, reset_less=True)
-        for s in range(_SLOTS):
+        for s in range(self._slots):
             with m.If(word_valid_q & (slot == s)):
-                m.d.sync += row[_WORD * s:_WORD * (s + 1)].eq(word_q)
+                m.d.sync += row[W * s:W * (s + 1)].eq(word_q)
         # a row is written when its last slot fills, and when its frame's last word is in
         # (or the frame closes with a row partly filled and nothing left to add)
         write_row = Signal()
-        m.d.sync += write_row.eq((word_valid_q & (slot == _SLOTS - 1))
+        m.d.sync += write_row.eq((word_valid_q & (slot == self._slots - 1))
                                  | (last_q & (word_valid_q | (slot != 0))))
         m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
         with m.If(write_row):
@@ -423,14 +531,14 @@ class SignTxLane(wiring.Component):
         taken_room = Signal(17)
         m.d.comb += taken_room.eq(Mux(full_c, 0, room - Mux(pay, item.k, 0)))
         # with a split the old frame takes ``room`` elements, the next one the rest
-        split_bits = (item.bits >> room5)[:_WORD]
+        split_bits = (item.bits >> times_b(room5))[:W]
         split_len = Signal(4)
         m.d.comb += split_len.eq(Mux(split_c, item.k - room5, 0))
         # room > 16 after a beat, from registers only: with room ≤ 16 it stays so, and a
         # fresh frame has more (the capacity is at least 32 less 15 split elements)
         big_after_all = Signal()
-        m.d.comb += big_after_all.eq(room - item.k > _WORD)
-        assert cap - (_WORD - 1) > _WORD
+        m.d.comb += big_after_all.eq(room - item.k > E)
+        assert cap - (E - 1) > E
         with m.If(closes):
             m.d.sync += [open_.eq(split), room.eq(Mux(split_c, cap - (item.k - room5), cap)),
                          room_big.eq(1),
@@ -447,7 +555,7 @@ class SignTxLane(wiring.Component):
             m.d.sync += at.eq(at + item.k)
 
         # idle and end closes: between frames, nothing waiting
-        quiet = (self._between_frames & ~self.i.valid & ~items.valid & ~busy
+        quiet = (self._between_frames & ~self.i.valid & ~self._in_flight & ~items.valid & ~busy
                  & ~ring_tight & ~tokens_tight)
         m.d.comb += [
             idle_close.eq(quiet & open_ & self._late),
@@ -480,16 +588,18 @@ class SignTxLane(wiring.Component):
         t1 = Signal(_Token, reset_less=True)
         t1_valid = Signal()
         payload_bytes = Signal(14)
-        m.d.comb += payload_bytes.eq((t0.n + 7) >> 3)
+        m.d.comb += payload_bytes.eq((times_b(t0.n) + 7) >> 3)
         m.d.sync += [
             t1_valid.eq(t0_valid), t1.eq(t0),
-            t1.rows.eq((t0.n + 8 * DATA_BYTES - 1) >> 9),
+            t1.rows.eq((times_b(t0.n) + _ROW - 1) >> 9),
             t1.size.eq(payload_bytes + HEADER_LEN),
             t1.last_bytes.eq(payload_bytes - 1),
             # the IPv4 total length, size - 14, joins the sum
             t1.ip_sum.eq(t0.ip_sum + payload_bytes + (HEADER_LEN - 14)),
         ]
         m.d.comb += [tokens.w_data.eq(t1), tokens.w_en.eq(t1_valid)]
+        if self._header_pop is not None:
+            m.d.comb += self._header_pop.eq(is_header)
 
         # counters: events registered, added a cycle later
         c = self.counters

@@ -1,0 +1,192 @@
+# amaranth: UnusedElaboratable=no
+"""NarrowTxLane: the trusted TX lane of one narrow codec (``sign``, ``fixed:2|4|8``),
+against the numpy reference TX lane."""
+
+import numpy as np
+import pytest
+from lane_scenarios import check_against_reference, check_tuser, host_stream
+
+from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.sim.lane import simulate_lane
+from squeezenic_hw.sim.vectors import EDGE_F32_BITS
+from squeezenic_hw.spec.frames import Header, build_host_frame
+
+STALLS = [(0.0, 0.0), (0.3, 0.5)]
+FIXED = ["fixed:2", "fixed:4", "fixed:8"]
+
+
+def _stream(rng, codec, **kw):
+    """Host frames of ``codec`` (a narrow spec); ``fixed``: its width, deterministic,
+    a power-of-two scale."""
+    name, _, q = codec.partition(":")
+    if q:
+        kw.setdefault("scale", float(2.0 ** int(rng.integers(-3, 9))))
+        return host_stream(rng, name, param=int(q), stochastic=False, **kw)
+    return host_stream(rng, name, **kw)
+
+
+def _two_tensors(rng, codec, max_k, flush_rate=0.1):
+    """Two tensors' frames interleaved (a key change at every frame), then the rest."""
+    a = _stream(rng, codec, n_total=900, max_k=max_k, flush_rate=flush_rate)
+    b = _stream(rng, codec, n_total=700, max_k=200, offset=5000)
+    return [f for pair in zip(a, b, strict=False) for f in pair] + a[len(b):] + b[len(a):]
+
+
+def _check_mixed(codec, mtu, idle, backpressure):
+    rng = np.random.default_rng([mtu, int(idle * 10), len(codec)])
+    frames = _two_tensors(rng, codec, int(rng.choice([16, 100, 363])))
+    # a gap in the offsets of one tensor: a mismatch close with the key unchanged
+    frames += _stream(rng, codec, n_total=300, max_k=50, offset=123_456)
+    run = simulate_lane(NarrowTxLane(codec, mtu=mtu), frames, idle=idle,
+                        backpressure=backpressure, seed=mtu)
+    check_against_reference(run, frames, "tx", mtu=mtu, codecs=[codec.partition(":")[0]])
+    check_tuser(run, frames, "tx")
+    assert run.counters["close_mismatch"] > 0
+
+
+@pytest.mark.parametrize("mtu", [68, 200, 1518, 9600])
+@pytest.mark.parametrize("idle,backpressure", STALLS)
+def test_sign_lane_matches_reference(mtu, idle, backpressure):
+    """Key changes, offset gaps, flushes, splits across wire frames (MTU 68 holds 32
+    elements), random lengths, random idle cycles and backpressure."""
+    _check_mixed("sign", mtu, idle, backpressure)
+
+
+@pytest.mark.parametrize("codec", FIXED)
+@pytest.mark.parametrize("mtu,idle,backpressure", [(0, 0.3, 0.5), (1518, 0.0, 0.0),
+                                                   (1518, 0.3, 0.5), (9600, 0.3, 0.5)])
+def test_fixed_lane_matches_reference(codec, mtu, idle, backpressure):
+    """As for ``sign``, at each width: the encoder's stages under idle and backpressure,
+    headers in flight behind it; MTU 0 stands for the smallest, 64 + 4q bytes (32
+    elements per wire frame)."""
+    _check_mixed(codec, mtu or 64 + 4 * int(codec.partition(":")[2]), idle, backpressure)
+
+
+@pytest.mark.parametrize("codec", FIXED)
+def test_fixed_lane_full_rate_every_host_frame_length(codec):
+    """Host frames of 1…199 elements, back to back."""
+    rng = np.random.default_rng(len(codec))
+    lengths = list(range(1, 200))
+    frames = _stream(rng, codec, n_total=sum(lengths), lengths=lengths)
+    run = simulate_lane(NarrowTxLane(codec), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=["fixed"])
+    # one host beat per cycle but for a few cycles (at most one per wire frame and the
+    # start), and no gap inside an output frame
+    assert run.beats_in / run.input_cycles >= 0.99
+    assert run.gaps_in_frames == 0
+
+
+@pytest.mark.parametrize("codec", FIXED)
+def test_fixed_lane_edge_values_and_scales(codec):
+    """±0, subnormals, ±inf, NaNs, ties; scales 0, -0, 2**-126, 2**127, inf, NaN, -1:
+    the codes of the reference's exact product."""
+    rng = np.random.default_rng(7)
+    bits = np.concatenate([EDGE_F32_BITS, np.float32([0.5, 1.5, 2.5, 3.5, 63.5, 64.5, 127.5,
+                                                      -0.5, -1.5, -2.5, 200.0]).view(np.uint32)])
+    x = bits.view(np.float32)
+    q = int(codec.partition(":")[2])
+    frames = []
+    for k, scale in enumerate([1.0, 0.0, -0.0, 2.0**-126, 2.0**127, np.inf, np.nan, -1.0, 4.0,
+                               2.0**-20]):
+        frames += host_stream(rng, "fixed", param=q, stochastic=False, n_total=x.size,
+                              values=x, scale=scale, offset=k * 1000, flush_last=True)
+    run = simulate_lane(NarrowTxLane(codec), frames, idle=0.2, backpressure=0.3)
+    check_against_reference(run, frames, "tx", codecs=["fixed"])
+
+
+def test_fixed_lane_latency():
+    """11 cycles from the closing beat: the encoder's three stages before the gearbox."""
+    rng = np.random.default_rng(1)
+    frames = _stream(rng, "fixed:8", n_total=100, lengths=[100], flush_rate=1.0)
+    run = simulate_lane(NarrowTxLane("fixed:8"), frames, quiet=60)
+    check_against_reference(run, frames, "tx", codecs=["fixed"])
+    assert run.first_beat_latency - -(-100 // 16) == 11
+
+
+@pytest.mark.parametrize("mtu", [68, 1518])
+def test_sign_lane_full_rate_every_host_frame_length(mtu):
+    """One tensor of host frames of 1…363 elements: one host beat per cycle in, apart
+    from the documented cycle after a frame that closes with two words to write, and
+    no gap inside an output frame."""
+    rng = np.random.default_rng(mtu)
+    lengths = list(range(1, 364))
+    frames = host_stream(rng, "sign", n_total=sum(lengths), lengths=lengths)
+    lane = NarrowTxLane(mtu=mtu)
+    run = simulate_lane(lane, frames, quiet=80)
+    check_against_reference(run, frames, "tx", mtu=mtu, codecs=["sign"])
+    closes = run.counters["wire_frames"]
+    assert run.input_cycles <= run.beats_in + closes, "more stalls than closes"
+    assert run.gaps_in_frames == 0
+    if mtu == 1518:   # 11 632-element frames: a stall at most once per frame
+        assert closes <= 7
+
+
+def test_sign_lane_flush_every_frame_keeps_the_input_rate():
+    """A flush on every host frame: a wire frame per host frame, down to one element."""
+    rng = np.random.default_rng(3)
+    lengths = [int(k) for k in rng.integers(1, 40, 120)]
+    frames = host_stream(rng, "sign", n_total=sum(lengths), lengths=lengths, flush_rate=1.0)
+    run = simulate_lane(NarrowTxLane(), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=["sign"])
+    assert run.counters["close_flush"] == len(frames)
+    assert run.input_cycles <= run.beats_in + len(frames) // 4
+
+
+@pytest.mark.parametrize("n", [1, 16, 100])
+def test_sign_lane_latency(n):
+    """A flush frame's header leaves 8 cycles after its last beat comes in."""
+    rng = np.random.default_rng(n)
+    frames = host_stream(rng, "sign", n_total=n, lengths=[n], flush_rate=1.0)
+    run = simulate_lane(NarrowTxLane(), frames, quiet=60)
+    check_against_reference(run, frames, "tx", codecs=["sign"])
+    assert run.first_beat_latency - -(-n // 16) == 8
+
+
+def test_sign_lane_idle_timeout_exact_boundaries():
+    """Gaps of T-2, T-1, T, T+1 cycles between host frames: closes as the reference."""
+    T = 40
+    rng = np.random.default_rng(5)
+    frames = host_stream(rng, "sign", n_total=2000, max_k=60)
+    times, t = [], 5
+    for f in frames:
+        times.append(t)
+        t += lr.frame_beats(f) + int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 200]))
+    run = simulate_lane(NarrowTxLane(idle_timeout=T), frames, times=times, seed=1)
+    check_against_reference(run, frames, "tx", codecs=["sign"], idle_timeout=T, times=times)
+    assert run.counters["close_idle"] >= 5
+
+
+def test_sign_lane_edge_values():
+    """Signs of ±0, ±inf, NaNs of either sign and subnormals (sign bit, nothing else)."""
+    bits = np.array([0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00001, 0xFFC00000,
+                     0x00000001, 0x80000001, 0x3F800000, 0xBF800000] * 10, dtype=np.uint32)
+    x = bits.view(np.float32)
+    frames = [build_host_frame(Header(codec=5, offset=0), x[:37]),
+              build_host_frame(Header(codec=5, offset=37), x[37:])]
+    run = simulate_lane(NarrowTxLane(), frames)
+    check_against_reference(run, frames, "tx", codecs=["sign"])
+
+
+def test_narrow_lane_parameters_checked():
+    with pytest.raises(ValueError, match="mtu"):
+        NarrowTxLane(mtu=67)
+    with pytest.raises(ValueError, match="mtu"):
+        NarrowTxLane("fixed:8", mtu=95)        # 32 elements of 8 bits need 96
+    assert NarrowTxLane("fixed:8", mtu=96).capacity == 32
+    with pytest.raises(ValueError, match="port"):
+        NarrowTxLane(port=0)
+    with pytest.raises(ValueError, match="idle_timeout"):
+        NarrowTxLane(idle_timeout=-1)
+    with pytest.raises(ValueError, match="token_depth"):
+        NarrowTxLane(token_depth=7)
+    for bad in ("fixed", "fixed:3", "fixed:16", "qsgd:4", 5):
+        with pytest.raises(ValueError, match="codec"):
+            NarrowTxLane(bad)
+
+
+def test_sign_lane_converts_to_verilog():
+    from amaranth.back import verilog
+
+    text = verilog.convert(NarrowTxLane(), name="sign_lane")
+    assert "module sign_lane" in text
