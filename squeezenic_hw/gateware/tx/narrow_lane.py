@@ -201,8 +201,8 @@ class NarrowTxLane(wiring.Component):
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
     ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
 
-    Latency: a wire frame's header leaves 8 cycles after the host beat that closes it
-    (``docs/lanes.md``), 11 for ``fixed`` (the encoder's three stages). Throughput: one
+    Latency: a wire frame's header leaves 7 cycles after the host beat that closes it
+    (``docs/lanes.md``), 10 for ``fixed`` (the encoder's three stages). Throughput: one
     host beat per cycle, but for one cycle after a frame that closes with a word and a
     part word to write, and for the headers that arrive while a key change is being sent
     (the frames of the old key leave first); host frames of 1…199 elements back to
@@ -431,7 +431,8 @@ class NarrowTxLane(wiring.Component):
         wptr = Signal(range(depth))
         self._rptr = rptr = Signal(range(depth))
         ring_tight = Signal()
-        tokens = m.submodules.tokens = fifo.SyncFIFOBuffered(
+        # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
+        tokens = m.submodules.tokens = fifo.SyncFIFO(
             width=len(Signal(_Token).as_value()), depth=self._token_depth)
         tokens_tight = Signal()
         m.d.sync += [
@@ -625,6 +626,10 @@ class NarrowTxLane(wiring.Component):
     def _output(self, m, rd, tokens):
         o = self.o
         advance = ~o.valid | o.ready
+        # the beat register takes no reset (only o.valid does): the header's constant
+        # bytes become the flip-flops' synchronous set and reset instead of a select
+        beat = Signal.like(o.payload, reset_less=True)
+        m.d.comb += o.payload.eq(beat)
         rptr = self._rptr
         issue_row = Signal()
         if self._deep_ring:
@@ -715,16 +720,16 @@ class NarrowTxLane(wiring.Component):
         with m.If(advance):
             with m.If(~beats_none):
                 m.d.comb += issue_row.eq(1)
-                m.d.sync += [o.valid.eq(1), o.payload.data.eq(rd.data),
-                             o.payload.last.eq(beats_one),
-                             o.payload.keep.eq(Mux(beats_one, last_keep, -1)),
+                m.d.sync += [o.valid.eq(1), beat.data.eq(rd.data),
+                             beat.last.eq(beats_one),
+                             beat.keep.eq(Mux(beats_one, last_keep, -1)),
                              beats_left.eq(beats_left - 1), rptr.eq(rptr + 1),
                              beats_none.eq(beats_one), beats_one.eq(beats_left == 2)]
             with m.Elif(issue_header):
-                m.d.sync += [o.valid.eq(1), o.payload.data.eq(header),
-                             o.payload.last.eq(0), o.payload.keep.eq(-1),
-                             o.payload.size.eq(tq.size), o.payload.src.eq(tq.host.src),
-                             o.payload.dst.eq(tq.host.dst),
+                m.d.sync += [o.valid.eq(1), beat.data.eq(header),
+                             beat.last.eq(0), beat.keep.eq(-1),
+                             beat.size.eq(tq.size), beat.src.eq(tq.host.src),
+                             beat.dst.eq(tq.host.dst),
                              beats_left.eq(tq.rows), beats_none.eq(0),
                              beats_one.eq(tq.rows == 1),
                              last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e

@@ -96,12 +96,12 @@ def test_fixed_lane_edge_values_and_scales(codec):
 
 
 def test_fixed_lane_latency():
-    """11 cycles from the closing beat: the encoder's three stages before the gearbox."""
+    """10 cycles from the closing beat: the encoder's three stages before the gearbox."""
     rng = np.random.default_rng(1)
     frames = _stream(rng, "fixed:8", n_total=100, lengths=[100], flush_rate=1.0)
     run = simulate_lane(NarrowTxLane("fixed:8"), frames, quiet=60)
     check_against_reference(run, frames, "tx", codecs=["fixed"])
-    assert run.first_beat_latency - -(-100 // 16) == 11
+    assert run.first_beat_latency - -(-100 // 16) == 10
 
 
 @pytest.mark.parametrize("mtu", [68, 1518])
@@ -135,12 +135,12 @@ def test_sign_lane_flush_every_frame_keeps_the_input_rate():
 
 @pytest.mark.parametrize("n", [1, 16, 100])
 def test_sign_lane_latency(n):
-    """A flush frame's header leaves 8 cycles after its last beat comes in."""
+    """A flush frame's header leaves 7 cycles after its last beat comes in."""
     rng = np.random.default_rng(n)
     frames = host_stream(rng, "sign", n_total=n, lengths=[n], flush_rate=1.0)
     run = simulate_lane(NarrowTxLane(), frames, quiet=60)
     check_against_reference(run, frames, "tx", codecs=["sign"])
-    assert run.first_beat_latency - -(-n // 16) == 8
+    assert run.first_beat_latency - -(-n // 16) == 7
 
 
 def test_sign_lane_idle_timeout_exact_boundaries():
