@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from squeezenic_hw import __version__
 from squeezenic_hw.spec.codecs import resolve_codecs
 from squeezenic_hw.spec.counters import RX_COUNTERS, TRUSTED_TX_COUNTERS, TX_COUNTERS
-from squeezenic_hw.spec.generator import GeneratorConfig
+from squeezenic_hw.spec.generator import GeneratorConfig, narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
@@ -212,7 +212,10 @@ def plugin_register_map(params):
         defaults = _generator_defaults()
         rm.add("gen_start", access="rw", width=1, offset=GENERATOR_BASE, group=g,
                doc="1: generators run (0 stops them at a frame boundary)")
+        held = _held_by_lanes(p.gen_codecs)
         for name, width, doc in GENERATOR_REGISTERS:
+            if name in held:
+                doc = f"{doc}; {held[name]}"
             rm.add(f"gen_{name}", access="rw", width=width, reset=defaults[name], doc=doc,
                    group=g)
         rm.add("gen_close", access="w1p", width=1, group=g,
@@ -245,6 +248,25 @@ def plugin_register_map(params):
             else:
                 rm.add(f"lane{k}_chk_{name}", access="ro", group=g, doc=doc)
     return rm
+
+
+def _held_by_lanes(gen_codecs):
+    """What the generator lanes of a narrow build run whatever their registers say
+    (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`): register name → note."""
+    fixed = narrow_lane_settings(gen_codecs)
+    if fixed is None:
+        return {}
+    spec = gen_codecs[0]
+    held = {"codec": f"this build's generators send {spec} (codec {fixed['codec']}) whatever "
+                     "is written"}
+    if fixed["param"] is not None:
+        held["param"] = f"this build's generators send {fixed['param']} whatever is written"
+    if fixed["deterministic"]:
+        held["stochastic"] = "this build's generators send 0 (nearest) whatever is written"
+    if fixed["pow2_scale"]:
+        held["scale"] = ("this build's generators send its sign and exponent only, a power "
+                         "of two (fraction bits cleared, a NaN kept)")
+    return held
 
 
 def _generator_defaults():

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
 from squeezenic_hw.regmap.registers import Register, RegisterMap
 
 
@@ -146,3 +147,16 @@ def test_register_frozen():
     with pytest.raises(AttributeError):
         reg.offset = 4
     assert reg.mask == 0xFFFF_FFFF and Register("b", 0, width=3).mask == 7
+
+
+def test_generator_register_docs_say_what_narrow_lanes_hold():
+    """A fixed:8 build's generators send fixed:8, nearest, a power-of-two scale; the
+    register docs say so. A sign build holds the codec only; a wide set holds nothing."""
+    fixed = plugin_register_map(PluginParams(host_bw=400))
+    assert "fixed:8" in fixed["gen_codec"].doc and "8" in fixed["gen_param"].doc
+    assert "nearest" in fixed["gen_stochastic"].doc
+    assert "power of two" in fixed["gen_scale"].doc
+    sign = plugin_register_map(PluginParams(host_bw=3200))
+    assert "sign" in sign["gen_codec"].doc and "whatever" not in sign["gen_scale"].doc
+    wide = plugin_register_map(PluginParams(host_bw=400, gen_codecs=["fixed:8", "sign"]))
+    assert all("whatever" not in wide[f"gen_{n}"].doc for n in ("codec", "param", "scale"))
