@@ -379,11 +379,15 @@ class NarrowTxLane(wiring.Component):
                 m.d.sync += [first.eq(last), rem.eq(rem - ELEMENTS_PER_BEAT)]
 
         # idle: counted from the cycle after a host frame's last beat, as the reference
-        # counts from the end of the frame
+        # counts from the end of the frame, up to the cycle the next header is offered (a
+        # header this lane holds back, behind a key change or a full encoder, is a host
+        # frame that has come: its wait is not idle time)
         timeout = self.cfg_idle_timeout
         frame_ends = accept & ~first & last
+        offered = self.i.valid & first
         nxt = Signal(32)
-        m.d.comb += nxt.eq(Mux(frame_ends, 0, Mux(since == 2**32 - 1, since, since + 1)))
+        m.d.comb += nxt.eq(Mux(frame_ends, 0,
+                               Mux((since == 2**32 - 1) | offered, since, since + 1)))
         # since + 1 ≥ timeout, from registers (after a frame's end ``since`` is 0 and the
         # timeout, when set, is at least 1)
         ahead = Signal(34)

@@ -122,13 +122,15 @@ def test_sign_lane_full_rate_every_host_frame_length(mtu):
         assert closes <= 7
 
 
-def test_sign_lane_flush_every_frame_keeps_the_input_rate():
-    """A flush on every host frame: a wire frame per host frame, down to one element."""
+@pytest.mark.parametrize("codec", ["sign", "fixed:4"])
+def test_narrow_lane_flush_every_frame_keeps_the_input_rate(codec):
+    """A flush on every host frame: a wire frame per host frame, down to one element
+    (``fixed``: headers queue in the field FIFO behind the encoder)."""
     rng = np.random.default_rng(3)
     lengths = [int(k) for k in rng.integers(1, 40, 120)]
-    frames = host_stream(rng, "sign", n_total=sum(lengths), lengths=lengths, flush_rate=1.0)
-    run = simulate_lane(NarrowTxLane(), frames, quiet=80)
-    check_against_reference(run, frames, "tx", codecs=["sign"])
+    frames = _stream(rng, codec, n_total=sum(lengths), lengths=lengths, flush_rate=1.0)
+    run = simulate_lane(NarrowTxLane(codec), frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=[codec.partition(":")[0]])
     assert run.counters["close_flush"] == len(frames)
     assert run.input_cycles <= run.beats_in + len(frames) // 4
 
@@ -143,17 +145,23 @@ def test_sign_lane_latency(n):
     assert run.first_beat_latency - -(-n // 16) == 7
 
 
-def test_sign_lane_idle_timeout_exact_boundaries():
-    """Gaps of T-2, T-1, T, T+1 cycles between host frames: closes as the reference."""
-    T = 40
+@pytest.mark.parametrize("codec,T", [("sign", 40), ("fixed:8", 40), ("fixed:2", 20)])
+def test_narrow_lane_idle_timeout_exact_boundaries(codec, T):
+    """Gaps of T-2, T-1, T, T+1 cycles between host frames: closes as the reference
+    The reference counts gaps on the offered schedule, so the lane must not stall the
+    input: the first header's key change is sent before the second frame comes (a gap
+    of 200). (T stays above the 16 cycles after which the harness raises ``close``:
+    the reference counts the last frame's close as ``end``.)"""
     rng = np.random.default_rng(5)
-    frames = host_stream(rng, "sign", n_total=2000, max_k=60)
+    frames = _stream(rng, codec, n_total=2000, max_k=60)
     times, t = [], 5
-    for f in frames:
+    for k, f in enumerate(frames):
         times.append(t)
-        t += lr.frame_beats(f) + int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 200]))
-    run = simulate_lane(NarrowTxLane(idle_timeout=T), frames, times=times, seed=1)
-    check_against_reference(run, frames, "tx", codecs=["sign"], idle_timeout=T, times=times)
+        gap = int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 200]))
+        t += lr.frame_beats(f) + (200 if k == 0 else gap)
+    run = simulate_lane(NarrowTxLane(codec, idle_timeout=T), frames, times=times, seed=1)
+    check_against_reference(run, frames, "tx", codecs=[codec.partition(":")[0]],
+                            idle_timeout=T, times=times)
     assert run.counters["close_idle"] >= 5
 
 
