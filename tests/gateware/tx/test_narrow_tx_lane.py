@@ -193,8 +193,9 @@ def test_narrow_lane_parameters_checked():
             NarrowTxLane(bad)
 
 
-def test_sign_lane_converts_to_verilog():
+@pytest.mark.parametrize("codec", ["sign", "fixed:8"])
+def test_narrow_lane_converts_to_verilog(codec):
     from amaranth.back import verilog
 
-    text = verilog.convert(NarrowTxLane(), name="sign_lane")
-    assert "module sign_lane" in text
+    text = verilog.convert(NarrowTxLane(codec), name="narrow_lane")
+    assert "module narrow_lane" in text
