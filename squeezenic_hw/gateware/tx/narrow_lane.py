@@ -97,6 +97,7 @@ def narrow_codec(spec):
         return _SIGN.id, 1
     return _FIXED.id, int(text.partition(":")[2])
 
+
 # Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
 # addresses, UDP ports, codec, parameter, scale, aux, seed; and the flags' stochastic bit.
 _KEY_BYTES = [(0, 12), (HDR.SRC_IP[0], 12), (HDR.CODEC[0], 2), (HDR.SCALE[0], 12)]
