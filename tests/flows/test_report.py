@@ -161,18 +161,19 @@ def test_default_codec_rejects_bad_host_bw():
 
 def test_plugin_blocks_counts():
     """TX only by default: host lanes, generator lanes (a generator and its TX lane, one
-    block), the two arbiters."""
+    block), the two arbiters and, behind narrow lanes, the header finisher."""
     pairs = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"])))
     assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
                      "gen_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
-                     "register_file(400G)": 1}
+                     "header_finisher": 1, "register_file(400G)": 1}
     # --loopback: as many RX lanes and checkers as the wire needs (fixed:8 -> 4)
     loop = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"], loopback=True)))
     assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
                     "gen_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
-                    "splitter(4)": 1, "distributor(4)": 1, "rx_lane(fixed)": 4, "checker": 4,
+                    "header_finisher": 1, "splitter(4)": 1, "distributor(4)": 1,
+                    "rx_lane(fixed)": 4, "checker": 4,
                     "register_file(400G,loopback)": 1}
     # 6400 sign: 64 generators, but the wire at ratio 32 needs 32 RX lanes
     big = dict((b.label, n) for b, n in report.plugin_blocks(
@@ -360,7 +361,7 @@ _FAKE = {  # kind: (lut, ff, carry, lut_mem, depth)
     "generator": (3_000, 2_000, 200, 0, 9), "checker": (4_000, 2_000, 0, 0, 17),
     "arbiter": (600, 600, 0, 0, 4), "distributor": (20, 1_200, 0, 0, 3),
     "splitter": (30, 1_100, 0, 0, 3), "register_file": (900, 1_500, 0, 0, 6),
-    "core": (50_000, 40_000, 300, 1_400, 17),
+    "header_finisher": (800, 2_600, 30, 0, 5), "core": (50_000, 40_000, 300, 1_400, 17),
 }
 
 
@@ -462,14 +463,16 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
     monkeypatch.setattr(report_build, "synth_block", lambda block, **kw: _fake_record(block, False))
     blocks = [b for b, _ in report.plugin_blocks(PluginParams(host_bw=400, codecs=["sign"]))]
+    n = len(blocks)           # host lanes, generator lanes, two arbiters, the finisher, registers
+    assert n == 7
     lines = []
     recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
     assert set(recs) == set(blocks)
     done = [ln for ln in lines if ln.startswith("[") and not ln.startswith("[start]")]
-    assert [ln.split()[0] for ln in done] == [f"[{i}/6]" for i in range(1, 7)]
+    assert [ln.split()[0] for ln in done] == [f"[{i}/{n}]" for i in range(1, n + 1)]
     assert all(ln.endswith(" 0.5 s") for ln in done)
-    assert sum(ln.startswith("[start]") for ln in lines) == 6
-    assert lines[0] == f"6 of 6 block(s) to synthesise, 3 at a time (cache {tmp_path})"
+    assert sum(ln.startswith("[start]") for ln in lines) == n
+    assert lines[0] == f"{n} of {n} block(s) to synthesise, 3 at a time (cache {tmp_path})"
     assert all(ln.startswith("[start]") for ln in lines[1:4])   # three in flight
 
     def failing(block, **kw):
@@ -492,8 +495,8 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert main(args) == 0
     out, err = capsys.readouterr()
     # host lanes (fixed) shared; generator lanes per width (fixed:8, fixed:4), arbiter(4),
-    # arbiter(8), arbiter(2), register files of 400 and 800
-    assert "[9/9] " in err
+    # arbiter(8), arbiter(2), the header finisher (shared), register files of 400 and 800
+    assert "[10/10] " in err
     assert "paper_LUT_pct" in out and "OpenNIC shell" in out and "out-of-context" in out
     assert "fixed:8" in out and "fixed:4" in out
 
@@ -502,7 +505,7 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert lines[0].split(",") == report.SUMMARY_COLUMNS and len(lines) == 3
     assert main(args + ["--format", "csv", "--breakdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 6 + 6
+    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 7 + 7
 
     assert main(args + ["--format", "json"]) == 0
     obj = json.loads(capsys.readouterr().out)

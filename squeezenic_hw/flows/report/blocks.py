@@ -8,6 +8,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
 
 from .policy import codec_name, ordered_codecs
@@ -33,6 +34,7 @@ class Block:
     :func:`~squeezenic_hw.gateware.arrays.lane_arrays.generator_tx_lane` builds it),
     ``rx_lane`` (codecs, max_host_elements, port),
     ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
+    ``header_finisher`` (none: the lengths and checksum of narrow lanes' headers),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
     (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
     """
@@ -101,6 +103,9 @@ class Block:
         if k == "arbiter":
             from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
             return FrameArbiter(a["n"])
+        if k == "header_finisher":
+            from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
+            return HeaderFinisher()
         if k == "distributor":
             from squeezenic_hw.gateware.arrays.distributor import FrameDistributor
             return FrameDistributor(a["n"], port=a["port"])
@@ -176,7 +181,8 @@ def plugin_blocks(params):
     Per interface a host TX and RX lane (``codecs``); with ``gen_lanes`` N > 0 on
     interface 0: N generator lanes (a generator and its TX lane of ``gen_codecs``, one
     block as ``generate`` writes one module), a
-    FrameArbiter(N) over them (TxArray) and a FrameArbiter(2) of the host lane and
+    FrameArbiter(N) over them (TxArray; behind narrow lanes, a HeaderFinisher) and a
+    FrameArbiter(2) of the host lane and
     the array; with ``loopback`` also a SourcePortSplitter, a FrameDistributor(M)
     (RxArray), M RX lanes (``gen_codecs``) and M checkers, M = ``rx_lanes``; one
     register file of :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`.
@@ -197,6 +203,8 @@ def plugin_blocks(params):
             (Block.of("arbiter", n=n), 1),
             (Block.of("arbiter", n=2), 1),
         ]
+        if narrow_lane_settings(p.gen_codecs) is not None:
+            out.append((Block.of("header_finisher"), 1))
     if rx:
         out += [
             (Block.of("splitter", base=p.src_port_base, n=n, port=p.port), 1),

@@ -48,7 +48,8 @@ _RESOURCES = ("LUT", "FF", "CARRY", "DSP", "BRAM", "URAM")
 
 # Longest first, so that parallel jobs end together.
 _COST_ORDER = ("core", "tx_lane", "rx_lane", "gen_lane", "gen_tx_lane", "generator",
-               "register_file", "arbiter", "checker", "distributor", "splitter")
+               "register_file", "arbiter", "header_finisher", "checker", "distributor",
+               "splitter")
 
 
 def _make_executor(jobs):

@@ -54,6 +54,7 @@ from .arbiter import FrameArbiter
 from .checker import FrameChecker
 from .distributor import FrameDistributor
 from .generator import GradientGenerator
+from .header_finisher import HeaderFinisher
 
 __all__ = ["GeneratorControl", "CheckerCounters", "GeneratorLane", "generator_tx_lane",
            "generator_lane_options",
@@ -129,7 +130,8 @@ def generator_lane_options(codecs):
     return {"trusted": True, "code_bits": code_bits}
 
 
-def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None):
+def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
+                      header_sums=True):
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
@@ -137,15 +139,22 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     codecs, one width where the codec has a build-time width, no classifier or bypass
     path (:func:`generator_lane_options`). A lane of ``sign`` alone, or of ``fixed`` at a
     width of 2, 4 or 8 alone, is a :class:`~.narrow_lane.NarrowTxLane`, 16·b bits wide
-    behind its input (b the code width).
+    behind its input (b the code width); with ``header_sums=False`` it leaves the
+    headers' lengths and checksum to a :class:`~.header_finisher.HeaderFinisher`.
     """
     specs = [codecs] if isinstance(codecs, (str, int)) else list(codecs or ())
     if len(specs) == 1 and narrow_codec(specs[0]) is not None:
         return NarrowTxLane(str(specs[0]).strip(), mtu=mtu, port=port,
-                            idle_timeout=idle_timeout)
+                            idle_timeout=idle_timeout, header_sums=header_sums)
     names = lane_codec_names(codecs)
     return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
+
+
+def lanes_finished(codecs):
+    """Whether generator lanes of ``codecs`` are narrow and leave the IPv4 lengths and
+    checksum of their headers to the array's :class:`~.header_finisher.HeaderFinisher`."""
+    return narrow_lane_settings(codecs) is not None
 
 
 def _generator_lane_signature(n_tx_counters_layout):
@@ -190,7 +199,10 @@ class GeneratorLane(wiring.Component):
                  max_elements=DEFAULT_HOST_ELEMENTS):
         # the generators send to the lanes' port (the template's other fields are defaults);
         # a sign lane reads nothing of a value but its sign
-        self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout)
+        # narrow lanes leave their headers' lengths and checksum to the array's
+        # HeaderFinisher (one for all lanes)
+        self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
+                                       header_sums=not lanes_finished(codecs))
         self._fixed = (narrow_lane_settings(codecs) if isinstance(self._lane, NarrowTxLane)
                        else None)
         self._gen = GradientGenerator(max_elements, template=Header(dst_port=port),
@@ -275,7 +287,8 @@ class TxArray(wiring.Component):
     ``o`` (the wire stream), ``frames_sent`` (per lane),
     ``tx_counters`` (per lane, :data:`~.tx_controller.TX_COUNTERS`).
 
-    Latency: a lane's; the arbiter adds a cycle. Throughput: one wire beat per
+    Latency: a lane's; the arbiter adds a cycle, and behind narrow lanes the
+    :class:`~.header_finisher.HeaderFinisher` 3 more. Throughput: one wire beat per
     cycle whenever any lane has a wire frame ready; each generator runs at its
     programmed rate while the wire keeps up. Backpressure on ``o`` holds the
     lanes, then the generators; nothing is dropped.
@@ -300,6 +313,7 @@ class TxArray(wiring.Component):
             self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
         self._codecs = tuple(lane_codec_names(codecs) or ())
         self._arbiter = FrameArbiter(self._n)
+        self._finisher = HeaderFinisher() if lanes_finished(codecs) else None
         super().__init__({
             "ctrl": In(GeneratorControl),
             "close": In(1),
@@ -335,7 +349,12 @@ class TxArray(wiring.Component):
                 self.tx_counters[k].eq(lane.tx_counters),
             ]
             wiring.connect(m, lane.o, arbiter.i[k])
-        wiring.connect(m, arbiter.o, wiring.flipped(self.o))
+        if self._finisher is None:
+            wiring.connect(m, arbiter.o, wiring.flipped(self.o))
+        else:
+            m.submodules.finisher = finisher = self._finisher
+            wiring.connect(m, arbiter.o, finisher.i)
+            wiring.connect(m, finisher.o, wiring.flipped(self.o))
         return m
 
 

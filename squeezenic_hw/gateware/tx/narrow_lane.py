@@ -198,6 +198,11 @@ class NarrowTxLane(wiring.Component):
         wire frame closes (``None`` or 0: never).
     token_depth : int
         Closed wire frames waiting for the output (at least 8).
+    header_sums : bool
+        Write the IPv4 total length, IPv4 header checksum and UDP length into each
+        header (default). ``False`` leaves the three fields zero for a
+        :class:`~squeezenic_hw.gateware.arrays.header_finisher.HeaderFinisher` further
+        on, which works them out once for many lanes.
 
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
     ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
@@ -214,7 +219,7 @@ class NarrowTxLane(wiring.Component):
     """
 
     def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                 idle_timeout=None, token_depth=16):
+                 idle_timeout=None, token_depth=16, header_sums=True):
         choice = narrow_codec(codec)
         if choice is None:
             raise ValueError(f"codec must be one of {', '.join(NARROW_CODECS)}, got {codec!r}")
@@ -234,6 +239,9 @@ class NarrowTxLane(wiring.Component):
         if isinstance(token_depth, bool) or not isinstance(token_depth, int) or token_depth < 8:
             raise ValueError(f"token_depth must be an int of at least 8 frames, "
                              f"got {token_depth!r}")
+        if not isinstance(header_sums, bool):
+            raise ValueError(f"header_sums must be a bool, got {header_sums!r}")
+        self._header_sums = header_sums
         self._codec_id, self._b = choice
         self._word = ELEMENTS_PER_BEAT * self._b           # code bits of a full beat
         self._slots = _ROW // self._word                    # words per row
@@ -709,6 +717,9 @@ class NarrowTxLane(wiring.Component):
         put(HDR.IP_VIHL[0], Const(IPV4_VIHL, 8))
         for i, b in enumerate(_COPIED_BYTES):
             hb[b] = tq.host.copied[8 * i:8 * i + 8]
+        if not self._header_sums:
+            # (what only these fields read is then left out by synthesis)
+            ip_length = udp_length = checksum = Const(0, 16)
         put(HDR.IP_TOTAL_LENGTH[0], ip_length, big_endian=True)
         put(HDR.IP_PROTO[0], Const(PROTO_UDP, 8))
         put(HDR.IP_CHECKSUM[0], checksum, big_endian=True)
