@@ -74,8 +74,8 @@ class FrameArbiter(wiring.Component):
     driven by the one-hot grant, and the round robin: the grant as an n-bit
     thermometer register and its one-hot copy, and four n-bit carry chains (the
     lowest valid input above the grant, and from 0; whether the granted input offers
-    a beat, and its last). Yosys ``synth_xilinx`` (UltraScale+), n = 64: 27k LUT,
-    1.4k FF, 6 LUT levels (the beat multiplexer into the output register).
+    a beat, and its last). Yosys ``synth_xilinx`` (UltraScale+), n = 64: 20.0 k LUT,
+    1.4 k FF, 3.00 ns estimated (``docs/timing.md``).
     """
 
     def __init__(self, n_inputs):
