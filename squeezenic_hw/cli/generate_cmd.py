@@ -147,6 +147,20 @@ def _lanes_text(lanes):
     if g["count"]:
         text += (f"  generator lanes ({g['count']} x generator → TX lane, module "
                  f"{g['module']}): {', '.join(g['codecs'])}\n")
+        held = g.get("held")
+        if held:
+            spec = ", ".join(g["codecs"])
+            regs = ["gen_codec"] + (["gen_param"] if held["param"] is not None else [])
+            how = ""
+            if held["deterministic"]:
+                how += ", rounded to nearest"
+                regs.append("gen_stochastic")
+            if held["pow2_scale"]:
+                how += ", with gen_scale rounded down to a power of two"
+                regs.append("gen_scale")
+            verb = "says" if len(regs) == 1 else "say"
+            text += (f"    narrow lanes: the generators always send {spec}{how} "
+                     f"(whatever {', '.join(regs)} {verb})\n")
         text += (f"  loopback RX lanes with checkers: {r['count']}"
                  + (f" ({', '.join(r['codecs'])})" if r["count"] else " (TX only; "
                     "--loopback adds them)") + "\n")

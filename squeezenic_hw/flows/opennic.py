@@ -21,6 +21,7 @@ from squeezenic_hw.gateware.opennic.passthrough_322mhz import MODULE_NAME_322, O
 from squeezenic_hw.gateware.opennic.plugin import MODULE_NAME, OpenNicPlugin, opennic_ports
 from squeezenic_hw.regmap.plugin import PluginParams, build_constants
 from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.generator import narrow_lane_settings
 
 __all__ = ["write_opennic_plugin", "user_plugin_inst", "lane_summary", "PLUGIN_FILES",
            "GEN_LANE_MODULE"]
@@ -146,6 +147,7 @@ def lane_summary(params):
                             "check and bypass"},
            "generator": {"count": p.gen_lanes, "codecs": list(p.gen_codecs),
                          "module": GEN_LANE_MODULE if p.gen_lanes else None,
+                         "held": narrow_lane_settings(p.gen_codecs) if p.gen_lanes else None,
                          "what": "on-chip generator → TX lane, merged onto interface 0's "
                                  "wire"},
            "loopback": {"count": p.rx_lanes, "codecs": list(p.gen_codecs) if p.rx_lanes

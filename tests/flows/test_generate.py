@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from squeezenic_hw.cli import main
+from squeezenic_hw.flows import opennic
 from squeezenic_hw.flows.opennic import GEN_LANE_MODULE, PLUGIN_FILES, write_opennic_plugin
 from squeezenic_hw.gateware.opennic.plugin import opennic_ports
 from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
@@ -231,8 +232,6 @@ def test_generate_prints_what_it_wrote(capsys, tmp_path):
 
 def test_generate_says_which_lanes_carry_which_codecs(capsys, tmp_path, monkeypatch):
     """The table output names the host lanes' codecs and the generator lanes' codec."""
-    import squeezenic_hw.flows.opennic as opennic
-
     seen = {}
 
     def fake(out_dir, params, progress=None):
@@ -307,3 +306,20 @@ def test_generate_6400_within_three_minutes(tmp_path):
     text = (tmp_path / "p" / "squeezenic_250mhz.v").read_text()
     assert len(re.findall(rf"^\s*{GEN_LANE_MODULE} \S+ \(", text, re.M)) == 64
     assert elapsed <= 180, elapsed
+
+
+def test_lane_summary_says_what_narrow_generator_lanes_hold():
+    """A fixed:8 build's generators always send fixed:8, nearest, a power-of-two scale;
+    the manifest's ``held`` and the printed summary say so; a wide set holds nothing."""
+    from squeezenic_hw.cli.generate_cmd import _lanes_text
+
+    fixed = opennic.lane_summary(PluginParams(host_bw=400))
+    assert fixed["generator"]["held"] == {"codec": 3, "param": 8, "deterministic": True,
+                                          "pow2_scale": True}
+    text = _lanes_text(fixed)
+    assert "always send fixed:8, rounded to nearest" in text and "power of two" in text
+    assert "gen_scale say" in text
+    sign = _lanes_text(opennic.lane_summary(PluginParams(host_bw=3200)))
+    assert "always send sign (whatever gen_codec says)" in sign
+    wide = opennic.lane_summary(PluginParams(host_bw=200))
+    assert wide["generator"]["held"] is None and "narrow" not in _lanes_text(wide)
