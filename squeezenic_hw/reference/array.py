@@ -11,6 +11,7 @@ interleaving of lanes on the wire does not change any of that.
 
 from dataclasses import replace
 
+from squeezenic_hw.regmap.codec_choice import parse_codec_spec
 from squeezenic_hw.spec.generator import GeneratorConfig, lane_run_config
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
@@ -41,7 +42,7 @@ def array_reference(n_lanes, config, n_frames, *, codecs=None, mtu=DEFAULT_MTU,
     """
     out = []
     # codec specs ("fixed:8") name the lanes' build; the reference lanes take the names
-    names = None if codecs is None else [str(c).strip().partition(":")[0] for c in codecs]
+    names = None if codecs is None else [parse_codec_spec(c)[0].name for c in codecs]
     for k in range(n_lanes):
         cfg = lane_config(lane_run_config(config if config is not None else GeneratorConfig(),
                                           codecs), k, src_port_base, port)

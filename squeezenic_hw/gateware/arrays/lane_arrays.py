@@ -42,7 +42,7 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
-from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_codec
+from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header
@@ -142,9 +142,9 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     behind its input (b the code width); with ``header_sums=False`` it leaves the
     headers' lengths and checksum to a :class:`~.header_finisher.HeaderFinisher`.
     """
-    specs = [codecs] if isinstance(codecs, (str, int)) else list(codecs or ())
-    if len(specs) == 1 and narrow_codec(specs[0]) is not None:
-        return NarrowTxLane(str(specs[0]).strip(), mtu=mtu, port=port,
+    if lanes_finished(codecs):
+        spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
+        return NarrowTxLane(str(spec).strip(), mtu=mtu, port=port,
                             idle_timeout=idle_timeout, header_sums=header_sums)
     names = lane_codec_names(codecs)
     return TxLane(codecs=names, mtu=mtu, port=port,
@@ -197,14 +197,13 @@ class GeneratorLane(wiring.Component):
 
     def __init__(self, codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
                  max_elements=DEFAULT_HOST_ELEMENTS):
+        # a narrow lane's settings are held (the generator runs them), and it leaves its
+        # headers' lengths and checksum to the array's HeaderFinisher (one for all lanes)
+        self._fixed = narrow_lane_settings(codecs)
+        self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
+                                       header_sums=self._fixed is None)
         # the generators send to the lanes' port (the template's other fields are defaults);
         # a sign lane reads nothing of a value but its sign
-        # narrow lanes leave their headers' lengths and checksum to the array's
-        # HeaderFinisher (one for all lanes)
-        self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
-                                       header_sums=not lanes_finished(codecs))
-        self._fixed = (narrow_lane_settings(codecs) if isinstance(self._lane, NarrowTxLane)
-                       else None)
         self._gen = GradientGenerator(max_elements, template=Header(dst_port=port),
                                       signs_only=isinstance(self._lane, NarrowTxLane)
                                       and self._lane.code_bits == 1)

@@ -15,7 +15,8 @@ from squeezenic_hw.gateware.common.layouts import field_be, header_bytes
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.header import HDR
 
-__all__ = ["HeaderBuilder", "header_request_layout", "header_result_layout"]
+__all__ = ["HeaderBuilder", "header_request_layout", "header_result_layout",
+           "ones_complement_fold", "ipv4_checksum_stages"]
 
 _IP_START, _IP_END = 14, 34   # IPv4 header bytes
 
@@ -38,6 +39,28 @@ def header_result_layout(tag_shape=unsigned(1)):
         "header": unsigned(512),
         "tag": tag_shape,
     })
+
+
+def ones_complement_fold(m, total, name="csum_fold"):
+    """A sum of 16-bit words (at most 20 bits) folded to 16 bits with its end-around
+    carries: two adds, the first into a signal of ``name``."""
+    fold = Signal(17, name=name)
+    m.d.comb += fold.eq(total[:16] + total[16:])
+    return (fold[:16] + fold[16])[:16]      # the second carry fits: fold < 2**16 + 15
+
+
+def ipv4_checksum_stages(m, st, header, total_length):
+    """The IPv4 header checksum of ``header`` (a beat's data, its checksum field ignored)
+    with ``total_length`` in place of its own, over two stages of ``st``: two 4-word
+    partial sums, then their 20-bit sum; returned as the complemented fold of that
+    registered sum (two adds, for the stage after)."""
+    words = [field_be(header, b, 2) for b in range(_IP_START, _IP_END, 2)
+             if b not in (HDR.IP_TOTAL_LENGTH[0], HDR.IP_CHECKSUM[0])]
+    tl1 = st.reg(total_length, name="total_length_s1")
+    psum1 = [st.reg(words[k] + words[k + 1] + words[k + 2] + words[k + 3],
+                    name=f"psum{k // 4}") for k in (0, 4)]     # < 2**18 each
+    total2 = st.reg(psum1[0] + psum1[1] + tl1, name="csum_total")   # < 2**20
+    return ~ones_complement_fold(m, total2)
 
 
 def _be_bytes(value):
@@ -135,33 +158,21 @@ class HeaderBuilder(wiring.Component):
         put(HDR.OFFSET, [p.offset[8 * k:8 * k + 8] for k in range(4)])
         new = [Const(b, 8) if isinstance(b, int) else b for b in new]
 
-        # Checksum words other than the total length (a register input) and the
-        # checksum itself: bytes 14-15 and 18-23 | 26-33.
-        words = [field_be(t, b, 2) for b in range(_IP_START, _IP_END, 2)
-                 if b not in (HDR.IP_TOTAL_LENGTH[0], HDR.IP_CHECKSUM[0])]
+        # stages 1 and 2 of the checksum: words of the template (but the total length,
+        # a register input, and the checksum itself); stage 3 its fold
+        checksum = ipv4_checksum_stages(m, st, t, total_length)
 
         # ---- stage 1 ----
         valid1 = st.reg(self.i.valid, name="valid_s1", reset_less=False)
         tag1 = st.reg(Value.cast(p.tag), name="tag_s1")
         hdr1 = st.reg(Cat(*new), name="header_s1")
-        tl1 = st.reg(total_length, name="total_length_s1")
-        psum1 = [st.reg(words[k] + words[k + 1] + words[k + 2] + words[k + 3],
-                        name=f"psum{k // 4}") for k in (0, 4)]     # < 2**18 each
 
         # ---- stage 2 ----
         valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
         tag2 = st.reg(tag1, name="tag_s2")
         hdr2 = st.reg(hdr1, name="header_s2")
-        total2 = st.reg(psum1[0] + psum1[1] + tl1, name="csum_total")   # < 2**20
 
         # ---- stage 3 ----
-        fold = Signal(17, name="csum_fold1")
-        folded = Signal(16, name="csum_fold2")
-        m.d.comb += [
-            fold.eq(total2[:16] + total2[16:]),
-            folded.eq(fold[:16] + fold[16]),   # end-around carry: fits 16 bits
-        ]
-        checksum = ~folded
         start = HDR.IP_CHECKSUM[0]
         hdr_out = Cat(hdr2[:8 * start], _be_bytes(checksum)[0], _be_bytes(checksum)[1],
                       hdr2[8 * (start + 2):])

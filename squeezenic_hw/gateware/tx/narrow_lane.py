@@ -57,8 +57,8 @@ from squeezenic_hw.gateware.common.layouts import (
     header_bytes,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
-from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.generator import NARROW_LANE_CODECS
+from squeezenic_hw.gateware.lane.header_builder import ones_complement_fold
+from squeezenic_hw.spec.generator import NARROW_LANE_CODECS, narrow_lane_settings
 from squeezenic_hw.spec.header import (
     DEFAULT_MTU,
     DEFAULT_PORT,
@@ -78,8 +78,6 @@ from .lane import tx_lane_signature
 
 __all__ = ["NarrowTxLane", "NARROW_CODECS", "narrow_codec"]
 
-_SIGN = codec_info("sign")
-_FIXED = codec_info("fixed")
 _ROW = 8 * DATA_BYTES
 _MAX_N = 2**16 - 1
 
@@ -90,12 +88,8 @@ assert NARROW_CODECS == ("sign",) + tuple(f"fixed:{q}" for q in POW2_WIDTHS)
 
 def narrow_codec(spec):
     """``(codec id, code bits)`` of a :data:`NARROW_CODECS` spec, else None."""
-    text = str(spec).strip()
-    if text not in NARROW_CODECS:
-        return None
-    if text == "sign":
-        return _SIGN.id, 1
-    return _FIXED.id, int(text.partition(":")[2])
+    settings = narrow_lane_settings([spec])
+    return None if settings is None else (settings["codec"], settings["param"] or 1)
 
 
 # Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
@@ -174,12 +168,6 @@ def _thermometer(count, width):
 def _spread(mask, b):
     """Each bit of ``mask`` ``b`` times: an element mask as a mask of code bits."""
     return Cat(*[bit.replicate(b) for bit in mask]) if b > 1 else mask
-
-
-def _ones_fold(value):
-    """Fold a sum of 16-bit words to 16 bits, one's-complement (end-around carries)."""
-    once = value[:16] + value[16:]
-    return (once[:16] + once[16:])[:16]
 
 
 class NarrowTxLane(wiring.Component):
@@ -699,7 +687,7 @@ class NarrowTxLane(wiring.Component):
             m.d.sync += tq_valid.eq(0)
         ip_length = Signal(16, reset_less=True)
         udp_length = Signal(16, reset_less=True)
-        m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~_ones_fold(tq_sum)),
+        m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~ones_complement_fold(m, tq_sum)),
                      ip_length.eq(tq.size - 14), udp_length.eq(tq.size - 34)]
 
         header = Signal(8 * DATA_BYTES)
