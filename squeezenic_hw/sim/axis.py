@@ -15,6 +15,8 @@ and a sink built on the same simulator agree on them.
 import random
 from dataclasses import dataclass
 
+from amaranth.lib.data import Layout
+
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat
 
 __all__ = ["AxisFrame", "frame_beats", "FrameSource", "FrameSink"]
@@ -31,25 +33,28 @@ class AxisFrame:
     last_cycle: int | None = None    # cycle the last beat was transferred
 
 
-def frame_beats(frame):
-    """The beats of ``frame`` (an :class:`AxisFrame` or ``bytes``) as ``AxisBeat`` ints."""
+def frame_beats(frame, layout=AxisBeat):
+    """The beats of ``frame`` (an :class:`AxisFrame` or ``bytes``) as ints of ``layout``
+    (:class:`AxisBeat`, or a layout with some of its fields, such as ``BareBeat``)."""
     if not isinstance(frame, AxisFrame):
         frame = AxisFrame(bytes(frame))
     data = frame.data
     size = len(data) if frame.size is None else frame.size
-    layout = AxisBeat
+    names = Layout.cast(layout).members
     beats = []
     n = max(1, -(-len(data) // DATA_BYTES))
     for k in range(n):
         chunk = data[k * DATA_BYTES:(k + 1) * DATA_BYTES]
-        beats.append(layout.const({
+        fields = {
             "data": int.from_bytes(chunk, "little"),
             "keep": (1 << len(chunk)) - 1,
             "last": int(k == n - 1),
             "size": size & 0xFFFF,
             "src": frame.src,
             "dst": frame.dst,
-        }).as_value().value)
+        }
+        beats.append(layout.const({name: value for name, value in fields.items()
+                                   if name in names}).as_value().value)
     return beats
 
 
@@ -84,7 +89,7 @@ class FrameSource:
                     ctx.set(s.valid, 0)
                     await ctx.tick()
                     t += 1
-            for b, beat in enumerate(frame_beats(frame)):
+            for b, beat in enumerate(frame_beats(frame, s.payload.shape())):
                 while self.idle and self.rng.random() < self.idle:
                     ctx.set(s.valid, 0)
                     await ctx.tick()

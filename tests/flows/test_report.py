@@ -165,14 +165,14 @@ def test_plugin_blocks_counts():
     pairs = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"])))
     assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                     "gen_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
-                     "header_finisher": 1, "register_file(400G)": 1}
+                     "gen_lane(fixed:8)": 4, "arbiter(4,bare)": 1, "arbiter(2)": 1,
+                     "header_finisher(8-bit)": 1, "register_file(400G)": 1}
     # --loopback: as many RX lanes and checkers as the wire needs (fixed:8 -> 4)
     loop = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"], loopback=True)))
     assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                    "gen_lane(fixed:8)": 4, "arbiter(4)": 1, "arbiter(2)": 1,
-                    "header_finisher": 1, "splitter(4)": 1, "distributor(4)": 1,
+                    "gen_lane(fixed:8)": 4, "arbiter(4,bare)": 1, "arbiter(2)": 1,
+                    "header_finisher(8-bit)": 1, "splitter(4)": 1, "distributor(4)": 1,
                     "rx_lane(fixed)": 4, "checker": 4,
                     "register_file(400G,loopback)": 1}
     # 6400 sign: 64 generators, but the wire at ratio 32 needs 32 RX lanes
@@ -188,6 +188,10 @@ def test_plugin_blocks_counts():
     # N = 2: the array's arbiter and the wire arbiter are one block, counted twice
     two = dict((b.label, n) for b, n in report.plugin_blocks(PluginParams(host_bw=200)))
     assert two["arbiter(2)"] == 2
+    # ... but not behind narrow lanes, whose arbiter takes bare beats
+    two_sign = dict((b.label, n) for b, n in report.plugin_blocks(
+        PluginParams(host_bw=200, gen_codecs=["sign"])))
+    assert two_sign["arbiter(2)"] == 1 and two_sign["arbiter(2,bare)"] == 1
     # 100 Gb/s: the host lanes and the registers only
     one = report.plugin_blocks(PluginParams(host_bw=100, codecs=["raw"], num_intf=2))
     assert [(b.kind, n) for b, n in one] == [("tx_lane", 2), ("rx_lane", 2),
@@ -495,8 +499,8 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert main(args) == 0
     out, err = capsys.readouterr()
     # host lanes (fixed) shared; generator lanes per width (fixed:8, fixed:4), arbiter(4),
-    # arbiter(8), arbiter(2), the header finisher (shared), register files of 400 and 800
-    assert "[10/10] " in err
+    # arbiter(8), arbiter(2), a header finisher per width, register files of 400 and 800
+    assert "[11/11] " in err
     assert "paper_LUT_pct" in out and "OpenNIC shell" in out and "out-of-context" in out
     assert "fixed:8" in out and "fixed:4" in out
 

@@ -33,8 +33,9 @@ class Block:
     ``gen_tx_lane`` (codec specs, mtu, port: a generator's TX lane alone, as
     :func:`~squeezenic_hw.gateware.arrays.lane_arrays.generator_tx_lane` builds it),
     ``rx_lane`` (codecs, max_host_elements, port),
-    ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
-    ``header_finisher`` (none: the lengths and checksum of narrow lanes' headers),
+    ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n, and ``bare``
+    over narrow lanes' bare beats), ``header_finisher`` (code_bits: completes narrow
+    lanes' frames),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
     (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
     """
@@ -55,6 +56,10 @@ class Block:
         a = self.args
         if self.kind in ("tx_lane", "rx_lane", "gen_tx_lane", "gen_lane"):
             return f"{self.kind}({'+'.join(a['codecs'])})"
+        if self.kind == "header_finisher":
+            return f"header_finisher({a['code_bits']}-bit)"
+        if self.kind == "arbiter" and a.get("bare"):
+            return f"arbiter({a['n']},bare)"
         if self.kind in ("arbiter", "distributor", "splitter"):
             return f"{self.kind}({a['n']})"
         if self.kind == "register_file":
@@ -102,10 +107,13 @@ class Block:
             return FrameChecker(port=a["port"])
         if k == "arbiter":
             from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
+            if a.get("bare"):
+                from squeezenic_hw.gateware.common.layouts import BareBeat
+                return FrameArbiter(a["n"], payload_shape=BareBeat)
             return FrameArbiter(a["n"])
         if k == "header_finisher":
             from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
-            return HeaderFinisher()
+            return HeaderFinisher(a["code_bits"])
         if k == "distributor":
             from squeezenic_hw.gateware.arrays.distributor import FrameDistributor
             return FrameDistributor(a["n"], port=a["port"])
@@ -181,7 +189,8 @@ def plugin_blocks(params):
     Per interface a host TX and RX lane (``codecs``); with ``gen_lanes`` N > 0 on
     interface 0: N generator lanes (a generator and its TX lane of ``gen_codecs``, one
     block as ``generate`` writes one module), a
-    FrameArbiter(N) over them (TxArray; behind narrow lanes, a HeaderFinisher) and a
+    FrameArbiter(N) over them (TxArray; over narrow lanes' bare beats, then a
+    HeaderFinisher) and a
     FrameArbiter(2) of the host lane and
     the array; with ``loopback`` also a SourcePortSplitter, a FrameDistributor(M)
     (RxArray), M RX lanes (``gen_codecs``) and M checkers, M = ``rx_lanes``; one
@@ -197,14 +206,15 @@ def plugin_blocks(params):
                   port=p.port), intf),
     ]
     if n:
+        narrow = narrow_lane_settings(p.gen_codecs)
         out += [
             (Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
                       max_elements=DEFAULT_HOST_ELEMENTS), n),
-            (Block.of("arbiter", n=n), 1),
+            (Block.of("arbiter", n=n, bare=True) if narrow else Block.of("arbiter", n=n), 1),
             (Block.of("arbiter", n=2), 1),
         ]
-        if narrow_lane_settings(p.gen_codecs) is not None:
-            out.append((Block.of("header_finisher"), 1))
+        if narrow is not None:
+            out.append((Block.of("header_finisher", code_bits=narrow["param"] or 1), 1))
     if rx:
         out += [
             (Block.of("splitter", base=p.src_port_base, n=n, port=p.port), 1),

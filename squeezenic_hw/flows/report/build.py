@@ -199,7 +199,8 @@ def _per_lane(pairs, records, params, tot):
         return {"LUT": None, "FF": None}
     fixed = dict.fromkeys(("LUT", "FF"), 0)
     host = [b for b, _ in pairs[:2]]           # plugin_blocks: host TX lane, host RX lane
-    wire = [b for b, _ in pairs if b.kind == "arbiter" and b.args["n"] == 2][:1]
+    wire = [b for b, _ in pairs if b.kind == "arbiter" and b.args["n"] == 2
+            and not b.args.get("bare")][:1]
     for block, count in [(b, params.num_intf) for b in host] + [(b, 1) for b in wire]:
         each = _each(records[block])
         for k in fixed:

@@ -6,10 +6,10 @@ wire sees no idle cycle between frames while any lane has a frame ready.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
+from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.gateware.common.stream import SkidBuffer
 
 __all__ = ["FrameArbiter", "MAX_INPUTS", "thermometer_count"]
@@ -25,13 +25,17 @@ class FrameArbiter(wiring.Component):
     ----------
     n_inputs : int
         Number of input streams, 1…64.
+    payload_shape : data layout
+        The beats' layout, with a 1-bit ``last`` field (default
+        :class:`~squeezenic_hw.gateware.common.layouts.AxisBeat`; ``BareBeat`` behind
+        narrow lanes).
 
     Attributes
     ----------
-    i : In(axis_signature()).array(n_inputs)
+    i : In(stream.Signature(payload_shape)).array(n_inputs)
         The inputs, ``i[0] … i[n-1]`` (a list of stream interfaces; the flattened
         port names are ``i__<k>__valid`` etc.).
-    o : Out(axis_signature())
+    o : Out(stream.Signature(payload_shape))
         The merged stream; beats are those of the inputs, unchanged
         (``tdata``/``tkeep``/``tlast``/``tuser``).
     grant : Out(range(n_inputs))
@@ -69,8 +73,8 @@ class FrameArbiter(wiring.Component):
     Reset: the grant, the frame state and the two valid bits of the output; the
     beat registers take none.
 
-    Resources: the output and skid registers (2 × 625 bits + 2 valid), an
-    n-to-1 AND-OR multiplexer of ``AxisBeat`` (625 bits, a balanced OR tree)
+    Resources: the output and skid registers (2 × 625 bits + 2 valid, for
+    ``AxisBeat``), an n-to-1 AND-OR multiplexer of the beats (a balanced OR tree)
     driven by the one-hot grant, and the round robin: the grant as an n-bit
     thermometer register and its one-hot copy, and four n-bit carry chains (the
     lowest valid input above the grant, and from 0; whether the granted input offers
@@ -78,14 +82,23 @@ class FrameArbiter(wiring.Component):
     1.4 k FF, 3.00 ns estimated (``docs/timing.md``).
     """
 
-    def __init__(self, n_inputs):
+    def __init__(self, n_inputs, *, payload_shape=AxisBeat):
         if isinstance(n_inputs, bool) or not isinstance(n_inputs, int) \
                 or not 1 <= n_inputs <= MAX_INPUTS:
             raise ValueError(f"n_inputs must be an int from 1 to {MAX_INPUTS}, got {n_inputs!r}")
+        try:
+            last = data.Layout.cast(payload_shape)["last"].width
+        except (TypeError, KeyError):
+            last = None
+        if last != 1:
+            raise ValueError(f"payload_shape must be a data layout with a 1-bit 'last' field, "
+                             f"got {payload_shape!r}")
         self.n_inputs = n_inputs
+        self.payload_shape = payload_shape
+        beats = stream.Signature(payload_shape)
         super().__init__({
-            "i": In(axis_signature()).array(n_inputs),
-            "o": Out(axis_signature()),
+            "i": In(beats).array(n_inputs),
+            "o": Out(beats),
             "grant": Out(range(n_inputs)),
         })
 
@@ -100,7 +113,7 @@ class FrameArbiter(wiring.Component):
 
         # The output register, with the skid register that makes every input's ready
         # a register.
-        m.submodules.out = out = SkidBuffer(AxisBeat)
+        m.submodules.out = out = SkidBuffer(self.payload_shape)
         wiring.connect(m, out.o, wiring.flipped(self.o))
         enable = Signal()                # a beat may be taken this cycle
         m.d.comb += enable.eq(out.i.ready)
@@ -117,7 +130,7 @@ class FrameArbiter(wiring.Component):
 
         valids = Signal(n)
         m.d.comb += valids.eq(Cat(s.valid for s in self.i))
-        beat = Signal(AxisBeat)
+        beat = Signal(self.payload_shape)
         beat_valid = Signal()
         ending = Signal()                # the granted input offers a frame's last beat
         width = len(beat.as_value())

@@ -36,7 +36,7 @@ from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import axis_signature
+from squeezenic_hw.gateware.common.layouts import BareBeat, axis_signature, bare_signature
 from squeezenic_hw.gateware.lane.control import close_when_idle
 from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
@@ -131,7 +131,7 @@ def generator_lane_options(codecs):
 
 
 def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
-                      header_sums=True):
+                      bare=False):
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
@@ -139,32 +139,40 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     codecs, one width where the codec has a build-time width, no classifier or bypass
     path (:func:`generator_lane_options`). A lane of ``sign`` alone, or of ``fixed`` at a
     width of 2, 4 or 8 alone, is a :class:`~.narrow_lane.NarrowTxLane`, 16·b bits wide
-    behind its input (b the code width); with ``header_sums=False`` it leaves the
-    headers' lengths and checksum to a :class:`~.header_finisher.HeaderFinisher`.
+    behind its input (b the code width); with ``bare=True`` it sends bare beats and
+    leaves the headers' lengths and checksum, ``tkeep`` and ``tuser`` to a
+    :class:`~.header_finisher.HeaderFinisher`.
     """
     if lanes_finished(codecs):
         spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
         return NarrowTxLane(str(spec).strip(), mtu=mtu, port=port,
-                            idle_timeout=idle_timeout, header_sums=header_sums)
+                            idle_timeout=idle_timeout, bare=bare)
     names = lane_codec_names(codecs)
     return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
 
 
 def lanes_finished(codecs):
-    """Whether generator lanes of ``codecs`` are narrow and leave the IPv4 lengths and
-    checksum of their headers to the array's :class:`~.header_finisher.HeaderFinisher`."""
+    """Whether generator lanes of ``codecs`` are narrow and send bare beats, which the
+    array's :class:`~.header_finisher.HeaderFinisher` completes."""
     return narrow_lane_settings(codecs) is not None
 
 
-def _generator_lane_signature(n_tx_counters_layout):
+def _finished_code_bits(codecs):
+    """The code width a :class:`~.header_finisher.HeaderFinisher` of ``codecs``'s lanes
+    is built for."""
+    settings = narrow_lane_settings(codecs)
+    return settings["param"] or 1
+
+
+def _generator_lane_signature(n_tx_counters_layout, bare):
     return wiring.Signature({
         "ctrl": In(GeneratorControl),
         "value_seed": In(32),
         "udp_src_port": In(16),
         "tuser_src": In(16),
         "close": In(1),
-        "o": Out(axis_signature()),
+        "o": Out(bare_signature() if bare else axis_signature()),
         "frames_sent": Out(32),
         "tx_counters": Out(n_tx_counters_layout),
     })
@@ -184,7 +192,8 @@ class GeneratorLane(wiring.Component):
 
     Ports: ``ctrl`` (:class:`GeneratorControl` but its ``value_seed``), ``value_seed``,
     ``udp_src_port``, ``tuser_src`` (the lane's own), ``close`` (a one-cycle pulse, held
-    until the lane acts on it at its first idle cycle), ``o`` (wire frames),
+    until the lane acts on it at its first idle cycle), ``o`` (wire frames; bare beats
+    for a :class:`~.header_finisher.HeaderFinisher` when the lane is narrow),
     ``frames_sent``, ``tx_counters``.
 
     A lane built narrow (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`)
@@ -197,17 +206,18 @@ class GeneratorLane(wiring.Component):
 
     def __init__(self, codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
                  max_elements=DEFAULT_HOST_ELEMENTS):
-        # a narrow lane's settings are held (the generator runs them), and it leaves its
-        # headers' lengths and checksum to the array's HeaderFinisher (one for all lanes)
+        # a narrow lane's settings are held (the generator runs them), and it sends bare
+        # beats, which the array's HeaderFinisher completes (one for all lanes)
         self._fixed = narrow_lane_settings(codecs)
         self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
-                                       header_sums=self._fixed is None)
+                                       bare=self._fixed is not None)
         # the generators send to the lanes' port (the template's other fields are defaults);
         # a sign lane reads nothing of a value but its sign
         self._gen = GradientGenerator(max_elements, template=Header(dst_port=port),
                                       signs_only=isinstance(self._lane, NarrowTxLane)
                                       and self._lane.code_bits == 1)
-        super().__init__(_generator_lane_signature(tx_counters_layout()))
+        super().__init__(_generator_lane_signature(tx_counters_layout(),
+                                                   bare=self._fixed is not None))
 
     @property
     def codecs(self):
@@ -308,11 +318,15 @@ class TxArray(wiring.Component):
         if lane_module is None:
             self._lanes = [GeneratorLane(codecs, **lane_args) for _ in range(self._n)]
         else:
-            sig = _generator_lane_signature(tx_counters_layout())
+            sig = _generator_lane_signature(tx_counters_layout(), bare=lanes_finished(codecs))
             self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
         self._codecs = tuple(lane_codec_names(codecs) or ())
-        self._arbiter = FrameArbiter(self._n)
-        self._finisher = HeaderFinisher() if lanes_finished(codecs) else None
+        if lanes_finished(codecs):
+            self._arbiter = FrameArbiter(self._n, payload_shape=BareBeat)
+            self._finisher = HeaderFinisher(_finished_code_bits(codecs))
+        else:
+            self._arbiter = FrameArbiter(self._n)
+            self._finisher = None
         super().__init__({
             "ctrl": In(GeneratorControl),
             "close": In(1),

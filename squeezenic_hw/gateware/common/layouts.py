@@ -49,6 +49,21 @@ def axis_signature():
     return stream.Signature(AxisBeat)
 
 
+class BareBeat(data.Struct):
+    """One beat of a wire frame whose header a
+    :class:`~squeezenic_hw.gateware.arrays.header_finisher.HeaderFinisher` completes:
+    ``tdata`` and ``tlast`` only. The header's IPv4 total length and checksum are zero,
+    its UDP length field holds ``tuser_src`` and its UDP checksum field ``tuser_dst``
+    (both big-endian); ``tkeep`` and ``tuser_size`` follow from the header's ``n``."""
+    data: unsigned(512)
+    last: unsigned(1)
+
+
+def bare_signature():
+    """``stream.Signature`` of :class:`BareBeat`."""
+    return stream.Signature(BareBeat)
+
+
 def _reason_members(namespace):
     namespace["__module__"] = __name__
     namespace["__qualname__"] = "Reason"

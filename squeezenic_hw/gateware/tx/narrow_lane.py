@@ -43,6 +43,7 @@ protocol 17, not fragmented, ``version`` 1, ``encoded`` 0) with ``n`` ≥ 1 and
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import Out
 
 from squeezenic_hw.gateware.codecs.fixed_pow2 import (
     POW2_FIXED_LATENCY,
@@ -54,6 +55,7 @@ from squeezenic_hw.gateware.codecs.fixed_pow2 import (
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     ELEMENTS_PER_BEAT,
+    bare_signature,
     header_bytes,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
@@ -186,14 +188,17 @@ class NarrowTxLane(wiring.Component):
         wire frame closes (``None`` or 0: never).
     token_depth : int
         Closed wire frames waiting for the output (at least 8).
-    header_sums : bool
-        Write the IPv4 total length, IPv4 header checksum and UDP length into each
-        header (default). ``False`` leaves the three fields zero for a
+    bare : bool
+        Send :class:`~squeezenic_hw.gateware.common.layouts.BareBeat` beats (``tdata``
+        and ``tlast``) for a
         :class:`~squeezenic_hw.gateware.arrays.header_finisher.HeaderFinisher` further
-        on, which works them out once for many lanes.
+        on, which completes the headers and ``tkeep``/``tuser`` once for many lanes:
+        the IPv4 total length and checksum are left zero, the UDP length and checksum
+        fields carry ``tuser_src`` and ``tuser_dst``. Default ``False``: whole frames.
 
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
-    ``cfg_enable`` are ignored). ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
+    ``cfg_enable`` are ignored; ``o`` of ``bare_signature()`` when ``bare``).
+    ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
 
     Latency: a wire frame's header leaves 7 cycles after the host beat that closes it
     (``docs/lanes.md``), 10 for ``fixed`` (the encoder's three stages). Throughput: one
@@ -207,7 +212,7 @@ class NarrowTxLane(wiring.Component):
     """
 
     def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                 idle_timeout=None, token_depth=16, header_sums=True):
+                 idle_timeout=None, token_depth=16, bare=False):
         choice = narrow_codec(codec)
         if choice is None:
             raise ValueError(f"codec must be one of {', '.join(NARROW_CODECS)}, got {codec!r}")
@@ -227,9 +232,9 @@ class NarrowTxLane(wiring.Component):
         if isinstance(token_depth, bool) or not isinstance(token_depth, int) or token_depth < 8:
             raise ValueError(f"token_depth must be an int of at least 8 frames, "
                              f"got {token_depth!r}")
-        if not isinstance(header_sums, bool):
-            raise ValueError(f"header_sums must be a bool, got {header_sums!r}")
-        self._header_sums = header_sums
+        if not isinstance(bare, bool):
+            raise ValueError(f"bare must be a bool, got {bare!r}")
+        self._bare = bare
         self._codec_id, self._b = choice
         self._word = ELEMENTS_PER_BEAT * self._b           # code bits of a full beat
         self._slots = _ROW // self._word                    # words per row
@@ -242,7 +247,10 @@ class NarrowTxLane(wiring.Component):
         # of a LUTRAM cell, for the small frames of a small MTU
         self._ring_depth = max(32, 1 << (max_rows + 7 - 1).bit_length())
         self._token_depth = token_depth
-        super().__init__(tx_lane_signature(port=port, idle_timeout=idle_timeout))
+        signature = tx_lane_signature(port=port, idle_timeout=idle_timeout)
+        if bare:
+            signature = wiring.Signature({**signature.members, "o": Out(bare_signature())})
+        super().__init__(signature)
 
     @property
     def codecs(self):
@@ -255,6 +263,11 @@ class NarrowTxLane(wiring.Component):
     @property
     def trusted(self):
         return True
+
+    @property
+    def bare(self):
+        """Whether ``o`` sends bare beats for a ``HeaderFinisher``."""
+        return self._bare
 
     @property
     def capacity(self):
@@ -705,14 +718,16 @@ class NarrowTxLane(wiring.Component):
         put(HDR.IP_VIHL[0], Const(IPV4_VIHL, 8))
         for i, b in enumerate(_COPIED_BYTES):
             hb[b] = tq.host.copied[8 * i:8 * i + 8]
-        if not self._header_sums:
-            # (what only these fields read is then left out by synthesis)
-            ip_length = udp_length = checksum = Const(0, 16)
+        udp_checksum = Const(0, 16)
+        if self._bare:
+            # (what only the sums read is then left out by synthesis)
+            ip_length = checksum = Const(0, 16)
+            udp_length, udp_checksum = tq.host.src, tq.host.dst
         put(HDR.IP_TOTAL_LENGTH[0], ip_length, big_endian=True)
         put(HDR.IP_PROTO[0], Const(PROTO_UDP, 8))
         put(HDR.IP_CHECKSUM[0], checksum, big_endian=True)
         put(HDR.UDP_LENGTH[0], udp_length, big_endian=True)
-        put(HDR.UDP_CHECKSUM[0], Const(0, 16))
+        put(HDR.UDP_CHECKSUM[0], udp_checksum, big_endian=True)
         put(HDR.VERSION[0], Const(1, 8))
         stochastic = key_out[-1]
         put(HDR.FLAGS[0], Cat(Const(FLAG_ENCODED, 1), stochastic, tq.flush, Const(0, 5)))
@@ -726,17 +741,20 @@ class NarrowTxLane(wiring.Component):
                 m.d.comb += issue_row.eq(1)
                 m.d.sync += [o.valid.eq(1), beat.data.eq(rd.data),
                              beat.last.eq(beats_one),
-                             beat.keep.eq(Mux(beats_one, last_keep, -1)),
                              beats_left.eq(beats_left - 1), rptr.eq(rptr + 1),
                              beats_none.eq(beats_one), beats_one.eq(beats_left == 2)]
+                if not self._bare:
+                    m.d.sync += beat.keep.eq(Mux(beats_one, last_keep, -1))
             with m.Elif(issue_header):
                 m.d.sync += [o.valid.eq(1), beat.data.eq(header),
-                             beat.last.eq(0), beat.keep.eq(-1),
-                             beat.size.eq(tq.size), beat.src.eq(tq.host.src),
-                             beat.dst.eq(tq.host.dst),
+                             beat.last.eq(0),
                              beats_left.eq(tq.rows), beats_none.eq(0),
-                             beats_one.eq(tq.rows == 1),
-                             last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e
-                                                             for e in range(1, DATA_BYTES)]))]
+                             beats_one.eq(tq.rows == 1)]
+                if not self._bare:
+                    m.d.sync += [
+                        beat.keep.eq(-1), beat.size.eq(tq.size), beat.src.eq(tq.host.src),
+                        beat.dst.eq(tq.host.dst),
+                        last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e
+                                                        for e in range(1, DATA_BYTES)]))]
             with m.Else():
                 m.d.sync += o.valid.eq(0)

@@ -4,8 +4,11 @@ against the numpy reference TX lane."""
 
 import numpy as np
 import pytest
+from amaranth import Module
+from amaranth.lib import data, wiring
 from lane_scenarios import check_against_reference, check_tuser, host_stream
 
+from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.lane import simulate_lane
@@ -33,13 +36,37 @@ def _two_tensors(rng, codec, max_k, flush_rate=0.1):
     return [f for pair in zip(a, b, strict=False) for f in pair] + a[len(b):] + b[len(a):]
 
 
-def _check_mixed(codec, mtu, idle, backpressure):
+class _FinishedLane(wiring.Component):
+    """A bare lane and the HeaderFinisher that completes its frames, as ``TxArray``
+    puts them (with the arbiter between them)."""
+
+    def __init__(self, codec, **kw):
+        self.lane = NarrowTxLane(codec, bare=True, **kw)
+        self.finisher = HeaderFinisher(self.lane.code_bits)
+        members = dict(self.lane.signature.members)
+        members["o"] = self.finisher.signature.members["o"]
+        super().__init__(wiring.Signature(members))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.lane, m.submodules.finisher = self.lane, self.finisher
+        for name in ("close", "cfg_port", "cfg_enable", "cfg_idle_timeout"):
+            m.d.comb += getattr(self.lane, name).eq(getattr(self, name))
+        m.d.comb += [self.close_done.eq(self.lane.close_done),
+                     self.counters.eq(self.lane.counters)]
+        wiring.connect(m, wiring.flipped(self.i), self.lane.i)
+        wiring.connect(m, self.lane.o, self.finisher.i)
+        wiring.connect(m, self.finisher.o, wiring.flipped(self.o))
+        return m
+
+
+def _check_mixed(codec, mtu, idle, backpressure, bare=False):
     rng = np.random.default_rng([mtu, int(idle * 10), len(codec)])
     frames = _two_tensors(rng, codec, int(rng.choice([16, 100, 363])))
     # a gap in the offsets of one tensor: a mismatch close with the key unchanged
     frames += _stream(rng, codec, n_total=300, max_k=50, offset=123_456)
-    run = simulate_lane(NarrowTxLane(codec, mtu=mtu), frames, idle=idle,
-                        backpressure=backpressure, seed=mtu)
+    dut = _FinishedLane(codec, mtu=mtu) if bare else NarrowTxLane(codec, mtu=mtu)
+    run = simulate_lane(dut, frames, idle=idle, backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=[codec.partition(":")[0]])
     check_tuser(run, frames, "tx")
     assert run.counters["close_mismatch"] > 0
@@ -61,6 +88,22 @@ def test_fixed_lane_matches_reference(codec, mtu, idle, backpressure):
     headers in flight behind it; MTU 0 stands for the smallest, 64 + 4q bytes (32
     elements per wire frame)."""
     _check_mixed(codec, mtu or 64 + 4 * int(codec.partition(":")[2]), idle, backpressure)
+
+
+@pytest.mark.parametrize("codec,mtu", [("sign", 68), ("sign", 1518), ("fixed:2", 9600),
+                                       ("fixed:4", 1518), ("fixed:8", 96)])
+def test_bare_lane_behind_finisher_matches_reference(codec, mtu):
+    """``bare=True``: the lane's bare beats, completed by a HeaderFinisher (lengths,
+    checksum, tkeep, tuser), are the reference's frames, under idle and backpressure."""
+    _check_mixed(codec, mtu, 0.3, 0.5, bare=True)
+
+
+def test_bare_lane_sends_bare_beats():
+    """A bare lane's output has tdata and tlast only; ``bare`` is checked."""
+    shape = data.Layout.cast(NarrowTxLane(bare=True).o.payload.shape())
+    assert set(shape.members) == {"data", "last"}
+    with pytest.raises(ValueError, match="bare"):
+        NarrowTxLane(bare=1)
 
 
 @pytest.mark.parametrize("codec", FIXED)
