@@ -165,13 +165,13 @@ def test_plugin_blocks_counts():
     pairs = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"])))
     assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                     "gen_lane(fixed:8)": 4, "arbiter(4,bare)": 1, "arbiter(2)": 1,
+                     "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "arbiter(2)": 1,
                      "header_finisher(8-bit)": 1, "register_file(400G)": 1}
     # --loopback: as many RX lanes and checkers as the wire needs (fixed:8 -> 4)
     loop = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"], loopback=True)))
     assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                    "gen_lane(fixed:8)": 4, "arbiter(4,bare)": 1, "arbiter(2)": 1,
+                    "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "arbiter(2)": 1,
                     "header_finisher(8-bit)": 1, "splitter(4)": 1, "distributor(4)": 1,
                     "rx_lane(fixed)": 4, "checker": 4,
                     "register_file(400G,loopback)": 1}
@@ -188,10 +188,10 @@ def test_plugin_blocks_counts():
     # N = 2: the array's arbiter and the wire arbiter are one block, counted twice
     two = dict((b.label, n) for b, n in report.plugin_blocks(PluginParams(host_bw=200)))
     assert two["arbiter(2)"] == 2
-    # ... but not behind narrow lanes, whose arbiter takes bare beats
+    # ... but not for narrow lanes, which share a frame bus
     two_sign = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=200, gen_codecs=["sign"])))
-    assert two_sign["arbiter(2)"] == 1 and two_sign["arbiter(2,bare)"] == 1
+    assert two_sign["arbiter(2)"] == 1 and two_sign["frame_bus(2)"] == 1
     # 100 Gb/s: the host lanes and the registers only
     one = report.plugin_blocks(PluginParams(host_bw=100, codecs=["raw"], num_intf=2))
     assert [(b.kind, n) for b, n in one] == [("tx_lane", 2), ("rx_lane", 2),
@@ -384,7 +384,8 @@ _FAKE = {  # kind: (lut, ff, carry, lut_mem, depth)
     "tx_lane": (10_000, 8_000, 100, 800, 12), "rx_lane": (7_000, 6_000, 50, 600, 10),
     "gen_tx_lane": (1_000, 1_500, 10, 100, 6), "gen_lane": (4_000, 3_500, 210, 100, 9),
     "generator": (3_000, 2_000, 200, 0, 9), "checker": (4_000, 2_000, 0, 0, 17),
-    "arbiter": (600, 600, 0, 0, 4), "distributor": (20, 1_200, 0, 0, 3),
+    "arbiter": (600, 600, 0, 0, 4), "frame_bus": (500, 600, 0, 0, 4),
+    "distributor": (20, 1_200, 0, 0, 3),
     "splitter": (30, 1_100, 0, 0, 3), "register_file": (900, 1_500, 0, 0, 6),
     "header_finisher": (800, 2_600, 30, 0, 5), "core": (50_000, 40_000, 300, 1_400, 17),
 }

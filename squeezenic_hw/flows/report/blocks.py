@@ -33,9 +33,10 @@ class Block:
     ``gen_tx_lane`` (codec specs, mtu, port: a generator's TX lane alone, as
     :func:`~squeezenic_hw.gateware.arrays.lane_arrays.generator_tx_lane` builds it),
     ``rx_lane`` (codecs, max_host_elements, port),
-    ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n, and ``bare``
-    over narrow lanes' bare beats), ``header_finisher`` (code_bits: completes narrow
-    lanes' frames),
+    ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
+    ``frame_bus`` (n, codecs, port: the arbiter of narrow lanes, its OR taking the
+    header bits those lanes may set), ``header_finisher`` (code_bits:
+    completes narrow lanes' frames),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
     (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
     """
@@ -58,9 +59,7 @@ class Block:
             return f"{self.kind}({'+'.join(a['codecs'])})"
         if self.kind == "header_finisher":
             return f"header_finisher({a['code_bits']}-bit)"
-        if self.kind == "arbiter" and a.get("bare"):
-            return f"arbiter({a['n']},bare)"
-        if self.kind in ("arbiter", "distributor", "splitter"):
+        if self.kind in ("arbiter", "frame_bus", "distributor", "splitter"):
             return f"{self.kind}({a['n']})"
         if self.kind == "register_file":
             return f"register_file({a['host_bw']}G{',loopback' if a.get('loopback') else ''})"
@@ -107,10 +106,12 @@ class Block:
             return FrameChecker(port=a["port"])
         if k == "arbiter":
             from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
-            if a.get("bare"):
-                from squeezenic_hw.gateware.common.layouts import BareBeat
-                return FrameArbiter(a["n"], payload_shape=BareBeat)
             return FrameArbiter(a["n"])
+        if k == "frame_bus":
+            from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
+            from squeezenic_hw.gateware.arrays.lane_arrays import generator_head_mask
+            mask = generator_head_mask(list(a["codecs"]), port=a["port"])
+            return _InputChainHarness(FrameBusArbiter(a["n"], head_mask=mask))
         if k == "header_finisher":
             from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
             return HeaderFinisher(a["code_bits"])
@@ -168,6 +169,51 @@ class _RegisterFileHarness(wiring.Component):
         return m
 
 
+class _InputChainHarness(wiring.Component):
+    """``inner`` with every input fed by short shift registers, as the register file's
+    harness: for a block with more input bits than a top-level design may have (a frame
+    bus of 64 lanes: 66 k). Each register of at most 1,024 bits is fed by one bit of
+    ``chain_in`` and ends at one bit of ``chain_out``; its ``chain_bits`` flip-flops take
+    no LUT and are subtracted (``ff_wrapper``). The outputs are the harness's."""
+
+    def __init__(self, inner, chunk=1024):
+        self.inner = inner
+        ins, outs = [], {}
+        for path, member, _ in inner.signature.flatten(inner):
+            if member.flow == In:
+                ins.append(path)
+            else:
+                outs["__".join(str(p) for p in path)] = Out(member.shape)
+        self._ins = ins
+        self.chain_bits = sum(len(_lookup(inner, p)) for p in ins)
+        self._chunks = -(-self.chain_bits // chunk)
+        self._chunk = chunk
+        super().__init__({"chain_in": In(self._chunks), "chain_out": Out(self._chunks), **outs})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self.inner
+        bits = Cat(*[_lookup(inner, p) for p in self._ins])
+        for k in range(self._chunks):
+            width = min(self._chunk, len(bits) - k * self._chunk)
+            shift = Signal(width, name=f"shift{k}")
+            m.d.sync += shift.eq(Cat(self.chain_in[k], shift[:-1]))
+            m.d.comb += [bits[k * self._chunk:k * self._chunk + width].eq(shift),
+                         self.chain_out[k].eq(shift[-1])]
+        for path, member, _ in inner.signature.flatten(inner):
+            if member.flow == Out:
+                m.d.comb += getattr(self, "__".join(str(p) for p in path)).eq(
+                    _lookup(inner, path))
+        return m
+
+
+def _lookup(obj, path):
+    """The value at ``path`` (names and indices) of an interface object."""
+    for p in path:
+        obj = obj[p] if isinstance(p, int) else getattr(obj, p)
+    return obj.as_value() if hasattr(obj, "as_value") else obj
+
+
 def _plugin_params(args):
     from squeezenic_hw.regmap.plugin import PluginParams
     return PluginParams(**{k: v for k, v in args.items()})
@@ -189,7 +235,7 @@ def plugin_blocks(params):
     Per interface a host TX and RX lane (``codecs``); with ``gen_lanes`` N > 0 on
     interface 0: N generator lanes (a generator and its TX lane of ``gen_codecs``, one
     block as ``generate`` writes one module), a
-    FrameArbiter(N) over them (TxArray; over narrow lanes' bare beats, then a
+    FrameArbiter(N) over them (TxArray; for narrow lanes a FrameBusArbiter(N), then a
     HeaderFinisher) and a
     FrameArbiter(2) of the host lane and
     the array; with ``loopback`` also a SourcePortSplitter, a FrameDistributor(M)
@@ -210,7 +256,8 @@ def plugin_blocks(params):
         out += [
             (Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
                       max_elements=DEFAULT_HOST_ELEMENTS), n),
-            (Block.of("arbiter", n=n, bare=True) if narrow else Block.of("arbiter", n=n), 1),
+            (Block.of("frame_bus", n=n, codecs=tuple(p.gen_codecs), port=p.port) if narrow
+             else Block.of("arbiter", n=n), 1),
             (Block.of("arbiter", n=2), 1),
         ]
         if narrow is not None:
@@ -252,12 +299,16 @@ def lut_mem(cells):
 
 
 def _adjusted(block, record):
-    """A block's figures without its synthesis harness (the register file's chain)."""
-    if block.kind != "register_file" or "ff_wrapper" in record:
+    """A block's figures without its synthesis harness (the register file's and the
+    frame bus's input chains)."""
+    if block.kind not in ("register_file", "frame_bus") or "ff_wrapper" in record:
         return record
-    from squeezenic_hw.regmap.plugin import plugin_register_map
+    if block.kind == "frame_bus":
+        bits = block.make().chain_bits
+    else:
+        from squeezenic_hw.regmap.plugin import plugin_register_map
 
-    bits = _ro_bits(plugin_register_map(_plugin_params(block.args)))
+        bits = _ro_bits(plugin_register_map(_plugin_params(block.args)))
     return record | {"ff": record["ff"] - bits, "ff_wrapper": bits}
 
 

@@ -48,7 +48,7 @@ _RESOURCES = ("LUT", "FF", "CARRY", "DSP", "BRAM", "URAM")
 
 # Longest first, so that parallel jobs end together.
 _COST_ORDER = ("core", "tx_lane", "rx_lane", "gen_lane", "gen_tx_lane", "generator",
-               "register_file", "arbiter", "header_finisher", "checker", "distributor",
+               "register_file", "arbiter", "frame_bus", "header_finisher", "checker", "distributor",
                "splitter")
 
 
@@ -199,8 +199,7 @@ def _per_lane(pairs, records, params, tot):
         return {"LUT": None, "FF": None}
     fixed = dict.fromkeys(("LUT", "FF"), 0)
     host = [b for b, _ in pairs[:2]]           # plugin_blocks: host TX lane, host RX lane
-    wire = [b for b, _ in pairs if b.kind == "arbiter" and b.args["n"] == 2
-            and not b.args.get("bare")][:1]
+    wire = [b for b, _ in pairs if b.kind == "arbiter" and b.args["n"] == 2][:1]
     for block, count in [(b, params.num_intf) for b in host] + [(b, 1) for b in wire]:
         each = _each(records[block])
         for k in fixed:

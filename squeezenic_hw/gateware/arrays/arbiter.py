@@ -6,13 +6,14 @@ wire sees no idle cycle between frames while any lane has a frame ready.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import AxisBeat
+from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
 from squeezenic_hw.gateware.common.stream import SkidBuffer
 
-__all__ = ["FrameArbiter", "MAX_INPUTS", "thermometer_count"]
+__all__ = ["FrameArbiter", "MAX_INPUTS", "any_set", "check_n_inputs", "lowest_set",
+           "thermometer_count", "tree_or"]
 
 #: Largest number of inputs (64 lanes of 100 Gb/s = 6400 Gb/s of host bandwidth).
 MAX_INPUTS = 64
@@ -25,17 +26,13 @@ class FrameArbiter(wiring.Component):
     ----------
     n_inputs : int
         Number of input streams, 1…64.
-    payload_shape : data layout
-        The beats' layout, with a 1-bit ``last`` field (default
-        :class:`~squeezenic_hw.gateware.common.layouts.AxisBeat`; ``BareBeat`` behind
-        narrow lanes).
 
     Attributes
     ----------
-    i : In(stream.Signature(payload_shape)).array(n_inputs)
+    i : In(axis_signature()).array(n_inputs)
         The inputs, ``i[0] … i[n-1]`` (a list of stream interfaces; the flattened
         port names are ``i__<k>__valid`` etc.).
-    o : Out(stream.Signature(payload_shape))
+    o : Out(axis_signature())
         The merged stream; beats are those of the inputs, unchanged
         (``tdata``/``tkeep``/``tlast``/``tuser``).
     grant : Out(range(n_inputs))
@@ -73,8 +70,8 @@ class FrameArbiter(wiring.Component):
     Reset: the grant, the frame state and the two valid bits of the output; the
     beat registers take none.
 
-    Resources: the output and skid registers (2 × 625 bits + 2 valid, for
-    ``AxisBeat``), an n-to-1 AND-OR multiplexer of the beats (a balanced OR tree)
+    Resources: the output and skid registers (2 × 625 bits + 2 valid), an
+    n-to-1 AND-OR multiplexer of ``AxisBeat`` (625 bits, a balanced OR tree)
     driven by the one-hot grant, and the round robin: the grant as an n-bit
     thermometer register and its one-hot copy, and four n-bit carry chains (the
     lowest valid input above the grant, and from 0; whether the granted input offers
@@ -82,23 +79,11 @@ class FrameArbiter(wiring.Component):
     1.4 k FF, 3.00 ns estimated (``docs/timing.md``).
     """
 
-    def __init__(self, n_inputs, *, payload_shape=AxisBeat):
-        if isinstance(n_inputs, bool) or not isinstance(n_inputs, int) \
-                or not 1 <= n_inputs <= MAX_INPUTS:
-            raise ValueError(f"n_inputs must be an int from 1 to {MAX_INPUTS}, got {n_inputs!r}")
-        try:
-            last = data.Layout.cast(payload_shape)["last"].width
-        except (TypeError, KeyError):
-            last = None
-        if last != 1:
-            raise ValueError(f"payload_shape must be a data layout with a 1-bit 'last' field, "
-                             f"got {payload_shape!r}")
-        self.n_inputs = n_inputs
-        self.payload_shape = payload_shape
-        beats = stream.Signature(payload_shape)
+    def __init__(self, n_inputs):
+        self.n_inputs = check_n_inputs(n_inputs)
         super().__init__({
-            "i": In(beats).array(n_inputs),
-            "o": Out(beats),
+            "i": In(axis_signature()).array(n_inputs),
+            "o": Out(axis_signature()),
             "grant": Out(range(n_inputs)),
         })
 
@@ -113,7 +98,7 @@ class FrameArbiter(wiring.Component):
 
         # The output register, with the skid register that makes every input's ready
         # a register.
-        m.submodules.out = out = SkidBuffer(self.payload_shape)
+        m.submodules.out = out = SkidBuffer(AxisBeat)
         wiring.connect(m, out.o, wiring.flipped(self.o))
         enable = Signal()                # a beat may be taken this cycle
         m.d.comb += enable.eq(out.i.ready)
@@ -130,15 +115,15 @@ class FrameArbiter(wiring.Component):
 
         valids = Signal(n)
         m.d.comb += valids.eq(Cat(s.valid for s in self.i))
-        beat = Signal(self.payload_shape)
+        beat = Signal(AxisBeat)
         beat_valid = Signal()
         ending = Signal()                # the granted input offers a frame's last beat
         width = len(beat.as_value())
         m.d.comb += [
-            beat.eq(_tree_or([s.payload.as_value() & onehot[k].replicate(width)
+            beat.eq(tree_or([s.payload.as_value() & onehot[k].replicate(width)
                               for k, s in enumerate(self.i)])),
-            beat_valid.eq(_any(valids & onehot, n)),
-            ending.eq(_any(valids & onehot & Cat(s.payload.last for s in self.i), n)),
+            beat_valid.eq(any_set(valids & onehot, n)),
+            ending.eq(any_set(valids & onehot & Cat(s.payload.last for s in self.i), n)),
             out.i.valid.eq(beat_valid),
             out.i.payload.eq(beat),
         ]
@@ -156,8 +141,8 @@ class FrameArbiter(wiring.Component):
             # one-hot form that bit (x the inputs above the grant, else all others).
             upper = valids & ~upto
             others = valids & ~onehot
-            any_upper, thermo_upper, lowest_upper = _lowest_set(upper, n)
-            any_others, thermo_others, lowest_others = _lowest_set(others, n)
+            any_upper, thermo_upper, lowest_upper = lowest_set(upper, n)
+            any_others, thermo_others, lowest_others = lowest_set(others, n)
             nxt = Signal(n)
             nxt_onehot = Signal(n)
             m.d.comb += [
@@ -172,7 +157,15 @@ class FrameArbiter(wiring.Component):
         return m
 
 
-def _lowest_set(value, width):
+def check_n_inputs(n_inputs):
+    """``n_inputs``, an arbiter's number of inputs (1…64), or ``ValueError``."""
+    if isinstance(n_inputs, bool) or not isinstance(n_inputs, int) \
+            or not 1 <= n_inputs <= MAX_INPUTS:
+        raise ValueError(f"n_inputs must be an int from 1 to {MAX_INPUTS}, got {n_inputs!r}")
+    return n_inputs
+
+
+def lowest_set(value, width):
     """``(any, thermometer, onehot)`` of ``value``'s lowest set bit: whether there is one,
     ones from bit 0 up to it, and it alone. All three come from ``value - 1`` (its
     borrow says whether ``value`` is 0), a carry chain: a LUT, 16 CARRY4 and a LUT
@@ -181,13 +174,13 @@ def _lowest_set(value, width):
     return difference[width], value ^ difference[:width], value & ~difference[:width]
 
 
-def _any(value, width):
+def any_set(value, width):
     """Whether ``value`` has a set bit: the borrow of ``value - 1``, a carry chain (see
-    :func:`_lowest_set`)."""
+    :func:`lowest_set`)."""
     return (Cat(value, Const(1, 1)) - 1)[width]
 
 
-def _tree_or(values):
+def tree_or(values):
     """OR of ``values`` as a balanced tree (a chain would be n - 1 gates deep)."""
     while len(values) > 1:
         values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]

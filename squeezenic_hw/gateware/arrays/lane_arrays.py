@@ -31,12 +31,14 @@ generators', while ``gaps``, ``last_offset_end`` and ``crc`` follow the
 interleaving (a switch between two generators' tensor streams counts as a gap).
 """
 
+from dataclasses import replace
+
 from amaranth import ClockSignal, Module, Mux, ResetSignal, Signal, unsigned
 from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import BareBeat, axis_signature, bare_signature
+from squeezenic_hw.gateware.common.layouts import axis_signature, frame_bus_signature
 from squeezenic_hw.gateware.lane.control import close_when_idle
 from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
@@ -45,14 +47,23 @@ from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
 from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.frames import Header
+from squeezenic_hw.spec.frames import Header, build_wire_frame
 from squeezenic_hw.spec.generator import narrow_lane_settings
-from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
+from squeezenic_hw.spec.header import (
+    DEFAULT_HOST_ELEMENTS,
+    DEFAULT_MTU,
+    DEFAULT_PORT,
+    FLAG_ENCODED,
+    FLAG_FLUSH,
+    FLAG_STOCHASTIC,
+    HDR,
+)
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
 from .arbiter import FrameArbiter
 from .checker import FrameChecker
 from .distributor import FrameDistributor
+from .frame_bus import FrameBusArbiter
 from .generator import GradientGenerator
 from .header_finisher import HeaderFinisher
 
@@ -158,6 +169,35 @@ def lanes_finished(codecs):
     return narrow_lane_settings(codecs) is not None
 
 
+def generator_head_mask(codecs, *, port=DEFAULT_PORT):
+    """The header bits that narrow generator lanes of ``codecs`` may set on their frame
+    bus (an int, bit ``8·byte + i``), for :class:`~.frame_bus.FrameBusArbiter`: the
+    fields a run can change (IPv4 identification, UDP source port, ``tuser_src`` in the
+    UDP length field, ``n``, ``offset``, scale, aux, seed, the flush flag; ``param`` and
+    the stochastic flag unless held), and the one bits of the rest, which the
+    generator's template and the lane's held setting fix (IPv4 lengths and checksum are
+    zero on a bare lane, ``tuser_dst`` is 0)."""
+    settings = narrow_lane_settings(codecs)
+    if settings is None:
+        raise ValueError(f"codecs must be one narrow codec spec, got {codecs!r}")
+    template = replace(Header(dst_port=port), codec=settings["codec"],
+                       param=settings["param"] or 0, flags=FLAG_ENCODED, ip_id=0,
+                       src_port=0, n=0, scale_bits=0, aux_bits=0, seed=0, offset=0)
+    image = bytearray(build_wire_frame(template, b""))
+    variable = [HDR.IP_ID, HDR.UDP_SRC, HDR.N, HDR.OFFSET, HDR.SCALE, HDR.AUX, HDR.SEED]
+    for start, length in (HDR.IP_TOTAL_LENGTH, HDR.IP_CHECKSUM, HDR.UDP_LENGTH,
+                          HDR.UDP_CHECKSUM):
+        image[start:start + length] = bytes(length)
+    variable.append(HDR.UDP_LENGTH)                   # tuser_src
+    if settings["param"] is None:
+        variable.append(HDR.PARAM)
+    mask = int.from_bytes(image, "little")
+    for start, length in variable:
+        mask |= ((1 << 8 * length) - 1) << 8 * start
+    flags = FLAG_FLUSH | (0 if settings["deterministic"] else FLAG_STOCHASTIC)
+    return mask | flags << 8 * HDR.FLAGS[0]
+
+
 def _finished_code_bits(codecs):
     """The code width a :class:`~.header_finisher.HeaderFinisher` of ``codecs``'s lanes
     is built for."""
@@ -172,7 +212,7 @@ def _generator_lane_signature(n_tx_counters_layout, bare):
         "udp_src_port": In(16),
         "tuser_src": In(16),
         "close": In(1),
-        "o": Out(bare_signature() if bare else axis_signature()),
+        **({"bus": Out(frame_bus_signature())} if bare else {"o": Out(axis_signature())}),
         "frames_sent": Out(32),
         "tx_counters": Out(n_tx_counters_layout),
     })
@@ -192,8 +232,9 @@ class GeneratorLane(wiring.Component):
 
     Ports: ``ctrl`` (:class:`GeneratorControl` but its ``value_seed``), ``value_seed``,
     ``udp_src_port``, ``tuser_src`` (the lane's own), ``close`` (a one-cycle pulse, held
-    until the lane acts on it at its first idle cycle), ``o`` (wire frames; bare beats
-    for a :class:`~.header_finisher.HeaderFinisher` when the lane is narrow),
+    until the lane acts on it at its first idle cycle), ``o`` (wire frames; when the
+    lane is narrow, ``bus`` in its place: its side of a frame bus of bare beats,
+    :mod:`~.frame_bus`),
     ``frames_sent``, ``tx_counters``.
 
     A lane built narrow (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`)
@@ -252,7 +293,10 @@ class GeneratorLane(wiring.Component):
         ]
         close_when_idle(m, lane, self.close)
         wiring.connect(m, gen.o, lane.i)
-        wiring.connect(m, lane.o, wiring.flipped(self.o))
+        if self._fixed is None:
+            wiring.connect(m, lane.o, wiring.flipped(self.o))
+        else:
+            wiring.connect(m, lane.bus, wiring.flipped(self.bus))
         return m
 
 
@@ -296,6 +340,10 @@ class TxArray(wiring.Component):
     ``o`` (the wire stream), ``frames_sent`` (per lane),
     ``tx_counters`` (per lane, :data:`~.tx_controller.TX_COUNTERS`).
 
+    Narrow lanes share a frame bus (:class:`~.frame_bus.FrameBusArbiter`, an OR of the
+    lanes) instead of a :class:`~.arbiter.FrameArbiter`, then a
+    :class:`~.header_finisher.HeaderFinisher`.
+
     Latency: a lane's; the arbiter adds a cycle, and behind narrow lanes the
     :class:`~.header_finisher.HeaderFinisher` 3 more. Throughput: one wire beat per
     cycle whenever any lane has a wire frame ready; each generator runs at its
@@ -322,7 +370,8 @@ class TxArray(wiring.Component):
             self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
         self._codecs = tuple(lane_codec_names(codecs) or ())
         if lanes_finished(codecs):
-            self._arbiter = FrameArbiter(self._n, payload_shape=BareBeat)
+            self._arbiter = FrameBusArbiter(self._n,
+                                            head_mask=generator_head_mask(codecs, port=port))
             self._finisher = HeaderFinisher(_finished_code_bits(codecs))
         else:
             self._arbiter = FrameArbiter(self._n)
@@ -361,7 +410,10 @@ class TxArray(wiring.Component):
                 self.frames_sent[k].eq(lane.frames_sent),
                 self.tx_counters[k].eq(lane.tx_counters),
             ]
-            wiring.connect(m, lane.o, arbiter.i[k])
+            if self._finisher is None:
+                wiring.connect(m, lane.o, arbiter.i[k])
+            else:
+                wiring.connect(m, lane.bus, arbiter.lanes[k])
         if self._finisher is None:
             wiring.connect(m, arbiter.o, wiring.flipped(self.o))
         else:

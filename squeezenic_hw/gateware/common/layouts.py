@@ -13,7 +13,8 @@
 import types
 
 from amaranth import Cat, unsigned
-from amaranth.lib import data, enum, stream
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.frames import BypassReason
 
@@ -62,6 +63,30 @@ class BareBeat(data.Struct):
 def bare_signature():
     """``stream.Signature`` of :class:`BareBeat`."""
     return stream.Signature(BareBeat)
+
+
+def frame_bus_signature():
+    """One lane's side of a frame bus (the lane's view;
+    :class:`~squeezenic_hw.gateware.arrays.frame_bus.FrameBusArbiter` takes ``N``).
+
+    Every lane drives ``show``, ``penult`` and ``beat`` to zero but while it shows a beat
+    of a frame, so the bus is the OR of the lanes. ``ready``: a frame waits to be sent.
+    ``grant``: the lane may start its next frame (the arbiter's register). ``en``: the
+    beat shown is taken this cycle, and the lanes move on (the arbiter's register).
+    ``penult``: the beat shown is its frame's last but one. The beat shown is the OR
+    of ``head`` (a header's bits, zero on other beats) and ``beat`` (a
+    :class:`BareBeat`): two inputs of the bus's OR tree rather than an OR gate per bit
+    in every lane.
+    """
+    return wiring.Signature({
+        "ready": Out(1),
+        "grant": In(1),
+        "en": In(1),
+        "show": Out(1),
+        "penult": Out(1),
+        "head": Out(BEAT_BITS),
+        "beat": Out(BareBeat),
+    })
 
 
 def _reason_members(namespace):

@@ -55,7 +55,7 @@ from squeezenic_hw.gateware.codecs.fixed_pow2 import (
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     ELEMENTS_PER_BEAT,
-    bare_signature,
+    frame_bus_signature,
     header_bytes,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
@@ -189,15 +189,19 @@ class NarrowTxLane(wiring.Component):
     token_depth : int
         Closed wire frames waiting for the output (at least 8).
     bare : bool
-        Send :class:`~squeezenic_hw.gateware.common.layouts.BareBeat` beats (``tdata``
-        and ``tlast``) for a
-        :class:`~squeezenic_hw.gateware.arrays.header_finisher.HeaderFinisher` further
-        on, which completes the headers and ``tkeep``/``tuser`` once for many lanes:
-        the IPv4 total length and checksum are left zero, the UDP length and checksum
-        fields carry ``tuser_src`` and ``tuser_dst``. Default ``False``: whole frames.
+        Show the frames on a frame bus (``bus``, in place of ``o``;
+        :class:`~squeezenic_hw.gateware.arrays.frame_bus.FrameBusArbiter`) as
+        :class:`~squeezenic_hw.gateware.common.layouts.BareBeat` beats (``tdata`` and
+        ``tlast``) for a :class:`~squeezenic_hw.gateware.arrays.header_finisher.HeaderFinisher`
+        further on, which completes the headers and ``tkeep``/``tuser`` once for many
+        lanes: the IPv4 total length and checksum are left zero, the UDP length and
+        checksum fields carry ``tuser_src`` and ``tuser_dst``. The lane then has no
+        header-or-row select: its header is shown from a register that is zero but
+        while shown, its rows from the ring's registered read, which reads a row never
+        written (zero) while none is shown. Default ``False``: whole frames on ``o``.
 
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
-    ``cfg_enable`` are ignored; ``o`` of ``bare_signature()`` when ``bare``).
+    ``cfg_enable`` are ignored; ``bus`` in place of ``o`` when ``bare``).
     ``counters``: ``bypass_*`` and ``size_errors`` stay 0.
 
     Latency: a wire frame's header leaves 7 cycles after the host beat that closes it
@@ -249,7 +253,8 @@ class NarrowTxLane(wiring.Component):
         self._token_depth = token_depth
         signature = tx_lane_signature(port=port, idle_timeout=idle_timeout)
         if bare:
-            signature = wiring.Signature({**signature.members, "o": Out(bare_signature())})
+            members = {k: v for k, v in signature.members.items() if k != "o"}
+            signature = wiring.Signature({**members, "bus": Out(frame_bus_signature())})
         super().__init__(signature)
 
     @property
@@ -266,7 +271,7 @@ class NarrowTxLane(wiring.Component):
 
     @property
     def bare(self):
-        """Whether ``o`` sends bare beats for a ``HeaderFinisher``."""
+        """Whether the lane shows its frames on a frame bus (``bus``)."""
         return self._bare
 
     @property
@@ -441,16 +446,28 @@ class NarrowTxLane(wiring.Component):
         # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs) is
         # block RAM, whose read is registered: it is addressed a cycle ahead
         self._deep_ring = depth > 64
-        rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
+        # a bare lane registers its reads too, so that the frame bus's OR starts at
+        # flip-flops rather than behind a LUTRAM read
+        rd = ring.read_port(domain="sync" if self._deep_ring or self._bare else "comb")
         wptr = Signal(range(depth))
         self._rptr = rptr = Signal(range(depth))
         ring_tight = Signal()
+        # a bare lane reads its last row, never written (zero), while it sends no row:
+        # its side of the frame bus is then zero without a gate
+        self._rows = rows = depth - 1 if self._bare else depth
+        self._next_row = lambda ptr: (Mux(ptr == rows - 1, 0, ptr + 1) if self._bare
+                                      else (ptr + 1)[:len(ptr)])
+        level = Signal(range(depth))
+        if self._bare:
+            m.d.comb += level.eq(Mux(wptr >= rptr, wptr - rptr, wptr + rows - rptr))
+        else:
+            m.d.comb += level.eq(wptr - rptr)
         # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
         tokens = m.submodules.tokens = fifo.SyncFIFO(
             width=len(Signal(_Token).as_value()), depth=self._token_depth)
         tokens_tight = Signal()
         m.d.sync += [
-            ring_tight.eq((wptr - rptr)[:len(wptr)] >= depth - 6),
+            ring_tight.eq(level >= rows - 6),
             tokens_tight.eq(tokens.level >= self._token_depth - 5),
         ]
 
@@ -536,7 +553,7 @@ class NarrowTxLane(wiring.Component):
                                  | (last_q & (word_valid_q | (slot != 0))))
         m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
         with m.If(write_row):
-            m.d.sync += wptr.eq(wptr + 1)
+            m.d.sync += wptr.eq(self._next_row(wptr))
         with m.If(last_q):
             m.d.sync += slot.eq(0)
         with m.Elif(word_valid_q):
@@ -638,18 +655,8 @@ class NarrowTxLane(wiring.Component):
     # ---- output: header beat, then the frame's rows -----------------------------------
 
     def _output(self, m, rd, tokens):
-        o = self.o
-        advance = ~o.valid | o.ready
-        # the beat register takes no reset (only o.valid does): the header's constant
-        # bytes become the flip-flops' synchronous set and reset instead of a select
-        beat = Signal.like(o.payload, reset_less=True)
-        m.d.comb += o.payload.eq(beat)
-        rptr = self._rptr
-        issue_row = Signal()
-        if self._deep_ring:
-            m.d.comb += rd.addr.eq(Mux(issue_row, rptr + 1, rptr))
-        else:
-            m.d.comb += rd.addr.eq(rptr)
+        """The next frame's token and its header, then the beats: a beat register
+        (``o``), or in ``bare`` mode the lane's side of a frame bus."""
         tq = Signal(_Token, reset_less=True)     # the next frame's token
         tq_valid = Signal()
         ready_q = Signal()                       # its checksum is in ``checksum``
@@ -657,10 +664,7 @@ class NarrowTxLane(wiring.Component):
         key_out = Signal(_KEY_WIDTH, reset_less=True)
         key_sum_in = Signal(19, reset_less=True)   # the key's IPv4 words, summed
         key_sum = Signal(19, reset_less=True)
-        beats_left = Signal(8)
-        beats_none = Signal(init=1)              # beats_left == 0
-        beats_one = Signal()                     # beats_left == 1
-        last_keep = Signal(DATA_BYTES, reset_less=True)
+        issue_header = Signal()                  # the header of ``tq`` goes out
 
         key_in = self._key_in
         key_bytes = {}
@@ -679,7 +683,6 @@ class NarrowTxLane(wiring.Component):
         ip_words = [be_word(key_in, b) for b in range(HDR.SRC_IP[0], HDR.DST_IP[0] + 4, 2)]
         m.d.sync += key_sum_in.eq(sum(ip_words) + (IPV4_VIHL << 8) + PROTO_UDP)
 
-        issue_header = advance & beats_none & tq_valid & tq.frame & ready_q
         switch = Signal()
         m.d.comb += switch.eq((issue_header & tq.switch) | (tq_valid & ~tq.frame))
         with m.If(switch):
@@ -703,7 +706,6 @@ class NarrowTxLane(wiring.Component):
         m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~ones_complement_fold(m, tq_sum)),
                      ip_length.eq(tq.size - 14), udp_length.eq(tq.size - 34)]
 
-        header = Signal(8 * DATA_BYTES)
         hb = [None] * DATA_BYTES
 
         def put(start, value, big_endian=False):
@@ -734,27 +736,97 @@ class NarrowTxLane(wiring.Component):
         put(HDR.N[0], tq.n)
         put(HDR.OFFSET[0], tq.offset)
         assert all(x is not None for x in hb)
+        header = Signal(8 * DATA_BYTES)
         m.d.comb += header.eq(Cat(*hb))
 
+        frame_ready = tq_valid & tq.frame & ready_q
+        if self._bare:
+            self._bus_beats(m, rd, tq, frame_ready, header, issue_header)
+        else:
+            self._stream_beats(m, rd, tq, frame_ready, header, issue_header)
+
+    def _stream_beats(self, m, rd, tq, frame_ready, header, issue_header):
+        """``o``: a beat register loaded with the header, then with the rows."""
+        o = self.o
+        advance = ~o.valid | o.ready
+        # the beat register takes no reset (only o.valid does): the header's constant
+        # bytes become the flip-flops' synchronous set and reset instead of a select
+        beat = Signal.like(o.payload, reset_less=True)
+        m.d.comb += o.payload.eq(beat)
+        rptr = self._rptr
+        issue_row = Signal()
+        if self._deep_ring:
+            m.d.comb += rd.addr.eq(Mux(issue_row, self._next_row(rptr), rptr))
+        else:
+            m.d.comb += rd.addr.eq(rptr)
+        beats_left = Signal(8)
+        beats_none = Signal(init=1)              # beats_left == 0
+        beats_one = Signal()                     # beats_left == 1
+        last_keep = Signal(DATA_BYTES, reset_less=True)
+        m.d.comb += issue_header.eq(advance & beats_none & frame_ready)
         with m.If(advance):
             with m.If(~beats_none):
                 m.d.comb += issue_row.eq(1)
                 m.d.sync += [o.valid.eq(1), beat.data.eq(rd.data),
                              beat.last.eq(beats_one),
-                             beats_left.eq(beats_left - 1), rptr.eq(rptr + 1),
+                             beat.keep.eq(Mux(beats_one, last_keep, -1)),
+                             beats_left.eq(beats_left - 1), rptr.eq(self._next_row(rptr)),
                              beats_none.eq(beats_one), beats_one.eq(beats_left == 2)]
-                if not self._bare:
-                    m.d.sync += beat.keep.eq(Mux(beats_one, last_keep, -1))
             with m.Elif(issue_header):
                 m.d.sync += [o.valid.eq(1), beat.data.eq(header),
-                             beat.last.eq(0),
+                             beat.last.eq(0), beat.keep.eq(-1),
+                             beat.size.eq(tq.size), beat.src.eq(tq.host.src),
+                             beat.dst.eq(tq.host.dst),
                              beats_left.eq(tq.rows), beats_none.eq(0),
-                             beats_one.eq(tq.rows == 1)]
-                if not self._bare:
-                    m.d.sync += [
-                        beat.keep.eq(-1), beat.size.eq(tq.size), beat.src.eq(tq.host.src),
-                        beat.dst.eq(tq.host.dst),
-                        last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e
-                                                        for e in range(1, DATA_BYTES)]))]
+                             beats_one.eq(tq.rows == 1),
+                             last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e
+                                                             for e in range(1, DATA_BYTES)]))]
             with m.Else():
                 m.d.sync += o.valid.eq(0)
+
+    def _bus_beats(self, m, rd, tq, frame_ready, header, issue_header):
+        """``bus``: the header from a register that is zero but while it is shown, the
+        rows from the ring's registered read (its zero row while none is shown)."""
+        bus = self.bus
+        rptr = self._rptr
+        # zero but while the header is shown; no reset (the clear is then the flip-flops'
+        # synchronous reset, with no gate): the first cycle of a reset clears it, ``en``
+        # being high while the arbiter's output register is reset
+        hdr = Signal(8 * DATA_BYTES, reset_less=True)
+        show_hdr = Signal()
+        show_row = Signal()
+        rows_left = Signal(8)                    # rows to show, the one shown included
+        rows_one = Signal()                      # rows_left == 1
+        rows_two = Signal()                      # rows_left == 2
+        taken = bus.en & (show_hdr | show_row)
+        last_taken = bus.en & show_row & rows_one
+        # the next frame starts as the last row of this one is taken, or on an idle bus
+        m.d.comb += issue_header.eq(bus.en & bus.grant & frame_ready
+                                    & ((~show_hdr & ~show_row) | last_taken))
+        show_row_next = Signal()
+        rptr_next = Signal.like(rptr)
+        m.d.comb += [
+            show_row_next.eq(Mux(bus.en & show_hdr, 1, Mux(last_taken, 0, show_row))),
+            rptr_next.eq(Mux(bus.en & show_row, self._next_row(rptr), rptr)),
+        ]
+        with m.If(bus.en):
+            m.d.sync += hdr.eq(Mux(issue_header, header, 0))
+        m.d.sync += [show_row.eq(show_row_next), rptr.eq(rptr_next)]
+        with m.If(issue_header):
+            m.d.sync += [show_hdr.eq(1), rows_left.eq(tq.rows), rows_one.eq(tq.rows == 1),
+                         rows_two.eq(tq.rows == 2)]
+        with m.Elif(taken):
+            m.d.sync += show_hdr.eq(0)
+        with m.If(bus.en & show_row & ~issue_header):
+            m.d.sync += [rows_left.eq(rows_left - 1), rows_one.eq(rows_two),
+                         rows_two.eq(rows_left == 3)]
+        # the read is registered: addressed a cycle ahead
+        m.d.comb += rd.addr.eq(Mux(show_row_next, rptr_next, self._rows))
+        m.d.comb += [
+            bus.show.eq(show_hdr | show_row),
+            bus.penult.eq((show_hdr & rows_one) | (show_row & rows_two)),
+            bus.head.eq(hdr),
+            bus.beat.data.eq(rd.data),
+            bus.beat.last.eq(show_row & rows_one),
+            bus.ready.eq(frame_ready),
+        ]

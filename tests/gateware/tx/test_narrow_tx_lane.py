@@ -8,6 +8,7 @@ from amaranth import Module
 from amaranth.lib import data, wiring
 from lane_scenarios import check_against_reference, check_tuser, host_stream
 
+from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
@@ -37,25 +38,28 @@ def _two_tensors(rng, codec, max_k, flush_rate=0.1):
 
 
 class _FinishedLane(wiring.Component):
-    """A bare lane and the HeaderFinisher that completes its frames, as ``TxArray``
-    puts them (with the arbiter between them)."""
+    """A bare lane on a frame bus of its own and the HeaderFinisher that completes its
+    frames, as ``TxArray`` puts them."""
 
     def __init__(self, codec, **kw):
         self.lane = NarrowTxLane(codec, bare=True, **kw)
+        self.bus = FrameBusArbiter(1)
         self.finisher = HeaderFinisher(self.lane.code_bits)
-        members = dict(self.lane.signature.members)
+        members = {k: v for k, v in self.lane.signature.members.items() if k != "bus"}
         members["o"] = self.finisher.signature.members["o"]
         super().__init__(wiring.Signature(members))
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.lane, m.submodules.finisher = self.lane, self.finisher
+        m.submodules.lane, m.submodules.bus = self.lane, self.bus
+        m.submodules.finisher = self.finisher
         for name in ("close", "cfg_port", "cfg_enable", "cfg_idle_timeout"):
             m.d.comb += getattr(self.lane, name).eq(getattr(self, name))
         m.d.comb += [self.close_done.eq(self.lane.close_done),
                      self.counters.eq(self.lane.counters)]
         wiring.connect(m, wiring.flipped(self.i), self.lane.i)
-        wiring.connect(m, self.lane.o, self.finisher.i)
+        wiring.connect(m, self.lane.bus, self.bus.lanes[0])
+        wiring.connect(m, self.bus.o, self.finisher.i)
         wiring.connect(m, self.finisher.o, wiring.flipped(self.o))
         return m
 
@@ -98,10 +102,12 @@ def test_bare_lane_behind_finisher_matches_reference(codec, mtu):
     _check_mixed(codec, mtu, 0.3, 0.5, bare=True)
 
 
-def test_bare_lane_sends_bare_beats():
-    """A bare lane's output has tdata and tlast only; ``bare`` is checked."""
-    shape = data.Layout.cast(NarrowTxLane(bare=True).o.payload.shape())
-    assert set(shape.members) == {"data", "last"}
+def test_bare_lane_shows_bare_beats_on_a_bus():
+    """A bare lane has a frame bus in place of ``o``, of tdata and tlast only; ``bare``
+    is checked."""
+    lane = NarrowTxLane(bare=True)
+    assert not hasattr(lane, "o")
+    assert set(data.Layout.cast(lane.bus.beat.shape()).members) == {"data", "last"}
     with pytest.raises(ValueError, match="bare"):
         NarrowTxLane(bare=1)
 
