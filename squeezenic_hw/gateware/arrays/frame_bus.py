@@ -4,8 +4,10 @@ time, in round robin.
 Each lane drives its side of the bus to zero but while it shows a beat of a frame
 (``frame_bus_signature``), so the merge is an OR of the lanes, not a multiplexer, and
 the lanes need no header-or-row select: a narrow lane shows its header from a register
-that is zero but then, and its rows from its ring's registered read, which reads a zero
-row while the lane shows none.
+that is zero but then, and its rows straight from its ring, which reads a zero row while
+the lane shows none. The OR is registered after its first level (groups of six lanes),
+so a lane's LUTRAM read feeds one LUT before a flip-flop; the headers, which come from
+flip-flops, are ORed whole and registered beside.
 """
 
 from amaranth import Cat, Const, Module, Signal
@@ -23,6 +25,8 @@ from squeezenic_hw.gateware.common.stream import SkidBuffer
 from .arbiter import any_set, check_n_inputs, lowest_set, thermometer_count, tree_or
 
 __all__ = ["FrameBusArbiter"]
+
+_GROUP = 6      # lanes ORed before the register: one LUT6 a bit
 
 
 class FrameBusArbiter(wiring.Component):
@@ -57,24 +61,24 @@ class FrameBusArbiter(wiring.Component):
     shown two cycles later). Frames are never interleaved: a lane shows its frame's
     beats in order, one a cycle while ``en``.
 
-    Latency: 1 cycle (``o`` is a register): a beat shown and taken in cycle ``t`` is
-    on ``o`` in cycle ``t + 1``.
+    Latency: 2 cycles (the OR of each group of six lanes is registered, then ``o``): a
+    beat shown and taken in cycle ``t`` is on ``o`` in cycle ``t + 2``.
 
     Throughput: one beat per cycle, with no idle cycle between frames when a lane has
     a frame ready as the owner shows its frame's last beat but one. Every frame must
     have at least two beats (a header and a row).
 
-    Backpressure: ``en``, which every lane reads, is the ready of ``o``'s
-    :class:`~squeezenic_hw.gateware.common.stream.SkidBuffer`: a register. When ``o``
-    stalls, ``en`` falls a cycle later (the beat taken then waits in the skid register)
-    and every lane holds. Nothing is dropped.
+    Backpressure: ``en``, which every lane and the group registers read, is the ready
+    of ``o``'s :class:`~squeezenic_hw.gateware.common.stream.SkidBuffer`: a register.
+    When ``o`` stalls, ``en`` falls a cycle later (the beat taken then waits in the skid
+    register) and the lanes and the group registers hold. Nothing is dropped.
 
-    Reset: the grant and the two valid bits of the output; the beat registers take
-    none.
+    Reset: the grant and the valid bits; the beat registers take none.
 
     Resources: an OR of the n beats and n headers (513 bits; ``show``, ``penult``),
-    the output and skid registers, and the round robin of
-    :class:`~.arbiter.FrameArbiter`.
+    the rows' registered after its first level (⌈n/6⌉ × 513 flip-flops), the headers'
+    whole (the bits of ``head_mask``), the output and
+    skid registers, and the round robin of :class:`~.arbiter.FrameArbiter`.
     """
 
     def __init__(self, n_inputs, *, head_mask=None):
@@ -95,7 +99,7 @@ class FrameBusArbiter(wiring.Component):
     @property
     def latency(self):
         """Cycles from a beat taken from a lane to the same beat on ``o``."""
-        return 1
+        return 2
 
     def elaborate(self, platform):
         m = Module()
@@ -110,10 +114,22 @@ class FrameBusArbiter(wiring.Component):
         m.d.comb += [
             show.eq(tree_or([lane.show for lane in lanes])),
             penult.eq(tree_or([lane.penult for lane in lanes])),
-            out.i.valid.eq(show),
-            out.i.payload.eq(tree_or([lane.beat.as_value() for lane in lanes]
-                                     + [_masked(lane.head, self.head_mask) for lane in lanes])),
         ]
+        # registered: the rows' OR after its first level (a LUT6 of six lanes' bits behind
+        # their LUTRAM reads), the headers' whole (they come from flip-flops)
+        shown = Signal()
+        head = Signal(BEAT_BITS, reset_less=True)
+        groups = [Cat(head, Const(0, 1))]
+        for g in range(0, n, _GROUP):
+            part = Signal(BareBeat, name=f"group{g // _GROUP}", reset_less=True)
+            with m.If(en):
+                m.d.sync += part.eq(tree_or([lane.beat.as_value()
+                                             for lane in lanes[g:g + _GROUP]]))
+            groups.append(part.as_value())
+        with m.If(en):
+            m.d.sync += [shown.eq(show),
+                         head.eq(tree_or([_masked(lane.head, self.head_mask) for lane in lanes]))]
+        m.d.comb += [out.i.valid.eq(shown), out.i.payload.eq(tree_or(groups))]
 
         # the grant as a thermometer (bits 0 … grant set) and one-hot, loaded together
         upto = Signal(n, init=1)

@@ -82,27 +82,30 @@ class SkidBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        skid_valid = Signal()
+        # kept as "free" rather than "valid": the skid register's enable and ``i.ready``
+        # are then the flip-flop itself, not its inverse (which Yosys maps to an
+        # inverter in front of every enable pin)
+        skid_free = Signal(init=1)
         skid = Signal(self._shape, reset_less=True)
         out_valid = Signal()
         out = Signal(self._shape, reset_less=True)
         m.d.comb += [
-            self.i.ready.eq(~skid_valid),
+            self.i.ready.eq(skid_free),
             self.o.valid.eq(out_valid),
             self.o.payload.eq(out),
         ]
         # The skid register takes whatever is offered while it is free: its enable, like
         # the output register's, comes from registers only; ``i.valid`` only sets valid bits.
-        with m.If(~skid_valid):
+        with m.If(skid_free):
             m.d.sync += skid.eq(self.i.payload)
         with m.If(~out_valid | self.o.ready):
             m.d.sync += [
-                out_valid.eq(skid_valid | self.i.valid),
-                out.eq(Mux(skid_valid, skid, self.i.payload)),
-                skid_valid.eq(0),
+                out_valid.eq(~skid_free | self.i.valid),
+                out.eq(Mux(skid_free, self.i.payload, skid)),
+                skid_free.eq(1),
             ]
-        with m.Elif(self.i.valid & ~skid_valid):
-            m.d.sync += skid_valid.eq(1)
+        with m.Elif(self.i.valid & skid_free):
+            m.d.sync += skid_free.eq(0)
         return m
 
 

@@ -197,8 +197,8 @@ class NarrowTxLane(wiring.Component):
         lanes: the IPv4 total length and checksum are left zero, the UDP length and
         checksum fields carry ``tuser_src`` and ``tuser_dst``. The lane then has no
         header-or-row select: its header is shown from a register that is zero but
-        while shown, its rows from the ring's registered read, which reads a row never
-        written (zero) while none is shown. Default ``False``: whole frames on ``o``.
+        while shown, its rows straight from the ring, which reads a row never written
+        (zero) while none is shown. Default ``False``: whole frames on ``o``.
 
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
     ``cfg_enable`` are ignored; ``bus`` in place of ``o`` when ``bare``).
@@ -446,9 +446,7 @@ class NarrowTxLane(wiring.Component):
         # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs) is
         # block RAM, whose read is registered: it is addressed a cycle ahead
         self._deep_ring = depth > 64
-        # a bare lane registers its reads too, so that the frame bus's OR starts at
-        # flip-flops rather than behind a LUTRAM read
-        rd = ring.read_port(domain="sync" if self._deep_ring or self._bare else "comb")
+        rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
         wptr = Signal(range(depth))
         self._rptr = rptr = Signal(range(depth))
         ring_tight = Signal()
@@ -786,7 +784,7 @@ class NarrowTxLane(wiring.Component):
 
     def _bus_beats(self, m, rd, tq, frame_ready, header, issue_header):
         """``bus``: the header from a register that is zero but while it is shown, the
-        rows from the ring's registered read (its zero row while none is shown)."""
+        rows straight from the ring (its zero row while none is shown)."""
         bus = self.bus
         rptr = self._rptr
         # zero but while the header is shown; no reset (the clear is then the flip-flops'
@@ -820,8 +818,11 @@ class NarrowTxLane(wiring.Component):
         with m.If(bus.en & show_row & ~issue_header):
             m.d.sync += [rows_left.eq(rows_left - 1), rows_one.eq(rows_two),
                          rows_two.eq(rows_left == 3)]
-        # the read is registered: addressed a cycle ahead
-        m.d.comb += rd.addr.eq(Mux(show_row_next, rptr_next, self._rows))
+        if self._deep_ring:
+            # block RAM: its read is registered, so it is addressed a cycle ahead
+            m.d.comb += rd.addr.eq(Mux(show_row_next, rptr_next, self._rows))
+        else:
+            m.d.comb += rd.addr.eq(Mux(show_row, rptr, self._rows))
         m.d.comb += [
             bus.show.eq(show_hdr | show_row),
             bus.penult.eq((show_hdr & rows_one) | (show_row & rows_two)),
