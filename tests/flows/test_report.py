@@ -235,6 +235,22 @@ def test_blocks_build_their_components():
         del component
 
 
+def test_frame_bus_harness_flip_flops_are_subtracted():
+    """The frame bus's inputs (66 k bits at 64 lanes) come from short shift registers,
+    one flip-flop a bit, which the figures leave out."""
+    params = PluginParams(host_bw=6400, codecs=["sign"])
+    (block,) = [b for b, _ in report.plugin_blocks(params) if b.kind == "frame_bus"]
+    with _built_not_elaborated():
+        harness = block.make()
+        lane = 512 + 513 + 3                  # head, beat, ready, show, penult
+        assert harness.chain_bits == 64 * lane + 1      # and o.ready
+        assert report_blocks._frame_bus_input_bits(64) == harness.chain_bits
+        assert len(harness.chain_in) == -(-harness.chain_bits // 1024)
+        del harness
+    rec = report_blocks._adjusted(block, {"ff": 64 * 1028 + 1 + 7_000, "lut": 9})
+    assert rec["ff"] == 7_000 and rec["ff_wrapper"] == 64 * 1028 + 1
+
+
 def test_register_file_harness_flip_flops_are_subtracted():
     params = PluginParams(host_bw=400, codecs=["sign"])
     (block,) = [b for b, _ in report.plugin_blocks(params) if b.kind == "register_file"]

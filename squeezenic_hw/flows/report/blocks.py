@@ -3,7 +3,7 @@
 import re
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -207,6 +207,16 @@ class _InputChainHarness(wiring.Component):
         return m
 
 
+def _frame_bus_input_bits(n):
+    """Input bits of a ``FrameBusArbiter(n)`` (what its harness chains): every lane's
+    outputs, and ``o.ready``; worked out from the signature, building nothing."""
+    from squeezenic_hw.gateware.common.layouts import frame_bus_signature
+
+    lane = sum(Shape.cast(member.shape).width
+               for member in frame_bus_signature().members.values() if member.flow == Out)
+    return n * lane + 1
+
+
 def _lookup(obj, path):
     """The value at ``path`` (names and indices) of an interface object."""
     for p in path:
@@ -304,7 +314,7 @@ def _adjusted(block, record):
     if block.kind not in ("register_file", "frame_bus") or "ff_wrapper" in record:
         return record
     if block.kind == "frame_bus":
-        bits = block.make().chain_bits
+        bits = _frame_bus_input_bits(block.args["n"])
     else:
         from squeezenic_hw.regmap.plugin import plugin_register_map
 
