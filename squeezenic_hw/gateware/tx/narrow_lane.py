@@ -25,7 +25,9 @@ code width), so everything behind the encoder can be 16·b bits wide instead of 
 * **Ring.** Words fill the slots of a 512-bit row register; a full row, or a closing
   frame's last, is written to a ring of rows (LUTRAM at the default MTU).
 * **Output.** A token per closed frame leaves once its payload is in the ring: its header
-  beat (the key fields from the key register, the rest from the token), then its rows.
+  beat (the key fields from the key register, the rest from the token), then its rows;
+  on ``o``, or with ``bare`` on a frame bus shared with other lanes
+  (:mod:`~squeezenic_hw.gateware.arrays.frame_bus`).
 
 The key fields (addresses, ports, codec, parameter, ``stochastic``, scale, aux, seed)
 are held once, not per frame: when a header brings a new key, the frames of the old
@@ -212,7 +214,9 @@ class NarrowTxLane(wiring.Component):
     back go in at ≥ 0.99 beats per cycle (the tests). Backpressure: ``i.ready`` is made
     of registers only (the skid buffer's ready, and for ``fixed`` the encoder's last
     valid bit); ``o`` stalls the output, then the ring and tokens fill and the input
-    stops; nothing is dropped.
+    stops; nothing is dropped. With ``bare`` the header is shown on ``bus`` in the cycle
+    it would be on ``o`` once the lane owns the bus, and ``bus.en`` low holds the lane
+    as ``o.ready`` low does.
     """
 
     def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
