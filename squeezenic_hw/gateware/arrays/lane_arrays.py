@@ -142,7 +142,7 @@ def generator_lane_options(codecs):
 
 
 def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
-                      bare=False):
+                      bare=False, constant_fields=None):
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
@@ -152,12 +152,15 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     width of 2, 4 or 8 alone, is a :class:`~.narrow_lane.NarrowTxLane`, 16·b bits wide
     behind its input (b the code width); with ``bare=True`` it sends bare beats and
     leaves the headers' lengths and checksum, ``tkeep`` and ``tuser`` to a
-    :class:`~.header_finisher.HeaderFinisher`.
+    :class:`~.header_finisher.HeaderFinisher`; ``constant_fields`` are the header fields
+    its source holds constant (:class:`~.narrow_lane.NarrowTxLane`; ignored by a
+    ``TxLane``).
     """
     if lanes_finished(codecs):
         spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
         return NarrowTxLane(str(spec).strip(), mtu=mtu, port=port,
-                            idle_timeout=idle_timeout, bare=bare)
+                            idle_timeout=idle_timeout, bare=bare,
+                            constant_fields=constant_fields)
     names = lane_codec_names(codecs)
     return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
@@ -250,11 +253,17 @@ class GeneratorLane(wiring.Component):
         # a narrow lane's settings are held (the generator runs them), and it sends bare
         # beats, which the array's HeaderFinisher completes (one for all lanes)
         self._fixed = narrow_lane_settings(codecs)
-        self._lane = generator_tx_lane(codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
-                                       bare=self._fixed is not None)
         # the generators send to the lanes' port (the template's other fields are defaults);
+        # what the template fixes of the fields a wire frame copies, and tuser_dst (0),
+        # the lane need not carry
+        template = Header(dst_port=port)
+        self._lane = generator_tx_lane(
+            codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
+            bare=self._fixed is not None,
+            constant_fields={"ip_tos": template.ip_tos, "ip_frag": template.ip_frag,
+                             "ttl": template.ttl, "tuser_dst": 0})
         # a sign lane reads nothing of a value but its sign
-        self._gen = GradientGenerator(max_elements, template=Header(dst_port=port),
+        self._gen = GradientGenerator(max_elements, template=template,
                                       signs_only=isinstance(self._lane, NarrowTxLane)
                                       and self._lane.code_bits == 1)
         super().__init__(_generator_lane_signature(tx_counters_layout(),

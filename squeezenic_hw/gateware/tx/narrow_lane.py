@@ -162,6 +162,64 @@ class _Token(data.Struct):
     ip_sum: unsigned(19)       # the token's IPv4 header words, summed (not folded)
 
 
+#: Where the fields a source may hold constant sit in a token: {name: [(start bit,
+#: width, value bits of the field it takes)]}.
+def _token_field_bits():
+    layout = data.Layout.cast(_Token)
+    host = layout["host"].offset
+    host_layout = data.Layout.cast(_HostFields)
+    copied = host + host_layout["copied"].offset
+    byte = {b: copied + 8 * i for i, b in enumerate(_COPIED_BYTES)}
+    return {
+        "ip_tos": [(byte[HDR.IP_TOS[0]], 8, 0)],
+        "ip_frag": [(byte[HDR.IP_FRAG[0]], 8, 8), (byte[HDR.IP_FRAG[0] + 1], 8, 0)],
+        "ttl": [(byte[HDR.IP_TTL[0]], 8, 0)],
+        "tuser_dst": [(host + host_layout["dst"].offset, 16, 0)],
+    }
+
+
+_FIELD_WIDTHS = {"ip_tos": 8, "ip_frag": 16, "ttl": 8, "tuser_dst": 16}
+
+
+def _constant_token_bits(fields):
+    """``[(start bit, Const)]`` of the token bits ``fields`` (``constant_fields``) fix,
+    in order."""
+    if fields is None:
+        return []
+    if not isinstance(fields, dict) or not set(fields) <= set(_FIELD_WIDTHS):
+        raise ValueError(f"constant_fields must be a dict of {', '.join(_FIELD_WIDTHS)}, "
+                         f"got {fields!r}")
+    where = _token_field_bits()
+    out = []
+    for name, value in fields.items():
+        width = _FIELD_WIDTHS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << width:
+            raise ValueError(f"constant_fields[{name!r}] must be an int of {width} bits, "
+                             f"got {value!r}")
+        out += [(start, Const(value >> shift & (1 << n) - 1, n))
+                for start, n, shift in where[name]]
+    return sorted(out, key=lambda item: item[0])
+
+
+def _pack(token, constants):
+    """``token``'s bits less those ``constants`` fix."""
+    parts, at = [], 0
+    for start, value in constants:
+        parts.append(token[at:start])
+        at = start + len(value)
+    return Cat(*parts, token[at:])
+
+
+def _unpack(bits, constants, width):
+    """A token from :func:`_pack`'s bits, the fixed bits put back."""
+    parts, at, taken = [], 0, 0
+    for start, value in constants:
+        parts += [bits[taken:taken + start - at], value]
+        taken += start - at
+        at = start + len(value)
+    return Cat(*parts, bits[taken:taken + width - at])
+
+
 def _thermometer(count, width):
     """``width`` bits, bit ``e`` set when ``e < count`` (a constant 0 where ``count``
     cannot exceed ``e``)."""
@@ -190,6 +248,12 @@ class NarrowTxLane(wiring.Component):
         wire frame closes (``None`` or 0: never).
     token_depth : int
         Closed wire frames waiting for the output (at least 8).
+    constant_fields : dict, optional
+        Header fields the trusted source sends with one value in every host frame:
+        ``ip_tos``, ``ip_frag``, ``ttl`` (the bytes a wire frame copies from its first
+        host frame) and ``tuser_dst``, mapped to that value. Those fields are not carried
+        in the lane's token FIFO; every wire frame has the value given. (A generator's
+        template fixes them: :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane`.)
     bare : bool
         Show the frames on a frame bus (``bus``, in place of ``o``;
         :class:`~squeezenic_hw.gateware.arrays.frame_bus.FrameBusArbiter`) as
@@ -220,7 +284,7 @@ class NarrowTxLane(wiring.Component):
     """
 
     def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                 idle_timeout=None, token_depth=16, bare=False):
+                 idle_timeout=None, token_depth=16, constant_fields=None, bare=False):
         choice = narrow_codec(codec)
         if choice is None:
             raise ValueError(f"codec must be one of {', '.join(NARROW_CODECS)}, got {codec!r}")
@@ -242,6 +306,7 @@ class NarrowTxLane(wiring.Component):
                              f"got {token_depth!r}")
         if not isinstance(bare, bool):
             raise ValueError(f"bare must be a bool, got {bare!r}")
+        self._constant_bits = _constant_token_bits(constant_fields)
         self._bare = bare
         self._codec_id, self._b = choice
         self._word = ELEMENTS_PER_BEAT * self._b           # code bits of a full beat
@@ -466,7 +531,8 @@ class NarrowTxLane(wiring.Component):
             m.d.comb += level.eq(wptr - rptr)
         # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
         tokens = m.submodules.tokens = fifo.SyncFIFO(
-            width=len(Signal(_Token).as_value()), depth=self._token_depth)
+            width=len(Signal(_Token).as_value()) - sum(len(v) for _, v in self._constant_bits),
+            depth=self._token_depth)
         tokens_tight = Signal()
         m.d.sync += [
             ring_tight.eq(level >= rows - 6),
@@ -631,7 +697,8 @@ class NarrowTxLane(wiring.Component):
             # the IPv4 total length, size - 14, joins the sum
             t1.ip_sum.eq(t0.ip_sum + payload_bytes + (HEADER_LEN - 14)),
         ]
-        m.d.comb += [tokens.w_data.eq(t1), tokens.w_en.eq(t1_valid)]
+        m.d.comb += [tokens.w_data.eq(_pack(t1.as_value(), self._constant_bits)),
+                     tokens.w_en.eq(t1_valid)]
         if self._header_pop is not None:
             m.d.comb += self._header_pop.eq(is_header)
 
@@ -697,7 +764,7 @@ class NarrowTxLane(wiring.Component):
         # when the key changes as it loads: a token after a switch has the new key)
         tq_sum = Signal(20, reset_less=True)
         head = Signal(_Token)
-        m.d.comb += head.eq(tokens.r_data)
+        m.d.comb += head.eq(_unpack(tokens.r_data, self._constant_bits, len(head.as_value())))
         with m.If(load):
             m.d.sync += [tq.eq(head), tq_valid.eq(1),
                          tq_sum.eq(Mux(switch, key_sum_in, key_sum) + head.ip_sum)]

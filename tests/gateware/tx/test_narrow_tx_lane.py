@@ -64,12 +64,12 @@ class _FinishedLane(wiring.Component):
         return m
 
 
-def _check_mixed(codec, mtu, idle, backpressure, bare=False):
+def _check_mixed(codec, mtu, idle, backpressure, bare=False, **kw):
     rng = np.random.default_rng([mtu, int(idle * 10), len(codec)])
     frames = _two_tensors(rng, codec, int(rng.choice([16, 100, 363])))
     # a gap in the offsets of one tensor: a mismatch close with the key unchanged
     frames += _stream(rng, codec, n_total=300, max_k=50, offset=123_456)
-    dut = _FinishedLane(codec, mtu=mtu) if bare else NarrowTxLane(codec, mtu=mtu)
+    dut = _FinishedLane(codec, mtu=mtu, **kw) if bare else NarrowTxLane(codec, mtu=mtu, **kw)
     run = simulate_lane(dut, frames, idle=idle, backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=[codec.partition(":")[0]])
     check_tuser(run, frames, "tx")
@@ -100,6 +100,36 @@ def test_bare_lane_behind_finisher_matches_reference(codec, mtu):
     """``bare=True``: the lane's bare beats, completed by a HeaderFinisher (lengths,
     checksum, tkeep, tuser), are the reference's frames, under idle and backpressure."""
     _check_mixed(codec, mtu, 0.3, 0.5, bare=True)
+
+
+_TEMPLATE_FIELDS = {"ip_tos": Header().ip_tos, "ip_frag": Header().ip_frag,
+                    "ttl": Header().ttl, "tuser_dst": 0}
+
+
+@pytest.mark.parametrize("codec,bare", [("sign", True), ("fixed:8", True), ("sign", False)])
+def test_lane_with_constant_fields_matches_reference(codec, bare):
+    """Fields the source holds constant (a generator's template) are not carried in the
+    token FIFO and come out as given: the frames are still the reference's."""
+    _check_mixed(codec, 1518, 0.3, 0.5, bare=bare, constant_fields=_TEMPLATE_FIELDS)
+
+
+def test_constant_fields_are_not_carried():
+    """A held field is the value given, not the source's (the contract is the source's):
+    TTL 7 in every wire frame of a source sending 64."""
+    from squeezenic_hw.spec.frames import parse
+
+    rng = np.random.default_rng(9)
+    frames = _stream(rng, "sign", n_total=3000, max_k=100, flush_rate=0.2)
+    run = simulate_lane(NarrowTxLane(constant_fields={"ttl": 7}), frames)
+    assert len(run.frames) > 2
+    assert {parse(f.data).ttl for f in run.frames} == {7}
+    assert {parse(f).ttl for f in frames} == {64}
+
+
+def test_constant_fields_checked():
+    for bad in ({"ip_id": 1}, {"ttl": 256}, {"ip_tos": True}, [("ttl", 64)]):
+        with pytest.raises(ValueError, match="constant_fields"):
+            NarrowTxLane(constant_fields=bad)
 
 
 def test_bare_lane_shows_bare_beats_on_a_bus():
