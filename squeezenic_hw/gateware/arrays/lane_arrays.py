@@ -353,8 +353,8 @@ class TxArray(wiring.Component):
     lanes) instead of a :class:`~.arbiter.FrameArbiter`, then a
     :class:`~.header_finisher.HeaderFinisher`.
 
-    Latency: a lane's; the arbiter adds a cycle, and behind narrow lanes the
-    :class:`~.header_finisher.HeaderFinisher` 3 more. Throughput: one wire beat per
+    Latency: a lane's; the arbiter adds a cycle (the frame bus of narrow lanes two, and
+    the :class:`~.header_finisher.HeaderFinisher` 3 more). Throughput: one wire beat per
     cycle whenever any lane has a wire frame ready; each generator runs at its
     programmed rate while the wire keeps up. Backpressure on ``o`` holds the
     lanes, then the generators; nothing is dropped.
