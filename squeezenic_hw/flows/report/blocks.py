@@ -163,10 +163,18 @@ class _RegisterFileHarness(wiring.Component):
         wiring.connect(m, rf.rw, wiring.flipped(self.rw))
         wiring.connect(m, rf.pulse, wiring.flipped(self.pulse))
         for k, (name, width) in enumerate(rf.ro_fields.items()):
-            shift = Signal(width, name=f"shift_{name}")
-            m.d.sync += shift.eq(Cat(self.chain_in[k], shift[:-1]))
-            m.d.comb += [getattr(rf.ro, name).eq(shift), self.chain_out[k].eq(shift[-1])]
+            m.d.comb += getattr(rf.ro, name).eq(
+                _shift_register(m, f"shift_{name}", width, self.chain_in[k], self.chain_out[k]))
         return m
+
+
+def _shift_register(m, name, width, first, last):
+    """``width`` flip-flops, each driving the next: bit 0 takes ``first``, ``last`` the
+    top bit. A harness's input source that Yosys can neither trim nor map to an SRL."""
+    shift = Signal(width, name=name)
+    m.d.sync += shift.eq(Cat(first, shift[:-1]))
+    m.d.comb += last.eq(shift[-1])
+    return shift
 
 
 class _InputChainHarness(wiring.Component):
@@ -196,10 +204,8 @@ class _InputChainHarness(wiring.Component):
         bits = Cat(*[_lookup(inner, p) for p in self._ins])
         for k in range(self._chunks):
             width = min(self._chunk, len(bits) - k * self._chunk)
-            shift = Signal(width, name=f"shift{k}")
-            m.d.sync += shift.eq(Cat(self.chain_in[k], shift[:-1]))
-            m.d.comb += [bits[k * self._chunk:k * self._chunk + width].eq(shift),
-                         self.chain_out[k].eq(shift[-1])]
+            m.d.comb += bits[k * self._chunk:k * self._chunk + width].eq(
+                _shift_register(m, f"shift{k}", width, self.chain_in[k], self.chain_out[k]))
         for path, member, _ in inner.signature.flatten(inner):
             if member.flow == Out:
                 m.d.comb += getattr(self, "__".join(str(p) for p in path)).eq(
@@ -271,7 +277,9 @@ def plugin_blocks(params):
             (Block.of("arbiter", n=2), 1),
         ]
         if narrow is not None:
-            out.append((Block.of("header_finisher", code_bits=narrow["param"] or 1), 1))
+            from squeezenic_hw.gateware.arrays.lane_arrays import finisher_code_bits
+            out.append((Block.of("header_finisher", code_bits=finisher_code_bits(p.gen_codecs)),
+                        1))
     if rx:
         out += [
             (Block.of("splitter", base=p.src_port_base, n=n, port=p.port), 1),

@@ -19,6 +19,7 @@ from squeezenic_hw.gateware.common.layouts import (
     bare_signature,
     field_be,
     field_le,
+    keep_through,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
 from squeezenic_hw.gateware.lane.header_builder import ipv4_checksum_stages
@@ -131,7 +132,7 @@ class HeaderFinisher(wiring.Component):
         with m.If(enable & v2 & f2):
             m.d.sync += [
                 frame_size.eq(size2), frame_src.eq(src2), frame_dst.eq(dst2),
-                last_keep.eq(Cat(Const(1, 1), *[last_m1_2 >= e for e in range(1, DATA_BYTES)])),
+                last_keep.eq(keep_through(last_m1_2)),
             ]
         b3 = Signal(AxisBeat)
         m.d.comb += [

@@ -201,7 +201,7 @@ def generator_head_mask(codecs, *, port=DEFAULT_PORT):
     return mask | flags << 8 * HDR.FLAGS[0]
 
 
-def _finished_code_bits(codecs):
+def finisher_code_bits(codecs):
     """The code width a :class:`~.header_finisher.HeaderFinisher` of ``codecs``'s lanes
     is built for."""
     settings = narrow_lane_settings(codecs)
@@ -381,7 +381,7 @@ class TxArray(wiring.Component):
         if lanes_finished(codecs):
             self._arbiter = FrameBusArbiter(self._n,
                                             head_mask=generator_head_mask(codecs, port=port))
-            self._finisher = HeaderFinisher(_finished_code_bits(codecs))
+            self._finisher = HeaderFinisher(finisher_code_bits(codecs))
         else:
             self._arbiter = FrameArbiter(self._n)
             self._finisher = None

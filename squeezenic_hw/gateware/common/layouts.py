@@ -12,7 +12,7 @@
 
 import types
 
-from amaranth import Cat, unsigned
+from amaranth import Cat, Const, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -48,6 +48,11 @@ class AxisBeat(data.Struct):
 def axis_signature():
     """``stream.Signature`` of :class:`AxisBeat` (use with ``In``/``Out``)."""
     return stream.Signature(AxisBeat)
+
+
+def keep_through(last_byte):
+    """``tkeep`` of a beat whose bytes 0 … ``last_byte`` are valid (a 6-bit value)."""
+    return Cat(Const(1, 1), *[last_byte >= e for e in range(1, DATA_BYTES)])
 
 
 class BareBeat(data.Struct):

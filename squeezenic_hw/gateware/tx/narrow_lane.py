@@ -59,6 +59,7 @@ from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     frame_bus_signature,
     header_bytes,
+    keep_through,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
 from squeezenic_hw.gateware.lane.header_builder import ones_complement_fold
@@ -162,9 +163,12 @@ class _Token(data.Struct):
     ip_sum: unsigned(19)       # the token's IPv4 header words, summed (not folded)
 
 
-#: Where the fields a source may hold constant sit in a token: {name: [(start bit,
-#: width, value bits of the field it takes)]}.
+_TOKEN_BITS = data.Layout.cast(_Token).size
+
+
 def _token_field_bits():
+    """Where the fields a source may hold constant sit in a token: {name: [(start bit,
+    width, shift of the field's value that gives those bits)]}."""
     layout = data.Layout.cast(_Token)
     host = layout["host"].offset
     host_layout = data.Layout.cast(_HostFields)
@@ -178,7 +182,8 @@ def _token_field_bits():
     }
 
 
-_FIELD_WIDTHS = {"ip_tos": 8, "ip_frag": 16, "ttl": 8, "tuser_dst": 16}
+_TOKEN_FIELD_BITS = _token_field_bits()
+_FIELD_WIDTHS = {name: sum(n for _, n, _ in spots) for name, spots in _TOKEN_FIELD_BITS.items()}
 
 
 def _constant_token_bits(fields):
@@ -189,7 +194,6 @@ def _constant_token_bits(fields):
     if not isinstance(fields, dict) or not set(fields) <= set(_FIELD_WIDTHS):
         raise ValueError(f"constant_fields must be a dict of {', '.join(_FIELD_WIDTHS)}, "
                          f"got {fields!r}")
-    where = _token_field_bits()
     out = []
     for name, value in fields.items():
         width = _FIELD_WIDTHS[name]
@@ -197,7 +201,7 @@ def _constant_token_bits(fields):
             raise ValueError(f"constant_fields[{name!r}] must be an int of {width} bits, "
                              f"got {value!r}")
         out += [(start, Const(value >> shift & (1 << n) - 1, n))
-                for start, n, shift in where[name]]
+                for start, n, shift in _TOKEN_FIELD_BITS[name]]
     return sorted(out, key=lambda item: item[0])
 
 
@@ -210,14 +214,14 @@ def _pack(token, constants):
     return Cat(*parts, token[at:])
 
 
-def _unpack(bits, constants, width):
+def _unpack(bits, constants):
     """A token from :func:`_pack`'s bits, the fixed bits put back."""
     parts, at, taken = [], 0, 0
     for start, value in constants:
         parts += [bits[taken:taken + start - at], value]
         taken += start - at
         at = start + len(value)
-    return Cat(*parts, bits[taken:taken + width - at])
+    return Cat(*parts, bits[taken:taken + _TOKEN_BITS - at])
 
 
 def _thermometer(count, width):
@@ -531,7 +535,7 @@ class NarrowTxLane(wiring.Component):
             m.d.comb += level.eq(wptr - rptr)
         # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
         tokens = m.submodules.tokens = fifo.SyncFIFO(
-            width=len(Signal(_Token).as_value()) - sum(len(v) for _, v in self._constant_bits),
+            width=_TOKEN_BITS - sum(len(v) for _, v in self._constant_bits),
             depth=self._token_depth)
         tokens_tight = Signal()
         m.d.sync += [
@@ -764,7 +768,7 @@ class NarrowTxLane(wiring.Component):
         # when the key changes as it loads: a token after a switch has the new key)
         tq_sum = Signal(20, reset_less=True)
         head = Signal(_Token)
-        m.d.comb += head.eq(_unpack(tokens.r_data, self._constant_bits, len(head.as_value())))
+        m.d.comb += head.eq(_unpack(tokens.r_data, self._constant_bits))
         with m.If(load):
             m.d.sync += [tq.eq(head), tq_valid.eq(1),
                          tq_sum.eq(Mux(switch, key_sum_in, key_sum) + head.ip_sum)]
@@ -848,8 +852,7 @@ class NarrowTxLane(wiring.Component):
                              beat.dst.eq(tq.host.dst),
                              beats_left.eq(tq.rows), beats_none.eq(0),
                              beats_one.eq(tq.rows == 1),
-                             last_keep.eq(Cat(Const(1, 1), *[tq.last_bytes >= e
-                                                             for e in range(1, DATA_BYTES)]))]
+                             last_keep.eq(keep_through(tq.last_bytes))]
             with m.Else():
                 m.d.sync += o.valid.eq(0)
 
