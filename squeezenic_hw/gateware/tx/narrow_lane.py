@@ -164,6 +164,7 @@ class _Token(data.Struct):
 
 
 _TOKEN_BITS = data.Layout.cast(_Token).size
+_HOST_OFFSET = data.Layout.cast(_Token)["host"].offset
 
 
 def _token_field_bits():
@@ -203,6 +204,17 @@ def _constant_token_bits(fields):
         out += [(start, Const(value >> shift & (1 << n) - 1, n))
                 for start, n, shift in _TOKEN_FIELD_BITS[name]]
     return sorted(out, key=lambda item: item[0])
+
+
+def _held(value, constants, offset):
+    """``value``, the token's bits from ``offset`` on, with the bits ``constants`` fix
+    there put in."""
+    parts, at = [], 0
+    for start, fixed in constants:
+        if 0 <= start - offset < len(value):
+            parts += [value[at:start - offset], fixed]
+            at = start - offset + len(fixed)
+    return Cat(*parts, value[at:])
 
 
 def _pack(token, constants):
@@ -675,7 +687,9 @@ class NarrowTxLane(wiring.Component):
         t0_valid = Signal()
         opened_now = is_payload & ~open_      # opened and closed by the same beat
         first_host = Signal(_HostFields)
-        m.d.comb += first_host.eq(Mux(opened_now, cur, frame))
+        # (with the fields the source holds put in, so the IPv4 sum is of what is sent)
+        m.d.comb += first_host.eq(_held(Mux(opened_now, cur, frame), self._constant_bits,
+                                        _HOST_OFFSET))
         copied = first_host.copied
         tos, ip_id, frag, ttl = copied[:8], copied[8:24], copied[24:40], copied[40:48]
         be16 = lambda v: Cat(v[8:16], v[:8])          # noqa: E731  (two header bytes, BE)

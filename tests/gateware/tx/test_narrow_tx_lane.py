@@ -115,15 +115,21 @@ def test_lane_with_constant_fields_matches_reference(codec, bare):
 
 def test_constant_fields_are_not_carried():
     """A held field is the value given, not the source's (the contract is the source's):
-    TTL 7 in every wire frame of a source sending 64."""
-    from squeezenic_hw.spec.frames import parse
+    a source sending TTL 64 to a lane holding 7 gives the reference's frames with TTL 7
+    (and their checksums), under idle cycles and backpressure."""
+    from dataclasses import replace
+
+    from squeezenic_hw.spec.frames import build_wire_frame, parse
 
     rng = np.random.default_rng(9)
     frames = _stream(rng, "sign", n_total=3000, max_k=100, flush_rate=0.2)
-    run = simulate_lane(NarrowTxLane(constant_fields={"ttl": 7}), frames)
-    assert len(run.frames) > 2
-    assert {parse(f.data).ttl for f in run.frames} == {7}
     assert {parse(f).ttl for f in frames} == {64}
+    run = simulate_lane(NarrowTxLane(constant_fields={"ttl": 7}), frames, idle=0.3,
+                        backpressure=0.5, seed=9)
+    expected, _ = lr.tx(frames, codecs=["sign"])
+    assert len(expected) > 2
+    assert [f.data for f in run.frames] == [
+        build_wire_frame(replace(parse(e), ttl=7), e[64:]) for e in expected]
 
 
 def test_constant_fields_checked():
