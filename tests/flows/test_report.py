@@ -165,13 +165,15 @@ def test_plugin_blocks_counts():
     pairs = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"])))
     assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                     "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "arbiter(2)": 1,
-                     "header_finisher(8-bit)": 1, "register_file(400G)": 1}
+                     "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "ring_cluster(2)": 2,
+                     "arbiter(2)": 1, "header_finisher(8-bit)": 1,
+                     "register_file(400G)": 1}
     # --loopback: as many RX lanes and checkers as the wire needs (fixed:8 -> 4)
     loop = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"], loopback=True)))
     assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                    "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "arbiter(2)": 1,
+                    "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "ring_cluster(2)": 2,
+                    "arbiter(2)": 1,
                     "header_finisher(8-bit)": 1, "splitter(4)": 1, "distributor(4)": 1,
                     "rx_lane(fixed)": 4, "checker": 4,
                     "register_file(400G,loopback)": 1}
@@ -179,6 +181,7 @@ def test_plugin_blocks_counts():
     big = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=6400, codecs=["sign"], loopback=True)))
     assert big["gen_lane(sign)"] == 64 and "generator" not in big
+    assert big["ring_cluster(4)"] == 16          # rings shared by four sign lanes
     assert big["rx_lane(sign)"] == 1 + 32 and big["checker"] == 32
     assert big["distributor(32)"] == 1 and big["splitter(64)"] == 1
     # another generator codec set: the option names it
@@ -192,6 +195,11 @@ def test_plugin_blocks_counts():
     two_sign = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=200, gen_codecs=["sign"])))
     assert two_sign["arbiter(2)"] == 1 and two_sign["frame_bus(2)"] == 1
+    assert two_sign["ring_cluster(2)"] == 1
+    # a short last cluster: 6 sign lanes are a cluster of 4 and one of 2
+    six = dict((b.label, n) for b, n in report.plugin_blocks(
+        PluginParams(host_bw=600, gen_codecs=["sign"])))
+    assert six["ring_cluster(4)"] == 1 and six["ring_cluster(2)"] == 1
     # 100 Gb/s: the host lanes and the registers only
     one = report.plugin_blocks(PluginParams(host_bw=100, codecs=["raw"], num_intf=2))
     assert [(b.kind, n) for b, n in one] == [("tx_lane", 2), ("rx_lane", 2),
@@ -236,19 +244,21 @@ def test_blocks_build_their_components():
 
 
 def test_frame_bus_harness_flip_flops_are_subtracted():
-    """The frame bus's inputs (66 k bits at 64 lanes) come from short shift registers,
-    one flip-flop a bit, which the figures leave out."""
+    """The frame bus's inputs (74 k bits at 64 lanes and 16 rings) come from short shift
+    registers, one flip-flop a bit, which the figures leave out."""
     params = PluginParams(host_bw=6400, codecs=["sign"])
     (block,) = [b for b, _ in report.plugin_blocks(params) if b.kind == "frame_bus"]
     with _built_not_elaborated():
         harness = block.make()
         lane = 512 + 513 + 3                  # head, beat, ready, show, penult
-        assert harness.chain_bits == 64 * lane + 1      # and o.ready
-        assert report_blocks._frame_bus_input_bits(64) == harness.chain_bits
+        # and 16 rings' rows, and o.ready
+        assert harness.chain_bits == 64 * lane + 16 * 512 + 1
+        assert report_blocks._frame_bus_input_bits(64, 16) == harness.chain_bits
         assert len(harness.chain_in) == -(-harness.chain_bits // 1024)
         del harness
-    rec = report_blocks._adjusted(block, {"ff": 64 * 1028 + 1 + 7_000, "lut": 9})
-    assert rec["ff"] == 7_000 and rec["ff_wrapper"] == 64 * 1028 + 1
+    bits = 64 * 1028 + 16 * 512 + 1
+    rec = report_blocks._adjusted(block, {"ff": bits + 7_000, "lut": 9})
+    assert rec["ff"] == 7_000 and rec["ff_wrapper"] == bits
 
 
 def test_register_file_harness_flip_flops_are_subtracted():
@@ -403,7 +413,8 @@ _FAKE = {  # kind: (lut, ff, carry, lut_mem, depth)
     "arbiter": (600, 600, 0, 0, 4), "frame_bus": (500, 600, 0, 0, 4),
     "distributor": (20, 1_200, 0, 0, 3),
     "splitter": (30, 1_100, 0, 0, 3), "register_file": (900, 1_500, 0, 0, 6),
-    "header_finisher": (800, 2_600, 30, 0, 5), "core": (50_000, 40_000, 300, 1_400, 17),
+    "header_finisher": (800, 2_600, 30, 0, 5), "ring_cluster": (530, 6, 0, 0, 1),
+    "core": (50_000, 40_000, 300, 1_400, 17),
 }
 
 
@@ -505,8 +516,9 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
     monkeypatch.setattr(report_build, "synth_block", lambda block, **kw: _fake_record(block, False))
     blocks = [b for b, _ in report.plugin_blocks(PluginParams(host_bw=400, codecs=["sign"]))]
-    n = len(blocks)           # host lanes, generator lanes, two arbiters, the finisher, registers
-    assert n == 7
+    # host lanes, generator lanes, two arbiters, their rings, the finisher, registers
+    n = len(blocks)
+    assert n == 8
     lines = []
     recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
     assert set(recs) == set(blocks)
@@ -537,8 +549,9 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert main(args) == 0
     out, err = capsys.readouterr()
     # host lanes (fixed) shared; generator lanes per width (fixed:8, fixed:4), arbiter(4),
-    # arbiter(8), arbiter(2), a header finisher per width, register files of 400 and 800
-    assert "[11/11] " in err
+    # arbiter(8), arbiter(2), a header finisher and a ring cluster per width (2 lanes of
+    # fixed:8, 4 of fixed:4), register files of 400 and 800
+    assert "[13/13] " in err
     assert "paper_LUT_pct" in out and "OpenNIC shell" in out and "out-of-context" in out
     assert "fixed:8" in out and "fixed:4" in out
 
@@ -547,7 +560,7 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert lines[0].split(",") == report.SUMMARY_COLUMNS and len(lines) == 3
     assert main(args + ["--format", "csv", "--breakdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 7 + 7
+    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 8 + 8
 
     assert main(args + ["--format", "json"]) == 0
     obj = json.loads(capsys.readouterr().out)

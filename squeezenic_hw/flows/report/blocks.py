@@ -34,9 +34,10 @@ class Block:
     :func:`~squeezenic_hw.gateware.arrays.lane_arrays.generator_tx_lane` builds it),
     ``rx_lane`` (codecs, max_host_elements, port),
     ``generator`` (max_elements, port), ``checker`` (port), ``arbiter`` (n),
-    ``frame_bus`` (n, codecs, port: the arbiter of narrow lanes, its OR taking the
-    header bits those lanes may set), ``header_finisher`` (code_bits:
-    completes narrow lanes' frames),
+    ``frame_bus`` (n, codecs, port, rings: the arbiter of narrow lanes, its OR taking
+    the header bits those lanes may set and the reads of ``rings`` shared rings),
+    ``ring_cluster`` (n, rows: a ring shared by n narrow lanes), ``header_finisher``
+    (code_bits: completes narrow lanes' frames),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
     (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
     """
@@ -59,7 +60,7 @@ class Block:
             return f"{self.kind}({'+'.join(a['codecs'])})"
         if self.kind == "header_finisher":
             return f"header_finisher({a['code_bits']}-bit)"
-        if self.kind in ("arbiter", "frame_bus", "distributor", "splitter"):
+        if self.kind in ("arbiter", "frame_bus", "distributor", "splitter", "ring_cluster"):
             return f"{self.kind}({a['n']})"
         if self.kind == "register_file":
             return f"register_file({a['host_bw']}G{',loopback' if a.get('loopback') else ''})"
@@ -111,7 +112,11 @@ class Block:
             from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
             from squeezenic_hw.gateware.arrays.lane_arrays import generator_head_mask
             mask = generator_head_mask(list(a["codecs"]), port=a["port"])
-            return _InputChainHarness(FrameBusArbiter(a["n"], head_mask=mask))
+            return _InputChainHarness(FrameBusArbiter(a["n"], head_mask=mask,
+                                                      shared_rows=a["rings"]))
+        if k == "ring_cluster":
+            from squeezenic_hw.gateware.arrays.ring_cluster import RingCluster
+            return RingCluster(a["n"], a["rows"])
         if k == "header_finisher":
             from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
             return HeaderFinisher(a["code_bits"])
@@ -180,7 +185,7 @@ def _shift_register(m, name, width, first, last):
 class _InputChainHarness(wiring.Component):
     """``inner`` with every input fed by short shift registers, as the register file's
     harness: for a block with more input bits than a top-level design may have (a frame
-    bus of 64 lanes: 66 k). Each register of at most 1,024 bits is fed by one bit of
+    bus of 64 lanes: 74 k). Each register of at most 1,024 bits is fed by one bit of
     ``chain_in`` and ends at one bit of ``chain_out``; its ``chain_bits`` flip-flops take
     no LUT and are subtracted (``ff_wrapper``). The outputs are the harness's."""
 
@@ -213,14 +218,15 @@ class _InputChainHarness(wiring.Component):
         return m
 
 
-def _frame_bus_input_bits(n):
-    """Input bits of a ``FrameBusArbiter(n)`` (what its harness chains): every lane's
-    outputs, and ``o.ready``; worked out from the signature, building nothing."""
-    from squeezenic_hw.gateware.common.layouts import frame_bus_signature
+def _frame_bus_input_bits(n, rings):
+    """Input bits of a ``FrameBusArbiter(n, shared_rows=rings)`` (what its harness
+    chains): every lane's outputs, the rings' rows and ``o.ready``; worked out from the
+    signature, building nothing."""
+    from squeezenic_hw.gateware.common.layouts import BEAT_BITS, frame_bus_signature
 
     lane = sum(Shape.cast(member.shape).width
                for member in frame_bus_signature().members.values() if member.flow == Out)
-    return n * lane + 1
+    return n * lane + rings * BEAT_BITS + 1
 
 
 def _lookup(obj, path):
@@ -269,17 +275,29 @@ def plugin_blocks(params):
     ]
     if n:
         narrow = narrow_lane_settings(p.gen_codecs)
-        out += [
-            (Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
-                      max_elements=DEFAULT_HOST_ELEMENTS), n),
-            (Block.of("frame_bus", n=n, codecs=tuple(p.gen_codecs), port=p.port) if narrow
-             else Block.of("arbiter", n=n), 1),
-            (Block.of("arbiter", n=2), 1),
-        ]
+        out.append((Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
+                             max_elements=DEFAULT_HOST_ELEMENTS), n))
         if narrow is not None:
-            from squeezenic_hw.gateware.arrays.lane_arrays import finisher_code_bits
-            out.append((Block.of("header_finisher", code_bits=finisher_code_bits(p.gen_codecs)),
-                        1))
+            from squeezenic_hw.gateware.arrays.lane_arrays import (
+                finisher_code_bits,
+                generator_tx_lane,
+                ring_cluster_size,
+            )
+            g = ring_cluster_size(p.gen_codecs, mtu=p.mtu)
+            rows = generator_tx_lane(p.gen_codecs, mtu=p.mtu, bare=True,
+                                     shared_ring=True).ring_rows
+            rings = -(-n // g)
+            out += [
+                (Block.of("frame_bus", n=n, codecs=tuple(p.gen_codecs), port=p.port,
+                          rings=rings), 1),
+                (Block.of("ring_cluster", n=g, rows=rows), n // g),
+                (Block.of("ring_cluster", n=n % g, rows=rows), 1 if n % g else 0),
+                (Block.of("header_finisher", code_bits=finisher_code_bits(p.gen_codecs)),
+                 1),
+            ]
+        else:
+            out.append((Block.of("arbiter", n=n), 1))
+        out.append((Block.of("arbiter", n=2), 1))
     if rx:
         out += [
             (Block.of("splitter", base=p.src_port_base, n=n, port=p.port), 1),
@@ -292,8 +310,10 @@ def plugin_blocks(params):
            if k in ("num_intf", "host_bw", "port", "idle_timeout", "gen_codecs", "loopback")}
     out.append((Block.of("register_file", **reg), 1))
     counts = {}
-    for block, count in out:      # blocks that coincide (arbiter(2) when N = 2, an RX
-        counts[block] = counts.get(block, 0) + count     # lane of the same codecs) add up
+    # blocks that coincide (arbiter(2) when N = 2, an RX lane of the same codecs) add up
+    for block, count in out:
+        if count:
+            counts[block] = counts.get(block, 0) + count
     return list(counts.items())
 
 
@@ -322,7 +342,7 @@ def _adjusted(block, record):
     if block.kind not in ("register_file", "frame_bus") or "ff_wrapper" in record:
         return record
     if block.kind == "frame_bus":
-        bits = _frame_bus_input_bits(block.args["n"])
+        bits = _frame_bus_input_bits(block.args["n"], block.args["rings"])
     else:
         from squeezenic_hw.regmap.plugin import plugin_register_map
 

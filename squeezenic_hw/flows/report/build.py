@@ -48,8 +48,8 @@ _RESOURCES = ("LUT", "FF", "CARRY", "DSP", "BRAM", "URAM")
 
 # Longest first, so that parallel jobs end together.
 _COST_ORDER = ("core", "tx_lane", "rx_lane", "gen_lane", "gen_tx_lane", "generator",
-               "register_file", "arbiter", "frame_bus", "header_finisher", "checker", "distributor",
-               "splitter")
+               "register_file", "arbiter", "frame_bus", "header_finisher", "ring_cluster",
+               "checker", "distributor", "splitter")
 
 
 def _make_executor(jobs):

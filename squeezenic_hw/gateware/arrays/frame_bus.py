@@ -40,6 +40,10 @@ class FrameBusArbiter(wiring.Component):
         The header bits the lanes may set (bit ``8·byte + i``; default all): the OR
         takes no others, which the lanes must leave zero
         (:func:`~.lane_arrays.generator_head_mask`).
+    shared_rows : int
+        Rings shared by clusters of lanes (:class:`~.ring_cluster.RingCluster`), whose
+        reads come in on ``rows`` in place of the lanes' ``beat.data``, which is then
+        not read (0, the default: each lane's rows on its own ``beat``).
 
     Attributes
     ----------
@@ -49,6 +53,8 @@ class FrameBusArbiter(wiring.Component):
         The frames, beats as the lanes showed them.
     grant : Out(range(n_inputs))
         The lane that owns the bus (for monitoring and tests).
+    rows : In(512).array(shared_rows)
+        With ``shared_rows``: the clusters' ring reads (``RingCluster.o``).
 
     Notes
     -----
@@ -81,7 +87,7 @@ class FrameBusArbiter(wiring.Component):
     skid registers, and the round robin of :class:`~.arbiter.FrameArbiter`.
     """
 
-    def __init__(self, n_inputs, *, head_mask=None):
+    def __init__(self, n_inputs, *, head_mask=None, shared_rows=0):
         if head_mask is None:
             head_mask = (1 << BEAT_BITS) - 1
         if isinstance(head_mask, bool) or not isinstance(head_mask, int) \
@@ -89,12 +95,20 @@ class FrameBusArbiter(wiring.Component):
             raise ValueError(f"head_mask must be None or an int of {BEAT_BITS} bits, "
                              f"got {head_mask!r}")
         self.n_inputs = check_n_inputs(n_inputs)
+        if isinstance(shared_rows, bool) or not isinstance(shared_rows, int) \
+                or not 0 <= shared_rows <= self.n_inputs:
+            raise ValueError(f"shared_rows must be an int from 0 to n_inputs "
+                             f"({self.n_inputs}), got {shared_rows!r}")
         self.head_mask = head_mask
-        super().__init__({
+        self.shared_rows = shared_rows
+        members = {
             "lanes": In(frame_bus_signature()).array(n_inputs),
             "o": Out(bare_signature()),
             "grant": Out(range(n_inputs)),
-        })
+        }
+        if shared_rows:
+            members["rows"] = In(BEAT_BITS).array(shared_rows)
+        super().__init__(members)
 
     @property
     def latency(self):
@@ -120,12 +134,20 @@ class FrameBusArbiter(wiring.Component):
         shown = Signal()
         head = Signal(BEAT_BITS, reset_less=True)
         groups = [Cat(head, Const(0, 1))]
-        for g in range(0, n, _GROUP):
-            part = Signal(BareBeat, name=f"group{g // _GROUP}", reset_less=True)
+        if self.shared_rows:
+            # the rows from the clusters' rings (block RAM reads); ``last`` from the lanes
+            sources = list(self.rows)
+            last = Signal(reset_less=True)
             with m.If(en):
-                m.d.sync += part.eq(tree_or([lane.beat.as_value()
-                                             for lane in lanes[g:g + _GROUP]]))
-            groups.append(part.as_value())
+                m.d.sync += last.eq(tree_or([lane.beat.last for lane in lanes]))
+            groups.append(Cat(Const(0, BEAT_BITS), last))
+        else:
+            sources = [lane.beat.as_value() for lane in lanes]
+        for g in range(0, len(sources), _GROUP):
+            part = Signal(len(sources[0]), name=f"group{g // _GROUP}", reset_less=True)
+            with m.If(en):
+                m.d.sync += part.eq(tree_or(sources[g:g + _GROUP]))
+            groups.append(Cat(part, Const(0, BEAT_BITS + 1 - len(part))))   # (``last`` above)
         with m.If(en):
             m.d.sync += [shown.eq(show),
                          head.eq(tree_or([_masked(lane.head, self.head_mask) for lane in lanes]))]

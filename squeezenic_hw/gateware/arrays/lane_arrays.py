@@ -38,7 +38,11 @@ from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import axis_signature, frame_bus_signature
+from squeezenic_hw.gateware.common.layouts import (
+    axis_signature,
+    frame_bus_signature,
+    shared_ring_signature,
+)
 from squeezenic_hw.gateware.lane.control import close_when_idle
 from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
@@ -66,6 +70,7 @@ from .distributor import FrameDistributor
 from .frame_bus import FrameBusArbiter
 from .generator import GradientGenerator
 from .header_finisher import HeaderFinisher
+from .ring_cluster import RingCluster
 
 __all__ = ["GeneratorControl", "CheckerCounters", "GeneratorLane", "generator_tx_lane",
            "generator_lane_options",
@@ -142,7 +147,7 @@ def generator_lane_options(codecs):
 
 
 def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
-                      bare=False, constant_fields=None):
+                      bare=False, constant_fields=None, shared_ring=False):
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
@@ -153,14 +158,15 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     behind its input (b the code width); with ``bare=True`` it sends bare beats and
     leaves the headers' lengths and checksum, ``tkeep`` and ``tuser`` to a
     :class:`~.header_finisher.HeaderFinisher`; ``constant_fields`` are the header fields
-    its source holds constant (:class:`~.narrow_lane.NarrowTxLane`; ignored by a
-    ``TxLane``).
+    its source holds constant, and ``shared_ring`` (with ``bare``) puts its ring in a
+    :class:`~.ring_cluster.RingCluster` (:class:`~.narrow_lane.NarrowTxLane`; both
+    ignored by a ``TxLane``).
     """
     if lanes_finished(codecs):
         spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
         return NarrowTxLane(str(spec).strip(), mtu=mtu, port=port,
                             idle_timeout=idle_timeout, bare=bare,
-                            constant_fields=constant_fields)
+                            constant_fields=constant_fields, shared_ring=shared_ring)
     names = lane_codec_names(codecs)
     return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
@@ -201,6 +207,18 @@ def generator_head_mask(codecs, *, port=DEFAULT_PORT):
     return mask | flags << 8 * HDR.FLAGS[0]
 
 
+#: Most narrow lanes to a shared ring: a 4:1 multiplexer of rows is one LUT6 a bit.
+RING_CLUSTER = 4
+
+
+def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
+    """Lanes to a :class:`~.ring_cluster.RingCluster` in an array of narrow generator
+    lanes of ``codecs``: :data:`RING_CLUSTER`, or fewer where half a row holds fewer
+    words (``fixed:8``: 2)."""
+    lane = generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True)
+    return min(RING_CLUSTER, lane.max_cluster)
+
+
 def finisher_code_bits(codecs):
     """The code width a :class:`~.header_finisher.HeaderFinisher` of ``codecs``'s lanes
     is built for."""
@@ -208,7 +226,7 @@ def finisher_code_bits(codecs):
     return settings["param"] or 1
 
 
-def _generator_lane_signature(n_tx_counters_layout, bare):
+def _generator_lane_signature(n_tx_counters_layout, bare, ring_rows=None):
     return wiring.Signature({
         "ctrl": In(GeneratorControl),
         "value_seed": In(32),
@@ -216,6 +234,7 @@ def _generator_lane_signature(n_tx_counters_layout, bare):
         "tuser_src": In(16),
         "close": In(1),
         **({"bus": Out(frame_bus_signature())} if bare else {"o": Out(axis_signature())}),
+        **({"ring": Out(shared_ring_signature(ring_rows))} if ring_rows else {}),
         "frames_sent": Out(32),
         "tx_counters": Out(n_tx_counters_layout),
     })
@@ -237,7 +256,8 @@ class GeneratorLane(wiring.Component):
     ``udp_src_port``, ``tuser_src`` (the lane's own), ``close`` (a one-cycle pulse, held
     until the lane acts on it at its first idle cycle), ``o`` (wire frames; when the
     lane is narrow, ``bus`` in its place: its side of a frame bus of bare beats,
-    :mod:`~.frame_bus`),
+    :mod:`~.frame_bus`, and ``ring``: its side of a ring shared with other lanes,
+    :class:`~.ring_cluster.RingCluster`),
     ``frames_sent``, ``tx_counters``.
 
     A lane built narrow (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`)
@@ -254,20 +274,24 @@ class GeneratorLane(wiring.Component):
         # beats, which the array's HeaderFinisher completes (one for all lanes)
         self._fixed = narrow_lane_settings(codecs)
         # the generators send to the lanes' port (the template's other fields are defaults);
-        # what the template fixes of the fields a wire frame copies, and tuser_dst (0),
-        # the lane need not carry
+        # what the template fixes of the fields a wire frame copies and of the key, and
+        # tuser_dst (0), the lane need not carry
         template = Header(dst_port=port)
         self._lane = generator_tx_lane(
             codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
-            bare=self._fixed is not None,
+            bare=self._fixed is not None, shared_ring=self._fixed is not None,
             constant_fields={"ip_tos": template.ip_tos, "ip_frag": template.ip_frag,
-                             "ttl": template.ttl, "tuser_dst": 0})
+                             "ttl": template.ttl, "tuser_dst": 0,
+                             "dst_mac": template.dst_mac, "src_mac": template.src_mac,
+                             "src_ip": template.src_ip, "dst_ip": template.dst_ip,
+                             "dst_port": template.dst_port})
         # a sign lane reads nothing of a value but its sign
         self._gen = GradientGenerator(max_elements, template=template,
                                       signs_only=isinstance(self._lane, NarrowTxLane)
                                       and self._lane.code_bits == 1)
-        super().__init__(_generator_lane_signature(tx_counters_layout(),
-                                                   bare=self._fixed is not None))
+        super().__init__(_generator_lane_signature(
+            tx_counters_layout(), bare=self._fixed is not None,
+            ring_rows=self._lane.ring_rows if self._fixed is not None else None))
 
     @property
     def codecs(self):
@@ -306,6 +330,7 @@ class GeneratorLane(wiring.Component):
             wiring.connect(m, lane.o, wiring.flipped(self.o))
         else:
             wiring.connect(m, lane.bus, wiring.flipped(self.bus))
+            wiring.connect(m, lane.ring, wiring.flipped(self.ring))
         return m
 
 
@@ -351,7 +376,8 @@ class TxArray(wiring.Component):
 
     Narrow lanes share a frame bus (:class:`~.frame_bus.FrameBusArbiter`, an OR of the
     lanes) instead of a :class:`~.arbiter.FrameArbiter`, then a
-    :class:`~.header_finisher.HeaderFinisher`.
+    :class:`~.header_finisher.HeaderFinisher`; and rings, in clusters of
+    :func:`ring_cluster_size` lanes (:class:`~.ring_cluster.RingCluster`).
 
     Latency: a lane's; the arbiter adds a cycle (the frame bus of narrow lanes two, and
     the :class:`~.header_finisher.HeaderFinisher` 3 more). Throughput: one wire beat per
@@ -372,17 +398,25 @@ class TxArray(wiring.Component):
         self._lane_module = lane_module
         lane_args = dict(mtu=mtu, port=port, idle_timeout=idle_timeout,
                          max_elements=max_elements)
+        finished = lanes_finished(codecs)
+        rows = (generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True).ring_rows
+                if finished else None)
         if lane_module is None:
             self._lanes = [GeneratorLane(codecs, **lane_args) for _ in range(self._n)]
         else:
-            sig = _generator_lane_signature(tx_counters_layout(), bare=lanes_finished(codecs))
+            sig = _generator_lane_signature(tx_counters_layout(), bare=finished,
+                                            ring_rows=rows)
             self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
         self._codecs = tuple(lane_codec_names(codecs) or ())
-        if lanes_finished(codecs):
-            self._arbiter = FrameBusArbiter(self._n,
+        if finished:
+            g = self._cluster = ring_cluster_size(codecs, mtu=mtu)
+            self._rings = [RingCluster(min(g, self._n - c), rows)
+                           for c in range(0, self._n, g)]
+            self._arbiter = FrameBusArbiter(self._n, shared_rows=len(self._rings),
                                             head_mask=generator_head_mask(codecs, port=port))
             self._finisher = HeaderFinisher(finisher_code_bits(codecs))
         else:
+            self._rings = []
             self._arbiter = FrameArbiter(self._n)
             self._finisher = None
         super().__init__({
@@ -423,6 +457,11 @@ class TxArray(wiring.Component):
                 wiring.connect(m, lane.o, arbiter.i[k])
             else:
                 wiring.connect(m, lane.bus, arbiter.lanes[k])
+        for c, ring in enumerate(self._rings):
+            m.submodules[f"ring{c}"] = ring
+            for j in range(ring.n_lanes):
+                wiring.connect(m, self._lanes[c * self._cluster + j].ring, ring.lanes[j])
+            m.d.comb += arbiter.rows[c].eq(ring.o)
         if self._finisher is None:
             wiring.connect(m, arbiter.o, wiring.flipped(self.o))
         else:

@@ -94,6 +94,31 @@ def frame_bus_signature():
     })
 
 
+#: Row halves a shared ring writes separately (its write port's enables).
+RING_HALVES = 2
+
+
+def shared_ring_signature(rows):
+    """One lane's side of a ring shared by a cluster of lanes (the lane's view;
+    :class:`~squeezenic_hw.gateware.arrays.ring_cluster.RingCluster` takes ``G``), each
+    lane a region of ``rows`` rows.
+
+    ``w_data``: the lane's row register. ``w_en``: its halves waiting to be written to
+    row ``w_addr`` (registers). ``w_turn``: the cluster writes them this cycle (the
+    cluster's register; one lane's turn a cycle, in rotation). ``r_addr``: the row to
+    read, for the cycle after, when ``r_en``; the lane leaves it ``rows - 1`` when not
+    (a row it never writes).
+    """
+    return wiring.Signature({
+        "w_data": Out(BEAT_BITS),
+        "w_en": Out(RING_HALVES),
+        "w_addr": Out(range(rows)),
+        "w_turn": In(1),
+        "r_addr": Out(range(rows)),
+        "r_en": Out(1),
+    })
+
+
 def _reason_members(namespace):
     namespace["__module__"] = __name__
     namespace["__qualname__"] = "Reason"

@@ -23,7 +23,9 @@ code width), so everything behind the encoder can be 16·b bits wide instead of 
   decides where frames close (full, mismatch, flush, idle, end) exactly as
   :func:`squeezenic_hw.reference.lane.tx`.
 * **Ring.** Words fill the slots of a 512-bit row register; a full row, or a closing
-  frame's last, is written to a ring of rows (LUTRAM at the default MTU).
+  frame's last, is written to a ring of rows (LUTRAM at the default MTU; with
+  ``shared_ring``, the lane's region of a block RAM that a cluster of lanes shares,
+  written a half row at a time in the lane's turns).
 * **Output.** A token per closed frame leaves once its payload is in the ring: its header
   beat (the key fields from the key register, the rest from the token), then its rows;
   on ``o``, or with ``bare`` on a frame bus shared with other lanes
@@ -57,9 +59,11 @@ from squeezenic_hw.gateware.codecs.fixed_pow2 import (
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     ELEMENTS_PER_BEAT,
+    RING_HALVES,
     frame_bus_signature,
     header_bytes,
     keep_through,
+    shared_ring_signature,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
 from squeezenic_hw.gateware.lane.header_builder import ones_complement_fold
@@ -103,16 +107,32 @@ _KEY_BYTES = [(0, 12), (HDR.SRC_IP[0], 12), (HDR.CODEC[0], 2), (HDR.SCALE[0], 12
 # Header bytes that may differ between the host frames of one wire frame and are copied
 # from its first one: TOS, identification, flags/fragment offset, TTL.
 _COPIED_BYTES = [HDR.IP_TOS[0]] + list(range(HDR.IP_ID[0], HDR.IP_TTL[0] + 1))
+# Key fields a source may hold constant (``constant_fields``): their header bytes, and
+# whether the value is ``bytes`` (addresses, as in ``Header``) or an int (big-endian).
+_KEY_FIELDS = {"dst_mac": (HDR.DST_MAC, bytes), "src_mac": (HDR.SRC_MAC, bytes),
+               "src_ip": (HDR.SRC_IP, bytes), "dst_ip": (HDR.DST_IP, bytes),
+               "dst_port": (HDR.UDP_DST, int)}
 
 
-def _key_of(beat_data):
-    """The key bits of a header beat, in :data:`_KEY_BYTES` order, then ``stochastic``."""
-    flags = header_bytes(beat_data, HDR.FLAGS[0], 1)
-    return Cat(*[header_bytes(beat_data, s, n) for s, n in _KEY_BYTES],
-               flags[FLAG_STOCHASTIC.bit_length() - 1])
-
-
-_KEY_WIDTH = 8 * sum(n for _, n in _KEY_BYTES) + 1
+def _constant_key_bytes(fields):
+    """``{header byte: value}`` of the key fields ``fields`` (``constant_fields``) fix."""
+    out = {}
+    for name, value in (fields or {}).items():
+        if name not in _KEY_FIELDS:
+            continue
+        (start, length), kind = _KEY_FIELDS[name]
+        if kind is bytes:
+            if not isinstance(value, bytes) or len(value) != length:
+                raise ValueError(f"constant_fields[{name!r}] must be {length} bytes, "
+                                 f"got {value!r}")
+        else:
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 <= value < 1 << 8 * length:
+                raise ValueError(f"constant_fields[{name!r}] must be an int of "
+                                 f"{8 * length} bits, got {value!r}")
+            value = value.to_bytes(length, "big")
+        out.update({start + i: byte for i, byte in enumerate(value)})
+    return out
 
 
 class _Kind:
@@ -192,11 +212,14 @@ def _constant_token_bits(fields):
     in order."""
     if fields is None:
         return []
-    if not isinstance(fields, dict) or not set(fields) <= set(_FIELD_WIDTHS):
-        raise ValueError(f"constant_fields must be a dict of {', '.join(_FIELD_WIDTHS)}, "
+    names = [*_FIELD_WIDTHS, *_KEY_FIELDS]
+    if not isinstance(fields, dict) or not set(fields) <= set(names):
+        raise ValueError(f"constant_fields must be a dict of {', '.join(names)}, "
                          f"got {fields!r}")
     out = []
     for name, value in fields.items():
+        if name in _KEY_FIELDS:
+            continue
         width = _FIELD_WIDTHS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << width:
             raise ValueError(f"constant_fields[{name!r}] must be an int of {width} bits, "
@@ -248,6 +271,15 @@ def _spread(mask, b):
     return Cat(*[bit.replicate(b) for bit in mask]) if b > 1 else mask
 
 
+class _SharedRead:
+    """A shared ring's read, as the lane sees it: the address it drives; the data goes
+    to the frame bus from the cluster, not through the lane."""
+
+    def __init__(self, addr):
+        self.addr = addr
+        self.data = Const(0, 8 * DATA_BYTES)
+
+
 class NarrowTxLane(wiring.Component):
     """One TX lane for a trusted source of host frames of one narrow codec.
 
@@ -265,11 +297,16 @@ class NarrowTxLane(wiring.Component):
     token_depth : int
         Closed wire frames waiting for the output (at least 8).
     constant_fields : dict, optional
-        Header fields the trusted source sends with one value in every host frame:
-        ``ip_tos``, ``ip_frag``, ``ttl`` (the bytes a wire frame copies from its first
-        host frame) and ``tuser_dst``, mapped to that value. Those fields are not carried
-        in the lane's token FIFO; every wire frame has the value given. (A generator's
-        template fixes them: :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane`.)
+        Header fields the trusted source sends with one value in every host frame,
+        mapped to that value: ``ip_tos``, ``ip_frag``, ``ttl`` (ints: the bytes a wire
+        frame copies from its first host frame) and ``tuser_dst``, which are then not
+        carried in the lane's token FIFO; and the key fields ``dst_mac``, ``src_mac``,
+        ``src_ip``, ``dst_ip`` (``bytes``, as in :class:`~squeezenic_hw.spec.frames.Header`)
+        and ``dst_port`` (an int), which are then neither held per key nor compared.
+        Every wire frame has the values given. (A generator's template fixes them:
+        :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane`.) The codec
+        byte, and for ``fixed`` the parameter and ``stochastic``, are held whatever this
+        says: the source is trusted to send the lane's codec.
     bare : bool
         Show the frames on a frame bus (``bus``, in place of ``o``;
         :class:`~squeezenic_hw.gateware.arrays.frame_bus.FrameBusArbiter`) as
@@ -281,6 +318,15 @@ class NarrowTxLane(wiring.Component):
         header-or-row select: its header is shown from a register that is zero but
         while shown, its rows straight from the ring, which reads a row never written
         (zero) while none is shown. Default ``False``: whole frames on ``o``.
+    shared_ring : bool
+        With ``bare``: the ring is the lane's region of a block RAM shared with other
+        lanes (:class:`~squeezenic_hw.gateware.arrays.ring_cluster.RingCluster`, ``ring``
+        port) in place of the lane's LUTRAM. The row register's halves are written in the
+        lane's turns, one half while the other fills; after a close the gearbox waits
+        until the closed frame's last row is written (at most the cluster's size and 3
+        cycles), and that frame's header waits for it too. The rows go to the frame bus
+        from the cluster, not through the lane (``bus.beat.data`` is 0). Default
+        ``False``.
 
     Ports: as :class:`~.tx_lane.TxLane` with ``trusted=True`` (``cfg_port`` and
     ``cfg_enable`` are ignored; ``bus`` in place of ``o`` when ``bare``).
@@ -291,16 +337,18 @@ class NarrowTxLane(wiring.Component):
     host beat per cycle, but for one cycle after a frame that closes with a word and a
     part word to write, and for the headers that arrive while a key change is being sent
     (the frames of the old key leave first); host frames of 1…199 elements back to
-    back go in at ≥ 0.99 beats per cycle (the tests). Backpressure: ``i.ready`` is made
-    of registers only (the skid buffer's ready, and for ``fixed`` the encoder's last
-    valid bit); ``o`` stalls the output, then the ring and tokens fill and the input
-    stops; nothing is dropped. With ``bare`` the header is shown on ``bus`` in the cycle
-    it would be on ``o`` once the lane owns the bus, and ``bus.en`` low holds the lane
-    as ``o.ready`` low does.
+    back go in at ≥ 0.99 beats per cycle (the tests); with ``shared_ring`` each wire
+    frame closed costs up to G + 3 more cycles (G lanes to the ring). Backpressure:
+    ``i.ready`` is made of registers only (the skid buffer's ready, and for ``fixed``
+    the encoder's last valid bit); ``o`` stalls the output, then the ring and tokens
+    fill and the input stops; nothing is dropped. With ``bare`` the header is shown on
+    ``bus`` in the cycle it would be on ``o`` once the lane owns the bus, and ``bus.en``
+    low holds the lane as ``o.ready`` low does.
     """
 
     def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                 idle_timeout=None, token_depth=16, constant_fields=None, bare=False):
+                 idle_timeout=None, token_depth=16, constant_fields=None, bare=False,
+                 shared_ring=False):
         choice = narrow_codec(codec)
         if choice is None:
             raise ValueError(f"codec must be one of {', '.join(NARROW_CODECS)}, got {codec!r}")
@@ -322,9 +370,22 @@ class NarrowTxLane(wiring.Component):
                              f"got {token_depth!r}")
         if not isinstance(bare, bool):
             raise ValueError(f"bare must be a bool, got {bare!r}")
+        if not isinstance(shared_ring, bool) or (shared_ring and not bare):
+            raise ValueError(f"shared_ring must be a bool, and True only with bare=True, "
+                             f"got {shared_ring!r}")
         self._constant_bits = _constant_token_bits(constant_fields)
         self._bare = bare
         self._codec_id, self._b = choice
+        # the key bytes held: those the source holds, and what a trusted source of the
+        # lane's codec sends (the codec; for ``fixed`` its width, ``stochastic`` clear)
+        self._key_fixed = _constant_key_bytes(constant_fields)
+        self._key_fixed[HDR.CODEC[0]] = self._codec_id
+        if self._b > 1:
+            self._key_fixed[HDR.PARAM[0]] = self._b
+        self._stochastic_held = self._b > 1
+        self._key_bytes = [b for start, n in _KEY_BYTES for b in range(start, start + n)
+                           if b not in self._key_fixed]
+        self._key_width = 8 * len(self._key_bytes) + (not self._stochastic_held)
         self._word = ELEMENTS_PER_BEAT * self._b           # code bits of a full beat
         self._slots = _ROW // self._word                    # words per row
         self._latency = 0 if self._b == 1 else POW2_FIXED_LATENCY
@@ -337,9 +398,16 @@ class NarrowTxLane(wiring.Component):
         self._ring_depth = max(32, 1 << (max_rows + 7 - 1).bit_length())
         self._token_depth = token_depth
         signature = tx_lane_signature(port=port, idle_timeout=idle_timeout)
+        self._shared_ring = shared_ring
+        # a shared ring is written a half row at a time, while the other half fills: a
+        # half must take at least as many words as there are turns between writes
+        self._max_cluster = self._slots // RING_HALVES
         if bare:
             members = {k: v for k, v in signature.members.items() if k != "o"}
-            signature = wiring.Signature({**members, "bus": Out(frame_bus_signature())})
+            members["bus"] = Out(frame_bus_signature())
+            if shared_ring:
+                members["ring"] = Out(shared_ring_signature(self._ring_depth))
+            signature = wiring.Signature(members)
         super().__init__(signature)
 
     @property
@@ -360,6 +428,22 @@ class NarrowTxLane(wiring.Component):
         return self._bare
 
     @property
+    def shared_ring(self):
+        """Whether the lane's ring is a region of a cluster's (``ring``)."""
+        return self._shared_ring
+
+    @property
+    def ring_rows(self):
+        """Rows in the lane's ring (its region of a shared ring)."""
+        return self._ring_depth
+
+    @property
+    def max_cluster(self):
+        """Most lanes a shared ring may serve: turns come every so many cycles, and a half
+        row must take at least as many words."""
+        return self._max_cluster
+
+    @property
     def capacity(self):
         """Elements a wire frame holds at most."""
         return self._capacity
@@ -372,6 +456,22 @@ class NarrowTxLane(wiring.Component):
         self._output(m, ring_read, tokens)
         return m
 
+    def _key_of(self, beat_data):
+        """The key bits of a header beat that are not held: its bytes in
+        :data:`_KEY_BYTES` order, then ``stochastic``."""
+        parts = [header_bytes(beat_data, b, 1) for b in self._key_bytes]
+        if not self._stochastic_held:
+            parts.append(header_bytes(beat_data, HDR.FLAGS[0], 1)[
+                FLAG_STOCHASTIC.bit_length() - 1])
+        return Cat(*parts)
+
+    def _key_byte(self, key, b):
+        """Header byte ``b`` of a key from :meth:`_key_of` (a constant when held)."""
+        if b in self._key_fixed:
+            return Const(self._key_fixed[b], 8)
+        i = self._key_bytes.index(b)
+        return key[8 * i:8 * i + 8]
+
     # ---- input: beats to items -------------------------------------------------------
 
     def _input_stage(self, m, skid):
@@ -380,7 +480,7 @@ class NarrowTxLane(wiring.Component):
         beat = self.i.payload
         first = Signal(init=1)                 # the next beat is a header
         rem = Signal(16, reset_less=True)      # elements of the host frame still to come
-        key_in = Signal(_KEY_WIDTH, reset_less=True)
+        key_in = Signal(self._key_width, reset_less=True)
         prev_end = Signal(32, reset_less=True)  # offset + n of the header before
         self._key_pending = key_pending = Signal()   # key_in is not yet the output's key
         self._key_in = key_in
@@ -401,7 +501,7 @@ class NarrowTxLane(wiring.Component):
 
         n = header_bytes(beat.data, HDR.N[0], 2)
         offset = header_bytes(beat.data, HDR.OFFSET[0], 4)
-        key = _key_of(beat.data)
+        key = self._key_of(beat.data)
         key_eq = Signal()
         m.d.comb += key_eq.eq(key == key_in)
         k_full = rem[4:] != 0
@@ -525,13 +625,19 @@ class NarrowTxLane(wiring.Component):
 
         # ring and tokens: room for what one decision writes
         depth = self._ring_depth
-        m.submodules.ring = ring = Memory(shape=unsigned(8 * DATA_BYTES), depth=depth,
-                                          init=[])
-        wr = ring.write_port()
-        # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs) is
-        # block RAM, whose read is registered: it is addressed a cycle ahead
-        self._deep_ring = depth > 64
-        rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
+        if self._shared_ring:
+            # the cluster's block RAM, read a cycle after it is addressed
+            self._deep_ring = True
+            wr = None
+            rd = _SharedRead(self.ring.r_addr)
+        else:
+            m.submodules.ring = ring = Memory(shape=unsigned(8 * DATA_BYTES), depth=depth,
+                                              init=[])
+            wr = ring.write_port()
+            # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs)
+            # is block RAM, whose read is registered: it is addressed a cycle ahead
+            self._deep_ring = depth > 64
+            rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
         wptr = Signal(range(depth))
         self._rptr = rptr = Signal(range(depth))
         ring_tight = Signal()
@@ -559,8 +665,12 @@ class NarrowTxLane(wiring.Component):
         # one now, the one its rest opens (a flush close) in the next free cycle.
         flush_pending = Signal()
         busy = tail_valid | flush_pending         # a cycle for the frame before
+        # a shared ring: from a close until the closed frame's last row is written (the
+        # next frame's words would fill the half that waits for its turn)
+        row_wait = Signal()
+        self._row_wait = row_wait
         decide = Signal()
-        m.d.comb += [decide.eq(items.valid & ~busy & ~ring_tight & ~tokens_tight),
+        m.d.comb += [decide.eq(items.valid & ~busy & ~ring_tight & ~tokens_tight & ~row_wait),
                      items.ready.eq(decide)]
 
         # What this cycle does. The data below is worked out from the item whether or not
@@ -596,7 +706,8 @@ class NarrowTxLane(wiring.Component):
         end_close = Signal()
         idle_close = Signal()
         late_flush = Signal()
-        m.d.comb += late_flush.eq(flush_pending & ~tail_valid & ~ring_tight & ~tokens_tight)
+        m.d.comb += late_flush.eq(flush_pending & ~tail_valid & ~ring_tight & ~tokens_tight
+                                  & ~row_wait)
         with m.If(split & item.last & cur_flush):
             m.d.sync += flush_pending.eq(1)
         with m.Elif(late_flush):
@@ -630,14 +741,18 @@ class NarrowTxLane(wiring.Component):
         for s in range(self._slots):
             with m.If(word_valid_q & (slot == s)):
                 m.d.sync += row[W * s:W * (s + 1)].eq(word_q)
-        # a row is written when its last slot fills, and when its frame's last word is in
+        # a row is done when its last slot fills, and when its frame's last word is in
         # (or the frame closes with a row partly filled and nothing left to add)
-        write_row = Signal()
-        m.d.sync += write_row.eq((word_valid_q & (slot == self._slots - 1))
-                                 | (last_q & (word_valid_q | (slot != 0))))
-        m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
-        with m.If(write_row):
-            m.d.sync += wptr.eq(self._next_row(wptr))
+        row_done = ((word_valid_q & (slot == self._slots - 1))
+                    | (last_q & (word_valid_q | (slot != 0))))
+        if self._shared_ring:
+            self._shared_row_stage(m, row, slot, wptr, word_valid_q, last_q, closes, row_wait)
+        else:
+            write_row = Signal()
+            m.d.sync += write_row.eq(row_done)
+            m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
+            with m.If(write_row):
+                m.d.sync += wptr.eq(self._next_row(wptr))
         with m.If(last_q):
             m.d.sync += slot.eq(0)
         with m.Elif(word_valid_q):
@@ -672,7 +787,7 @@ class NarrowTxLane(wiring.Component):
 
         # idle and end closes: between frames, nothing waiting
         quiet = (self._between_frames & ~self.i.valid & ~self._in_flight & ~items.valid & ~busy
-                 & ~ring_tight & ~tokens_tight)
+                 & ~ring_tight & ~tokens_tight & ~row_wait)
         m.d.comb += [
             idle_close.eq(quiet & open_ & self._late),
             end_close.eq(quiet & open_ & ~self._late & self.close),
@@ -717,6 +832,9 @@ class NarrowTxLane(wiring.Component):
         ]
         m.d.comb += [tokens.w_data.eq(_pack(t1.as_value(), self._constant_bits)),
                      tokens.w_en.eq(t1_valid)]
+        # while the gearbox waits for a closed row to be written no token is made, so a
+        # token with others behind it is not of the frame that waits
+        self._newest_token = ~t0_valid & ~t1_valid & ~tokens.r_rdy
         if self._header_pop is not None:
             m.d.comb += self._header_pop.eq(is_header)
 
@@ -739,6 +857,49 @@ class NarrowTxLane(wiring.Component):
                      c["elements"].eq(c["elements"] + elements)]
         return rd, tokens
 
+    def _shared_row_stage(self, m, row, slot, wptr, word_valid_q, last_q, closes, row_wait):
+        """The row register's halves, each written to the cluster's ring in a turn of
+        the lane's once it is filled (or its frame closes), while words fill the other
+        half; after a close the gearbox waits until the closed row is written."""
+        ring = self.ring
+        half = self._slots // RING_HALVES
+        pend = [Signal(name=f"pend{h}") for h in range(RING_HALVES)]
+        pend_row = [Signal(range(self._ring_depth), name=f"pend_row{h}", reset_less=True)
+                    for h in range(RING_HALVES)]
+        same_row = Signal()      # both halves pending are of one row
+        closing = last_q & (word_valid_q | (slot != 0))
+        # the half a word fills, or a close's last slot (the one before when no word comes
+        # with it; a half filled just before is pending already) is in
+        now = [(word_valid_q & (slot == half - 1))
+               | (closing & Mux(word_valid_q, slot < half, (slot != 0) & (slot < half))),
+               (word_valid_q & (slot == self._slots - 1))
+               | (closing & Mux(word_valid_q, slot >= half, slot > half))]
+        # the older half first: a row's second half is older than the next row's first
+        w_first = pend[0] & (~pend[1] | same_row)
+        m.d.comb += [ring.w_data.eq(row), ring.w_en.eq(Cat(w_first, pend[1])),
+                     ring.w_addr.eq(Mux(pend[1], pend_row[1], pend_row[0]))]
+        written = [ring.w_turn & w_first, ring.w_turn & pend[1]]
+        for h in range(RING_HALVES):
+            with m.If(now[h]):
+                m.d.sync += [pend[h].eq(1), pend_row[h].eq(wptr)]
+            with m.Elif(written[h]):
+                m.d.sync += pend[h].eq(0)
+        with m.If(now[1]):
+            m.d.sync += same_row.eq(1)
+        with m.Elif(now[0]):
+            m.d.sync += same_row.eq(0)
+        with m.If((word_valid_q & (slot == self._slots - 1)) | closing):
+            m.d.sync += wptr.eq(self._next_row(wptr))
+        # the close in flight to this stage (its last word comes a cycle or two later)
+        close_flight = Signal()
+        with m.If(closes):
+            m.d.sync += [close_flight.eq(1), row_wait.eq(1)]
+        with m.Else():
+            with m.If(last_q):
+                m.d.sync += close_flight.eq(0)
+            with m.If(~close_flight & ~pend[0] & ~pend[1]):
+                m.d.sync += row_wait.eq(0)
+
     # ---- output: header beat, then the frame's rows -----------------------------------
 
     def _output(self, m, rd, tokens):
@@ -748,21 +909,13 @@ class NarrowTxLane(wiring.Component):
         tq_valid = Signal()
         ready_q = Signal()                       # its checksum is in ``checksum``
         checksum = Signal(16, reset_less=True)
-        key_out = Signal(_KEY_WIDTH, reset_less=True)
+        key_out = Signal(self._key_width, reset_less=True)
         key_sum_in = Signal(19, reset_less=True)   # the key's IPv4 words, summed
         key_sum = Signal(19, reset_less=True)
         issue_header = Signal()                  # the header of ``tq`` goes out
 
         key_in = self._key_in
-        key_bytes = {}
-        pos = 0
-        for start, count in _KEY_BYTES:
-            for b in range(start, start + count):
-                key_bytes[b] = pos
-                pos += 8
-
-        def key_byte(key, b):
-            return key[key_bytes[b]:key_bytes[b] + 8]
+        key_byte = self._key_byte
 
         def be_word(key, b):
             return Cat(key_byte(key, b + 1), key_byte(key, b))
@@ -801,8 +954,9 @@ class NarrowTxLane(wiring.Component):
                 byte = value[8 * i:8 * i + 8]
                 hb[start + (n - 1 - i if big_endian else i)] = byte
 
-        for b in key_bytes:
-            hb[b] = key_byte(key_out, b)
+        for start, count in _KEY_BYTES:
+            for b in range(start, start + count):
+                hb[b] = key_byte(key_out, b)
         put(HDR.ETHERTYPE[0], Const(ETHERTYPE_IPV4, 16), big_endian=True)
         put(HDR.IP_VIHL[0], Const(IPV4_VIHL, 8))
         for i, b in enumerate(_COPIED_BYTES):
@@ -818,7 +972,7 @@ class NarrowTxLane(wiring.Component):
         put(HDR.UDP_LENGTH[0], udp_length, big_endian=True)
         put(HDR.UDP_CHECKSUM[0], udp_checksum, big_endian=True)
         put(HDR.VERSION[0], Const(1, 8))
-        stochastic = key_out[-1]
+        stochastic = Const(0, 1) if self._stochastic_held else key_out[-1]
         put(HDR.FLAGS[0], Cat(Const(FLAG_ENCODED, 1), stochastic, tq.flush, Const(0, 5)))
         put(HDR.N[0], tq.n)
         put(HDR.OFFSET[0], tq.offset)
@@ -827,6 +981,13 @@ class NarrowTxLane(wiring.Component):
         m.d.comb += header.eq(Cat(*hb))
 
         frame_ready = tq_valid & tq.frame & ready_q
+        if self._shared_ring:
+            # the newest frame's last row may wait for the lane's turn to be written;
+            # registered, as ``ready_q`` (a close makes a newer token, so a frame found
+            # not waiting a cycle ago does not wait now)
+            blocked = Signal()
+            m.d.sync += blocked.eq(self._row_wait & self._newest_token)
+            frame_ready = frame_ready & ~blocked
         if self._bare:
             self._bus_beats(m, rd, tq, frame_ready, header, issue_header)
         else:
@@ -909,6 +1070,8 @@ class NarrowTxLane(wiring.Component):
         if self._deep_ring:
             # block RAM: its read is registered, so it is addressed a cycle ahead
             m.d.comb += rd.addr.eq(Mux(show_row_next, rptr_next, self._rows))
+            if self._shared_ring:
+                m.d.comb += self.ring.r_en.eq(show_row_next)
         else:
             m.d.comb += rd.addr.eq(Mux(show_row, rptr, self._rows))
         m.d.comb += [

@@ -103,7 +103,10 @@ def test_bare_lane_behind_finisher_matches_reference(codec, mtu):
 
 
 _TEMPLATE_FIELDS = {"ip_tos": Header().ip_tos, "ip_frag": Header().ip_frag,
-                    "ttl": Header().ttl, "tuser_dst": 0}
+                    "ttl": Header().ttl, "tuser_dst": 0,
+                    "dst_mac": Header().dst_mac, "src_mac": Header().src_mac,
+                    "src_ip": Header().src_ip, "dst_ip": Header().dst_ip,
+                    "dst_port": Header().dst_port}
 
 
 @pytest.mark.parametrize("codec,bare", [("sign", True), ("fixed:8", True), ("sign", False)])
@@ -132,8 +135,35 @@ def test_constant_fields_are_not_carried():
         build_wire_frame(replace(parse(e), ttl=7), e[64:]) for e in expected]
 
 
+def test_constant_key_fields_are_not_compared():
+    """Held key fields are the values given and take no part in the key: a source whose
+    frames alternate between two destination MACs (which would close a wire frame at
+    every host frame) gives the reference's frames of the stream with the held MAC and
+    source IP, under idle cycles and backpressure."""
+    from dataclasses import replace
+
+    from squeezenic_hw.spec.frames import build_wire_frame, parse
+
+    rng = np.random.default_rng(11)
+    frames = _stream(rng, "fixed:4", n_total=3000, max_k=100, flush_rate=0.1)
+    macs = [b"\x02\x00\x00\x00\x00\x07", b"\x02\x00\x00\x00\x00\x08"]
+    sent = [build_host_frame(replace(parse(f), dst_mac=macs[i % 2]),
+                             np.frombuffer(f[64:], dtype="<f4"))
+            for i, f in enumerate(frames)]
+    held = {"dst_mac": b"\x0a\x0b\x0c\x0d\x0e\x0f", "src_ip": bytes([192, 168, 0, 9])}
+    run = simulate_lane(NarrowTxLane("fixed:4", constant_fields=held), sent, idle=0.3,
+                        backpressure=0.5, seed=11)
+    expected, _ = lr.tx(frames, codecs=["fixed"])
+    assert len(expected) > 2
+    assert [f.data for f in run.frames] == [
+        build_wire_frame(replace(parse(e), **held), e[64:]) for e in expected]
+    assert run.counters["close_mismatch"] < len(sent) // 2
+
+
 def test_constant_fields_checked():
-    for bad in ({"ip_id": 1}, {"ttl": 256}, {"ip_tos": True}, [("ttl", 64)]):
+    for bad in ({"ip_id": 1}, {"ttl": 256}, {"ip_tos": True}, [("ttl", 64)],
+                {"dst_mac": b"\x02"}, {"src_ip": 0x0A000001}, {"dst_port": 1 << 16},
+                {"dst_port": b"\x12\x34"}):
         with pytest.raises(ValueError, match="constant_fields"):
             NarrowTxLane(constant_fields=bad)
 
@@ -146,6 +176,20 @@ def test_bare_lane_shows_bare_beats_on_a_bus():
     assert set(data.Layout.cast(lane.bus.beat.shape()).members) == {"data", "last"}
     with pytest.raises(ValueError, match="bare"):
         NarrowTxLane(bare=1)
+
+
+def test_shared_ring_lane_has_a_ring_port():
+    """``shared_ring``: the ring is a cluster's (``ring`` port, no memory of the lane's);
+    only with ``bare``; a half row bounds the cluster (16 words of ``sign``, 2 of
+    ``fixed:8``)."""
+    lane = NarrowTxLane(bare=True, shared_ring=True)
+    assert lane.shared_ring and not NarrowTxLane(bare=True).shared_ring
+    assert len(lane.ring.w_data) == 512 and lane.ring_rows == 32
+    assert (lane.max_cluster, NarrowTxLane("fixed:8", bare=True).max_cluster) == (16, 2)
+    assert not hasattr(NarrowTxLane(bare=True), "ring")
+    for bad in ({"shared_ring": True}, {"bare": True, "shared_ring": 1}):
+        with pytest.raises(ValueError, match="shared_ring"):
+            NarrowTxLane(**bad)
 
 
 @pytest.mark.parametrize("codec", FIXED)
