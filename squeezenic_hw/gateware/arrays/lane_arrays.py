@@ -214,7 +214,7 @@ RING_CLUSTER = 4
 def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
     """Lanes to a :class:`~.ring_cluster.RingCluster` in an array of narrow generator
     lanes of ``codecs``: :data:`RING_CLUSTER`, or fewer where half a row holds fewer
-    words (``fixed:8``: 2)."""
+    words (the lane's ``max_cluster``; ``fixed:8``: 3)."""
     lane = generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True)
     return min(RING_CLUSTER, lane.max_cluster)
 

@@ -400,8 +400,10 @@ class NarrowTxLane(wiring.Component):
         signature = tx_lane_signature(port=port, idle_timeout=idle_timeout)
         self._shared_ring = shared_ring
         # a shared ring is written a half row at a time, while the other half fills: a
-        # half must take at least as many words as there are turns between writes
-        self._max_cluster = self._slots // RING_HALVES
+        # half's turn comes within G cycles of its filling, and the first word back into
+        # it comes no sooner than the half's words and one more (that cycle's write still
+        # takes the old row)
+        self._max_cluster = self._slots // RING_HALVES + 1
         if bare:
             members = {k: v for k, v in signature.members.items() if k != "o"}
             members["bus"] = Out(frame_bus_signature())
@@ -439,8 +441,8 @@ class NarrowTxLane(wiring.Component):
 
     @property
     def max_cluster(self):
-        """Most lanes a shared ring may serve: turns come every so many cycles, and a half
-        row must take at least as many words."""
+        """Most lanes a shared ring may serve: turns come every so many cycles, and the
+        words of half a row and one more must take at least as many."""
         return self._max_cluster
 
     @property

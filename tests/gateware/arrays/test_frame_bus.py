@@ -113,12 +113,14 @@ def test_frame_bus_lanes_match_reference(n, codec, idle, backpressure):
 
 
 @pytest.mark.parametrize("n,codec,cluster", [(5, "sign", 4), (4, "fixed:2", 3),
-                                             (3, "fixed:8", 2), (2, "fixed:4", 4)])
+                                             (4, "fixed:8", 3), (3, "fixed:8", 2),
+                                             (5, "fixed:4", 5)])
 @pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.5)])
 def test_clustered_lanes_match_reference(n, codec, cluster, idle, backpressure):
-    """Lanes sharing rings (clusters of the most a half row allows, and fewer; a last
-    cluster short): every lane's frames are the reference's, whole and in order, with
-    flushes and splits closing frames while other lanes' rows wait for their turns."""
+    """Lanes sharing rings (clusters of the most a half row allows, ``fixed:8`` at 3 and
+    ``fixed:4`` at 5, and fewer; a last cluster short): every lane's frames are the
+    reference's, whole and in order, with flushes and splits closing frames while other
+    lanes' rows wait for their turns."""
     rng = np.random.default_rng([n, cluster, int(idle * 10), len(codec)])
     traffic = _traffic(rng, codec, n, 8, flush_rate=0.3)
     sink, expected, most = _run(n, codec, traffic, idle=idle, backpressure=backpressure,
