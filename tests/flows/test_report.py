@@ -165,15 +165,13 @@ def test_plugin_blocks_counts():
     pairs = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"])))
     assert pairs == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                     "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "ring_cluster(3)": 1,
-                     "ring_cluster(1)": 1, "arbiter(2)": 1, "header_finisher(8-bit)": 1,
-                     "register_file(400G)": 1}
+                     "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "arbiter(2)": 1,
+                     "header_finisher(8-bit)": 1, "register_file(400G)": 1}
     # --loopback: as many RX lanes and checkers as the wire needs (fixed:8 -> 4)
     loop = dict((b.label, n) for b, n in report.plugin_blocks(
         PluginParams(host_bw=400, codecs=["fixed", "sign"], loopback=True)))
     assert loop == {"tx_lane(fixed+sign)": 1, "rx_lane(fixed+sign)": 1,
-                    "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "ring_cluster(3)": 1,
-                    "ring_cluster(1)": 1, "arbiter(2)": 1,
+                    "gen_lane(fixed:8)": 4, "frame_bus(4)": 1, "arbiter(2)": 1,
                     "header_finisher(8-bit)": 1, "splitter(4)": 1, "distributor(4)": 1,
                     "rx_lane(fixed)": 4, "checker": 4,
                     "register_file(400G,loopback)": 1}
@@ -516,10 +514,10 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
     monkeypatch.setattr(report_build, "synth_block", lambda block, **kw: _fake_record(block, False))
     blocks = [b for b, _ in report.plugin_blocks(PluginParams(host_bw=400, codecs=["sign"]))]
-    # host lanes, generator lanes, two arbiters, their rings (3 and 1 lanes), the
+    # host lanes, generator lanes (fixed:8: rings of their own), two arbiters, the
     # finisher, registers
     n = len(blocks)
-    assert n == 9
+    assert n == 7
     lines = []
     recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
     assert set(recs) == set(blocks)
@@ -550,9 +548,9 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert main(args) == 0
     out, err = capsys.readouterr()
     # host lanes (fixed) shared; generator lanes per width (fixed:8, fixed:4), arbiter(4),
-    # arbiter(8), arbiter(2), a header finisher per width, ring clusters (3 and 1 lanes of
-    # fixed:8, 4 of fixed:4), register files of 400 and 800
-    assert "[14/14] " in err
+    # arbiter(8), arbiter(2), a header finisher per width (fixed lanes keep rings of their
+    # own), register files of 400 and 800
+    assert "[11/11] " in err
     assert "paper_LUT_pct" in out and "OpenNIC shell" in out and "out-of-context" in out
     assert "fixed:8" in out and "fixed:4" in out
 
@@ -561,7 +559,7 @@ def test_cli_formats(fake_blocks, tmp_path, capsys):
     assert lines[0].split(",") == report.SUMMARY_COLUMNS and len(lines) == 3
     assert main(args + ["--format", "csv", "--breakdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 9 + 8
+    assert lines[0].split(",") == report.BLOCK_COLUMNS and len(lines) == 1 + 7 + 7
 
     assert main(args + ["--format", "json"]) == 0
     obj = json.loads(capsys.readouterr().out)

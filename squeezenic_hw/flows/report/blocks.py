@@ -284,14 +284,15 @@ def plugin_blocks(params):
                 ring_cluster_size,
             )
             g = ring_cluster_size(p.gen_codecs, mtu=p.mtu)
-            rows = generator_tx_lane(p.gen_codecs, mtu=p.mtu, bare=True,
-                                     shared_ring=True).ring_rows
-            rings = -(-n // g)
+            rings = -(-n // g) if g else 0
+            out.append((Block.of("frame_bus", n=n, codecs=tuple(p.gen_codecs), port=p.port,
+                                 rings=rings), 1))
+            if g:
+                rows = generator_tx_lane(p.gen_codecs, mtu=p.mtu, bare=True,
+                                         shared_ring=True).ring_rows
+                out += [(Block.of("ring_cluster", n=g, rows=rows), n // g),
+                        (Block.of("ring_cluster", n=n % g, rows=rows), 1 if n % g else 0)]
             out += [
-                (Block.of("frame_bus", n=n, codecs=tuple(p.gen_codecs), port=p.port,
-                          rings=rings), 1),
-                (Block.of("ring_cluster", n=g, rows=rows), n // g),
-                (Block.of("ring_cluster", n=n % g, rows=rows), 1 if n % g else 0),
                 (Block.of("header_finisher", code_bits=finisher_code_bits(p.gen_codecs)),
                  1),
             ]

@@ -39,6 +39,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import (
+    ELEMENTS_PER_BEAT,
     axis_signature,
     frame_bus_signature,
     shared_ring_signature,
@@ -211,11 +212,23 @@ def generator_head_mask(codecs, *, port=DEFAULT_PORT):
 RING_CLUSTER = 4
 
 
+#: Words a full wire frame must have for its lane to share a ring: a close then waits
+#: for the closed row's turn (up to ``RING_CLUSTER + 3`` cycles), under 1 % of the frame.
+SHARED_RING_MIN_WORDS = 100 * (RING_CLUSTER + 3)
+
+
 def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
     """Lanes to a :class:`~.ring_cluster.RingCluster` in an array of narrow generator
-    lanes of ``codecs``: :data:`RING_CLUSTER`, or fewer where half a row holds fewer
-    words (the lane's ``max_cluster``; ``fixed:8``: 3)."""
+    lanes of ``codecs`` (:data:`RING_CLUSTER`, at most the lane's ``max_cluster``), or
+    None when their wire frames are too short for the wait after each close
+    (:data:`SHARED_RING_MIN_WORDS`): those lanes keep rings of their own. At MTU 1518,
+    ``sign`` lanes share (727 words a frame) and ``fixed`` lanes do not (363 words at
+    2 bits, 91 at 8)."""
+    if not lanes_finished(codecs):
+        return None
     lane = generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True)
+    if lane.capacity // ELEMENTS_PER_BEAT < SHARED_RING_MIN_WORDS:
+        return None
     return min(RING_CLUSTER, lane.max_cluster)
 
 
@@ -256,8 +269,8 @@ class GeneratorLane(wiring.Component):
     ``udp_src_port``, ``tuser_src`` (the lane's own), ``close`` (a one-cycle pulse, held
     until the lane acts on it at its first idle cycle), ``o`` (wire frames; when the
     lane is narrow, ``bus`` in its place: its side of a frame bus of bare beats,
-    :mod:`~.frame_bus`, and ``ring``: its side of a ring shared with other lanes,
-    :class:`~.ring_cluster.RingCluster`),
+    :mod:`~.frame_bus`, and where :func:`ring_cluster_size` shares rings, ``ring``: its
+    side of a ring shared with other lanes, :class:`~.ring_cluster.RingCluster`),
     ``frames_sent``, ``tx_counters``.
 
     A lane built narrow (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`)
@@ -277,9 +290,11 @@ class GeneratorLane(wiring.Component):
         # what the template fixes of the fields a wire frame copies and of the key, and
         # tuser_dst (0), the lane need not carry
         template = Header(dst_port=port)
+        # (a ring of its own where its frames are short: ring_cluster_size)
+        self._shared = ring_cluster_size(codecs, mtu=mtu) is not None
         self._lane = generator_tx_lane(
             codecs, mtu=mtu, port=port, idle_timeout=idle_timeout,
-            bare=self._fixed is not None, shared_ring=self._fixed is not None,
+            bare=self._fixed is not None, shared_ring=self._shared,
             constant_fields={"ip_tos": template.ip_tos, "ip_frag": template.ip_frag,
                              "ttl": template.ttl, "tuser_dst": 0,
                              "dst_mac": template.dst_mac, "src_mac": template.src_mac,
@@ -291,7 +306,7 @@ class GeneratorLane(wiring.Component):
                                       and self._lane.code_bits == 1)
         super().__init__(_generator_lane_signature(
             tx_counters_layout(), bare=self._fixed is not None,
-            ring_rows=self._lane.ring_rows if self._fixed is not None else None))
+            ring_rows=self._lane.ring_rows if self._shared else None))
 
     @property
     def codecs(self):
@@ -330,7 +345,8 @@ class GeneratorLane(wiring.Component):
             wiring.connect(m, lane.o, wiring.flipped(self.o))
         else:
             wiring.connect(m, lane.bus, wiring.flipped(self.bus))
-            wiring.connect(m, lane.ring, wiring.flipped(self.ring))
+            if self._shared:
+                wiring.connect(m, lane.ring, wiring.flipped(self.ring))
         return m
 
 
@@ -376,8 +392,9 @@ class TxArray(wiring.Component):
 
     Narrow lanes share a frame bus (:class:`~.frame_bus.FrameBusArbiter`, an OR of the
     lanes) instead of a :class:`~.arbiter.FrameArbiter`, then a
-    :class:`~.header_finisher.HeaderFinisher`; and rings, in clusters of
-    :func:`ring_cluster_size` lanes (:class:`~.ring_cluster.RingCluster`).
+    :class:`~.header_finisher.HeaderFinisher`; and where their wire frames are long,
+    rings, in clusters of :func:`ring_cluster_size` lanes
+    (:class:`~.ring_cluster.RingCluster`).
 
     Latency: a lane's; the arbiter adds a cycle (the frame bus of narrow lanes two, and
     the :class:`~.header_finisher.HeaderFinisher` 3 more). Throughput: one wire beat per
@@ -399,8 +416,9 @@ class TxArray(wiring.Component):
         lane_args = dict(mtu=mtu, port=port, idle_timeout=idle_timeout,
                          max_elements=max_elements)
         finished = lanes_finished(codecs)
+        g = self._cluster = ring_cluster_size(codecs, mtu=mtu)
         rows = (generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True).ring_rows
-                if finished else None)
+                if g else None)
         if lane_module is None:
             self._lanes = [GeneratorLane(codecs, **lane_args) for _ in range(self._n)]
         else:
@@ -409,9 +427,8 @@ class TxArray(wiring.Component):
             self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
         self._codecs = tuple(lane_codec_names(codecs) or ())
         if finished:
-            g = self._cluster = ring_cluster_size(codecs, mtu=mtu)
-            self._rings = [RingCluster(min(g, self._n - c), rows)
-                           for c in range(0, self._n, g)]
+            self._rings = [] if g is None else [RingCluster(min(g, self._n - c), rows)
+                                                for c in range(0, self._n, g)]
             self._arbiter = FrameBusArbiter(self._n, shared_rows=len(self._rings),
                                             head_mask=generator_head_mask(codecs, port=port))
             self._finisher = HeaderFinisher(finisher_code_bits(codecs))

@@ -9,8 +9,7 @@ lane showing on the frame bus asks for, and its data goes to the bus once for th
 cluster (:class:`~.frame_bus.FrameBusArbiter`'s ``rows``).
 
 A lane fills one half of its row register while the other waits for its turn, so a
-turn must come before the lane's words come back to the waiting half: G is at most
-the words in half a row and one
+turn must come before the other half fills: G is at most the words in half a row
 (:attr:`~squeezenic_hw.gateware.tx.narrow_lane.NarrowTxLane.max_cluster`).
 """
 

@@ -400,10 +400,9 @@ class NarrowTxLane(wiring.Component):
         signature = tx_lane_signature(port=port, idle_timeout=idle_timeout)
         self._shared_ring = shared_ring
         # a shared ring is written a half row at a time, while the other half fills: a
-        # half's turn comes within G cycles of its filling, and the first word back into
-        # it comes no sooner than the half's words and one more (that cycle's write still
-        # takes the old row)
-        self._max_cluster = self._slots // RING_HALVES + 1
+        # half's turn comes within G cycles of its filling, before the other half fills
+        # (so the older half is never still waiting when the next one fills)
+        self._max_cluster = self._slots // RING_HALVES
         if bare:
             members = {k: v for k, v in signature.members.items() if k != "o"}
             members["bus"] = Out(frame_bus_signature())
@@ -441,8 +440,8 @@ class NarrowTxLane(wiring.Component):
 
     @property
     def max_cluster(self):
-        """Most lanes a shared ring may serve: turns come every so many cycles, and the
-        words of half a row and one more must take at least as many."""
+        """Most lanes a shared ring may serve: turns come every so many cycles, and half
+        a row's words must take at least as many."""
         return self._max_cluster
 
     @property
@@ -899,7 +898,8 @@ class NarrowTxLane(wiring.Component):
         with m.Else():
             with m.If(last_q):
                 m.d.sync += close_flight.eq(0)
-            with m.If(~close_flight & ~pend[0] & ~pend[1]):
+            # (falls as the last half is written)
+            with m.If(~close_flight & (~pend[0] | written[0]) & (~pend[1] | written[1])):
                 m.d.sync += row_wait.eq(0)
 
     # ---- output: header beat, then the frame's rows -----------------------------------

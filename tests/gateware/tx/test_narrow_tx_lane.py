@@ -180,12 +180,12 @@ def test_bare_lane_shows_bare_beats_on_a_bus():
 
 def test_shared_ring_lane_has_a_ring_port():
     """``shared_ring``: the ring is a cluster's (``ring`` port, no memory of the lane's);
-    only with ``bare``; half a row's words and one bound the cluster (17 for ``sign``,
-    3 for ``fixed:8``)."""
+    only with ``bare``; half a row's words bound the cluster (16 for ``sign``, 2 for
+    ``fixed:8``)."""
     lane = NarrowTxLane(bare=True, shared_ring=True)
     assert lane.shared_ring and not NarrowTxLane(bare=True).shared_ring
     assert len(lane.ring.w_data) == 512 and lane.ring_rows == 32
-    assert (lane.max_cluster, NarrowTxLane("fixed:8", bare=True).max_cluster) == (17, 3)
+    assert (lane.max_cluster, NarrowTxLane("fixed:8", bare=True).max_cluster) == (16, 2)
     assert not hasattr(NarrowTxLane(bare=True), "ring")
     for bad in ({"shared_ring": True}, {"bare": True, "shared_ring": 1}):
         with pytest.raises(ValueError, match="shared_ring"):
