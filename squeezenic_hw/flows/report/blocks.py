@@ -280,22 +280,14 @@ def plugin_blocks(params):
         if narrow is not None:
             from squeezenic_hw.gateware.arrays.lane_arrays import (
                 finisher_code_bits,
-                generator_tx_lane,
-                ring_cluster_size,
+                shared_rings,
             )
-            g = ring_cluster_size(p.gen_codecs, mtu=p.mtu)
-            rings = -(-n // g) if g else 0
+            rows, sizes = shared_rings(p.gen_codecs, n, mtu=p.mtu) or (None, [])
             out.append((Block.of("frame_bus", n=n, codecs=tuple(p.gen_codecs), port=p.port,
-                                 rings=rings), 1))
-            if g:
-                rows = generator_tx_lane(p.gen_codecs, mtu=p.mtu, bare=True,
-                                         shared_ring=True).ring_rows
-                out += [(Block.of("ring_cluster", n=g, rows=rows), n // g),
-                        (Block.of("ring_cluster", n=n % g, rows=rows), 1 if n % g else 0)]
-            out += [
-                (Block.of("header_finisher", code_bits=finisher_code_bits(p.gen_codecs)),
-                 1),
-            ]
+                                 rings=len(sizes)), 1))
+            out += [(Block.of("ring_cluster", n=size, rows=rows), 1) for size in sizes]
+            out.append((Block.of("header_finisher",
+                                 code_bits=finisher_code_bits(p.gen_codecs)), 1))
         else:
             out.append((Block.of("arbiter", n=n), 1))
         out.append((Block.of("arbiter", n=2), 1))
@@ -311,10 +303,10 @@ def plugin_blocks(params):
            if k in ("num_intf", "host_bw", "port", "idle_timeout", "gen_codecs", "loopback")}
     out.append((Block.of("register_file", **reg), 1))
     counts = {}
-    # blocks that coincide (arbiter(2) when N = 2, an RX lane of the same codecs) add up
+    # blocks that coincide (arbiter(2) when N = 2, an RX lane of the same codecs, the
+    # rings of one size) add up
     for block, count in out:
-        if count:
-            counts[block] = counts.get(block, 0) + count
+        counts[block] = counts.get(block, 0) + count
     return list(counts.items())
 
 

@@ -81,10 +81,11 @@ class FrameBusArbiter(wiring.Component):
 
     Reset: the grant and the valid bits; the beat registers take none.
 
-    Resources: an OR of the n beats and n headers (513 bits; ``show``, ``penult``),
-    the rows' registered after its first level (⌈n/6⌉ × 513 flip-flops), the headers'
-    whole (the bits of ``head_mask``), the output and
-    skid registers, and the round robin of :class:`~.arbiter.FrameArbiter`.
+    Resources: an OR of the n beats (or the ``shared_rows`` rings' rows and the n
+    ``last`` bits) and n headers (513 bits; ``show``, ``penult``), the rows' registered
+    after its first level (⌈n/6⌉, or ⌈shared_rows/6⌉, × 513 flip-flops), the headers'
+    whole (the bits of ``head_mask``), the output and skid registers, and the round
+    robin of :class:`~.arbiter.FrameArbiter`.
     """
 
     def __init__(self, n_inputs, *, head_mask=None, shared_rows=0):

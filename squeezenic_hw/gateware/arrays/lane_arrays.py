@@ -217,6 +217,15 @@ RING_CLUSTER = 4
 SHARED_RING_MIN_WORDS = 100 * (RING_CLUSTER + 3)
 
 
+def _sharing_lane(codecs, mtu):
+    """A narrow generator lane of ``codecs`` built with a shared ring, when such lanes
+    share rings (:func:`ring_cluster_size`), else None."""
+    if not lanes_finished(codecs):
+        return None
+    lane = generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True)
+    return lane if lane.capacity // ELEMENTS_PER_BEAT >= SHARED_RING_MIN_WORDS else None
+
+
 def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
     """Lanes to a :class:`~.ring_cluster.RingCluster` in an array of narrow generator
     lanes of ``codecs`` (:data:`RING_CLUSTER`, at most the lane's ``max_cluster``), or
@@ -224,12 +233,21 @@ def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
     (:data:`SHARED_RING_MIN_WORDS`): those lanes keep rings of their own. At MTU 1518,
     ``sign`` lanes share (727 words a frame) and ``fixed`` lanes do not (363 words at
     2 bits, 91 at 8)."""
-    if not lanes_finished(codecs):
+    lane = _sharing_lane(codecs, mtu)
+    return None if lane is None else min(RING_CLUSTER, lane.max_cluster)
+
+
+def shared_rings(codecs, n, *, mtu=DEFAULT_MTU):
+    """``(rows, sizes)`` of the shared rings of ``n`` narrow generator lanes of
+    ``codecs``: each lane's rows, and the lanes of each
+    :class:`~.ring_cluster.RingCluster` in order (:func:`ring_cluster_size`, the last
+    cluster short when ``n`` is not a multiple); None when the lanes keep rings of their
+    own."""
+    lane = _sharing_lane(codecs, mtu)
+    if lane is None:
         return None
-    lane = generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True)
-    if lane.capacity // ELEMENTS_PER_BEAT < SHARED_RING_MIN_WORDS:
-        return None
-    return min(RING_CLUSTER, lane.max_cluster)
+    g = min(RING_CLUSTER, lane.max_cluster)
+    return lane.ring_rows, [min(g, n - c) for c in range(0, n, g)]
 
 
 def finisher_code_bits(codecs):
@@ -416,9 +434,7 @@ class TxArray(wiring.Component):
         lane_args = dict(mtu=mtu, port=port, idle_timeout=idle_timeout,
                          max_elements=max_elements)
         finished = lanes_finished(codecs)
-        g = self._cluster = ring_cluster_size(codecs, mtu=mtu)
-        rows = (generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True).ring_rows
-                if g else None)
+        rows, sizes = shared_rings(codecs, self._n, mtu=mtu) or (None, [])
         if lane_module is None:
             self._lanes = [GeneratorLane(codecs, **lane_args) for _ in range(self._n)]
         else:
@@ -427,8 +443,7 @@ class TxArray(wiring.Component):
             self._lanes = [sig.create(path=(f"lane{k}",)) for k in range(self._n)]
         self._codecs = tuple(lane_codec_names(codecs) or ())
         if finished:
-            self._rings = [] if g is None else [RingCluster(min(g, self._n - c), rows)
-                                                for c in range(0, self._n, g)]
+            self._rings = [RingCluster(size, rows) for size in sizes]
             self._arbiter = FrameBusArbiter(self._n, shared_rows=len(self._rings),
                                             head_mask=generator_head_mask(codecs, port=port))
             self._finisher = HeaderFinisher(finisher_code_bits(codecs))
@@ -474,10 +489,12 @@ class TxArray(wiring.Component):
                 wiring.connect(m, lane.o, arbiter.i[k])
             else:
                 wiring.connect(m, lane.bus, arbiter.lanes[k])
+        first = 0
         for c, ring in enumerate(self._rings):
             m.submodules[f"ring{c}"] = ring
             for j in range(ring.n_lanes):
-                wiring.connect(m, self._lanes[c * self._cluster + j].ring, ring.lanes[j])
+                wiring.connect(m, self._lanes[first + j].ring, ring.lanes[j])
+            first += ring.n_lanes
             m.d.comb += arbiter.rows[c].eq(ring.o)
         if self._finisher is None:
             wiring.connect(m, arbiter.o, wiring.flipped(self.o))

@@ -747,7 +747,8 @@ class NarrowTxLane(wiring.Component):
         row_done = ((word_valid_q & (slot == self._slots - 1))
                     | (last_q & (word_valid_q | (slot != 0))))
         if self._shared_ring:
-            self._shared_row_stage(m, row, slot, wptr, word_valid_q, last_q, closes, row_wait)
+            self._shared_row_stage(m, row, slot, wptr, word_valid_q, last_q, row_done,
+                                   closes, row_wait)
         else:
             write_row = Signal()
             m.d.sync += write_row.eq(row_done)
@@ -858,7 +859,8 @@ class NarrowTxLane(wiring.Component):
                      c["elements"].eq(c["elements"] + elements)]
         return rd, tokens
 
-    def _shared_row_stage(self, m, row, slot, wptr, word_valid_q, last_q, closes, row_wait):
+    def _shared_row_stage(self, m, row, slot, wptr, word_valid_q, last_q, row_done, closes,
+                          row_wait):
         """The row register's halves, each written to the cluster's ring in a turn of
         the lane's once it is filled (or its frame closes), while words fill the other
         half; after a close the gearbox waits until the closed row is written."""
@@ -889,7 +891,7 @@ class NarrowTxLane(wiring.Component):
             m.d.sync += same_row.eq(1)
         with m.Elif(now[0]):
             m.d.sync += same_row.eq(0)
-        with m.If((word_valid_q & (slot == self._slots - 1)) | closing):
+        with m.If(row_done):
             m.d.sync += wptr.eq(self._next_row(wptr))
         # the close in flight to this stage (its last word comes a cycle or two later)
         close_flight = Signal()
