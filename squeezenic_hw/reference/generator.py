@@ -43,12 +43,13 @@ from dataclasses import replace
 import numpy as np
 
 from squeezenic_hw.spec.frames import build_host_frame
+from squeezenic_hw.spec.generator import VALUE_EXPONENT_HIGH
 from squeezenic_hw.spec.header import FLAG_FLUSH
 
 __all__ = [
     "STATE_BITS", "FEEDBACK_TAP", "STEP_BITS", "WARMUP_STEPS", "WARMUP_TAP", "ELEMENTS_PER_BEAT",
     "INITIAL_STATE", "SEED_TAPS", "VALUE_TAPS", "CLASS_TAPS", "EXPONENT_TABLE",
-    "bit_sequence", "window_values", "beat_values", "run_values", "frame_header",
+    "cut_mantissa", "bit_sequence", "window_values", "beat_values", "run_values", "frame_header",
     "generate_frame", "generate_frames",
 ]
 
@@ -119,6 +120,7 @@ def _exponent_of(x, c):
 
 #: Biased exponent by ``2·x + c``, 64 entries (uint32).
 EXPONENT_TABLE = np.array([_exponent_of(v >> 1, v & 1) for v in range(64)], dtype=np.uint32)
+assert np.all(EXPONENT_TABLE >> 4 == VALUE_EXPONENT_HIGH)
 
 
 def bit_sequence(value_seed, n_steps):
@@ -177,6 +179,25 @@ def window_values(windows):
     x = (cls << np.arange(_CLASS_BITS, dtype=np.uint32)).sum(axis=-1, dtype=np.uint32)
     exponent = EXPONENT_TABLE[2 * x + c]
     return ((sign << np.uint32(31)) | (exponent << np.uint32(23)) | mantissa).astype(np.uint32)
+
+
+def cut_mantissa(words, bits):
+    """fp32 bit patterns with each mantissa cut to its top ``bits`` bits (1…23), the
+    lowest of them *sticky*: the OR of itself and every bit below it, which become 0.
+
+    What a ``GradientGenerator(mantissa_bits=bits)`` sends. A value keeps its sign, its
+    exponent, its top ``bits`` − 1 mantissa bits and whether any bit below them is set.
+    That is all that ``fixed:q`` reads at a power-of-two scale for ``bits`` ≥ q: a level
+    below the top one has at most q − 1 bits, the hidden bit and q − 2 mantissa bits,
+    then come the half bit and the sticky one (``docs/generator.md``). Zero, infinity and
+    NaN stay what they are.
+    """
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 23:
+        raise ValueError(f"bits must be an int from 1 to 23, got {bits!r}")
+    w = np.asarray(words, dtype=np.uint32)
+    below = np.uint32((1 << (24 - bits)) - 1)           # the sticky bit and those under it
+    sticky = ((w & below) != 0).astype(np.uint32) << np.uint32(23 - bits)
+    return (w & ~below) | sticky
 
 
 def beat_values(value_seed, n_beats):

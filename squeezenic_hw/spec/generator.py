@@ -12,10 +12,14 @@ from .header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, FLAG_STOCHASTIC, HEADER
 
 __all__ = ["MAX_ELEMENTS", "DEFAULT_RATE", "rate_to_q8_8", "GeneratorConfig",
            "config_values", "NARROW_LANE_CODECS", "narrow_lane_settings", "pow2_scale_bits",
-           "lane_run_config"]
+           "lane_run_config", "VALUE_EXPONENT_HIGH"]
 
 #: Most elements in one host frame: 64 + 4·2384 = 9600 bytes = ``MAX_PKT_LEN``.
 MAX_ELEMENTS = (MAX_PKT_LEN - HEADER_LEN) // 4
+#: The upper nibble of every generated value's biased exponent (``112 + g``, ``g`` < 16,
+#: :mod:`squeezenic_hw.reference.generator`): what a consumer of the generator's values
+#: may take as given.
+VALUE_EXPONENT_HIGH = 0b0111
 #: Default rate: 100 Gb/s of frame bytes at 250 MHz = 50 bytes per cycle.
 DEFAULT_RATE = 50.0
 

@@ -24,7 +24,12 @@ from squeezenic_hw.gateware.common.layouts import (
 )
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.frames import Header
-from squeezenic_hw.spec.generator import DEFAULT_RATE, MAX_ELEMENTS, rate_to_q8_8
+from squeezenic_hw.spec.generator import (
+    DEFAULT_RATE,
+    MAX_ELEMENTS,
+    VALUE_EXPONENT_HIGH,
+    rate_to_q8_8,
+)
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, HDR, HEADER_LEN
 
 __all__ = ["GradientGenerator"]
@@ -82,9 +87,10 @@ class _Beat(data.Struct):
     folded: 16               # header only: the IPv4 header checksum's complement
 
 
-def _values(m, state, signs_only=False):
+def _values(m, state, signs_only=False, mantissa_bits=None):
     """The 16 fp32 bit patterns of the window ``state`` (docs/generator.md); with
-    ``signs_only``, each pattern's sign bit and zeros below it.
+    ``signs_only``, each pattern's sign bit and zeros below it; with ``mantissa_bits``,
+    each mantissa cut to that many bits, the lowest sticky (``cut_mantissa``).
 
     A sign or mantissa bit, and the exponent's lowest bit ``c``, is the XOR of three
     window bits; the exponent is ``0b0111`` over ``g``, ``g = 14 + c`` when the class
@@ -109,7 +115,11 @@ def _values(m, state, signs_only=False):
         g_high = Const(7, 3)
         for z in reversed(range(_CLASS_BITS)):     # leading one at bit 4 − z
             g_high = Mux(x[_CLASS_BITS - 1 - z], 4 - z, g_high)
-        words.append(Cat(bits[:23], bits[24], g_high, Const(0b0111, 4), bits[23]))
+        mantissa = bits[:23]
+        if mantissa_bits is not None:
+            p = 23 - mantissa_bits                 # the sticky bit: an OR of XORs
+            mantissa = Cat(Const(0, p), bits[:p + 1].any(), bits[p + 1:23])
+        words.append(Cat(mantissa, bits[24], g_high, Const(VALUE_EXPONENT_HIGH, 4), bits[23]))
     return words
 
 
@@ -156,6 +166,12 @@ class GradientGenerator(wiring.Component):
         Send each value's sign bit and zeros in its other 31 bits: for a consumer that
         reads nothing else (a ``sign`` TX lane, whose wire frames are then those of the
         full values bit for bit), without the logic of the other bits.
+    mantissa_bits : int or None
+        Send each value with its mantissa cut to its top ``mantissa_bits`` bits (1…23),
+        the lowest of them the OR of itself and those below, which are zero
+        (:func:`~squeezenic_hw.reference.generator.cut_mantissa`): for a consumer that
+        reads no more (a ``fixed:q`` TX lane of power-of-two scales needs q, and its
+        wire frames are then those of the full values). None: the whole mantissa.
 
     Attributes
     ----------
@@ -213,7 +229,8 @@ class GradientGenerator(wiring.Component):
 
     LATENCY = 2 + _WARMUP_STEPS + 2
 
-    def __init__(self, max_elements=DEFAULT_HOST_ELEMENTS, *, template=None, signs_only=False):
+    def __init__(self, max_elements=DEFAULT_HOST_ELEMENTS, *, template=None, signs_only=False,
+                 mantissa_bits=None):
         if isinstance(max_elements, bool) or not isinstance(max_elements, int) \
                 or not 1 <= max_elements <= MAX_ELEMENTS:
             raise ValueError(f"max_elements must be an int in 1…{MAX_ELEMENTS}, "
@@ -230,9 +247,15 @@ class GradientGenerator(wiring.Component):
                 raise ValueError(f"template.{name} must fit {width} bits")
         if not isinstance(signs_only, bool):
             raise ValueError(f"signs_only must be a bool, got {signs_only!r}")
+        if mantissa_bits is not None and (isinstance(mantissa_bits, bool)
+                                          or not isinstance(mantissa_bits, int)
+                                          or not 1 <= mantissa_bits <= 23):
+            raise ValueError(f"mantissa_bits must be None or an int from 1 to 23, "
+                             f"got {mantissa_bits!r}")
         self.max_elements = max_elements
         self.template = template
         self.signs_only = signs_only
+        self.mantissa_bits = mantissa_bits
         super().__init__({
             "o": Out(axis_signature()),
             "start": In(1),
@@ -485,7 +508,8 @@ class GradientGenerator(wiring.Component):
         header = Cat(*hdr)
 
         values = Cat(*[Mux(d.mask[e], word, 0)
-                       for e, word in enumerate(_values(m, state, self.signs_only))])
+                       for e, word in enumerate(_values(m, state, self.signs_only,
+                                                               self.mantissa_bits))])
         out_valid = st.reg(d_valid, name="out_valid", reset_less=False)
         out_data = st.reg(Mux(d.header, header, values), name="out_data")
         out_mask = st.reg(d.mask, name="out_mask")

@@ -148,7 +148,8 @@ def generator_lane_options(codecs):
 
 
 def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeout=None,
-                      bare=False, constant_fields=None, shared_ring=False):
+                      bare=False, constant_fields=None, shared_ring=False,
+                      generated_values=False):
     """The TX lane behind an on-chip generator: the one place its build options are chosen.
 
     ``codecs`` are codec specs (``["sign"]``, ``["fixed:8"]``; the Table 6 codec of a
@@ -159,15 +160,17 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     behind its input (b the code width); with ``bare=True`` it sends bare beats and
     leaves the headers' lengths and checksum, ``tkeep`` and ``tuser`` to a
     :class:`~.header_finisher.HeaderFinisher`; ``constant_fields`` are the header fields
-    its source holds constant, and ``shared_ring`` (with ``bare``) puts its ring in a
-    :class:`~.ring_cluster.RingCluster` (:class:`~.narrow_lane.NarrowTxLane`; both
-    ignored by a ``TxLane``).
+    its source holds constant, ``shared_ring`` (with ``bare``) puts its ring in a
+    :class:`~.ring_cluster.RingCluster`, and ``generated_values`` says that the source is a
+    :class:`~.generator.GradientGenerator` whose values it need not read whole
+    (:class:`~.narrow_lane.NarrowTxLane`; all three ignored by a ``TxLane``).
     """
     if lanes_finished(codecs):
         spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
         return NarrowTxLane(str(spec).strip(), mtu=mtu, port=port,
                             idle_timeout=idle_timeout, bare=bare,
-                            constant_fields=constant_fields, shared_ring=shared_ring)
+                            constant_fields=constant_fields, shared_ring=shared_ring,
+                            generated_values=generated_values)
     names = lane_codec_names(codecs)
     return TxLane(codecs=names, mtu=mtu, port=port,
                   idle_timeout=idle_timeout, **generator_lane_options(codecs))
@@ -317,11 +320,13 @@ class GeneratorLane(wiring.Component):
                              "ttl": template.ttl, "tuser_dst": 0,
                              "dst_mac": template.dst_mac, "src_mac": template.src_mac,
                              "src_ip": template.src_ip, "dst_ip": template.dst_ip,
-                             "dst_port": template.dst_port})
-        # a sign lane reads nothing of a value but its sign
-        self._gen = GradientGenerator(max_elements, template=template,
-                                      signs_only=isinstance(self._lane, NarrowTxLane)
-                                      and self._lane.code_bits == 1)
+                             "dst_port": template.dst_port},
+            generated_values=True)
+        # a sign lane reads nothing of a value but its sign; a fixed:q lane, rounding to
+        # q-bit levels, its mantissa's top q bits (the lowest sticky)
+        b = self._lane.code_bits if isinstance(self._lane, NarrowTxLane) else None
+        self._gen = GradientGenerator(max_elements, template=template, signs_only=b == 1,
+                                      mantissa_bits=b if b and b > 1 else None)
         super().__init__(_generator_lane_signature(
             tx_counters_layout(), bare=self._fixed is not None,
             ring_rows=self._lane.ring_rows if self._shared else None))

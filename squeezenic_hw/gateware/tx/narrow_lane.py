@@ -67,7 +67,11 @@ from squeezenic_hw.gateware.common.layouts import (
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
 from squeezenic_hw.gateware.lane.header_builder import ones_complement_fold
-from squeezenic_hw.spec.generator import NARROW_LANE_CODECS, narrow_lane_settings
+from squeezenic_hw.spec.generator import (
+    NARROW_LANE_CODECS,
+    VALUE_EXPONENT_HIGH,
+    narrow_lane_settings,
+)
 from squeezenic_hw.spec.header import (
     DEFAULT_MTU,
     DEFAULT_PORT,
@@ -348,7 +352,7 @@ class NarrowTxLane(wiring.Component):
 
     def __init__(self, codec="sign", *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
                  idle_timeout=None, token_depth=16, constant_fields=None, bare=False,
-                 shared_ring=False):
+                 shared_ring=False, generated_values=False):
         choice = narrow_codec(codec)
         if choice is None:
             raise ValueError(f"codec must be one of {', '.join(NARROW_CODECS)}, got {codec!r}")
@@ -373,6 +377,9 @@ class NarrowTxLane(wiring.Component):
         if not isinstance(shared_ring, bool) or (shared_ring and not bare):
             raise ValueError(f"shared_ring must be a bool, and True only with bare=True, "
                              f"got {shared_ring!r}")
+        if not isinstance(generated_values, bool):
+            raise ValueError(f"generated_values must be a bool, got {generated_values!r}")
+        self._generated_values = generated_values
         self._constant_bits = _constant_token_bits(constant_fields)
         self._bare = bare
         self._codec_id, self._b = choice
@@ -457,6 +464,15 @@ class NarrowTxLane(wiring.Component):
         self._output(m, ring_read, tokens)
         return m
 
+    def _value_read(self, x):
+        """What the encoder reads of a value ``x``: all of it; or of a generator's value
+        (``generated_values``), its sign, the low nibble of its exponent and the top b bits
+        of its mantissa, the lowest sticky, for the rest is known."""
+        if not self._generated_values:
+            return x
+        p = 23 - self._b                          # the sticky bit
+        return Cat(Const(0, p), x[p:27], Const(VALUE_EXPONENT_HIGH, 4), x[31])
+
     def _key_of(self, beat_data):
         """The key bits of a header beat that are not held: its bytes in
         :data:`_KEY_BYTES` order, then ``stochastic``."""
@@ -537,7 +553,8 @@ class NarrowTxLane(wiring.Component):
             frame = Signal(Pow2Scale, reset_less=True)
             stager = Stager(m, enable, reset_less=True)
             codes = pow2_fixed_codes(
-                m, stager, [beat.data[32 * e:32 * e + 32] for e in range(ELEMENTS_PER_BEAT)],
+                m, stager, [self._value_read(beat.data[32 * e:32 * e + 32])
+                            for e in range(ELEMENTS_PER_BEAT)],
                 elements, frame, self._b)
             valid = accept
             stages = []
@@ -617,6 +634,7 @@ class NarrowTxLane(wiring.Component):
         plen = Signal(4)                          # how many (elements)
         slot = Signal(range(self._slots))         # next word's slot in the row
         tail = Signal(W, reset_less=True)         # a closed frame's last word, next cycle
+        tail_len = Signal(4, reset_less=True)     # its codes
         tail_valid = Signal()
         cur = Signal(_HostFields, reset_less=True)   # the host frame being cut
         cur_flush = Signal(reset_less=True)
@@ -689,12 +707,20 @@ class NarrowTxLane(wiring.Component):
         ]
         full = decide & full_c
         split = decide & split_c
-        # the bits taken: all of the beat's (masked to its elements at the input), or
-        # with room for fewer, the first ``room`` of them
-        room_mask = _spread(Mux(room_big, Const(2**E - 1, E), _thermometer(room5, E)), b)
-        taken = Mux(pay, item.bits & room_mask, 0)
-        window = Signal(2 * W)
-        m.d.comb += window.eq(part | (taken << times_b(plen)))
+        # The beat's codes rotated to the open word's fill, code i to element
+        # (plen + i) mod 16: those that fit the word follow its ``plen`` codes, the rest
+        # are a word that begins with them. Two levels of 4:1 multiplexers, where a shift
+        # into a window of two words and the shift of a split's rest were four.
+        rot1 = Signal(W)
+        rot = Signal(W)
+        with m.Switch(plen[:2]):
+            for n in range(4):
+                with m.Case(n):
+                    m.d.comb += rot1.eq(item.bits.rotate_left(n * b))
+        with m.Switch(plen[2:]):
+            for n in range(4):
+                with m.Case(n):
+                    m.d.comb += rot.eq(rot1.rotate_left(4 * n * b))
         # plen + the elements taken, its two sums made from registers beside the full
         # compare
         total = Signal(6)
@@ -716,21 +742,39 @@ class NarrowTxLane(wiring.Component):
         closes = Signal()
         m.d.comb += closes.eq((decide & (full_c | flush_c | header_close_c))
                               | end_close | idle_close | late_flush)
-        # a part word left when the frame closes
-        rest = Mux(whole_c, window[W:], window[:W])
         rest_len = total[:4]
 
-        # the word made this cycle: a tail, a whole word, or a closing frame's part word
+        # the word made this cycle: a tail's first ``tail_len`` codes; or the part word's
+        # ``plen`` codes and the rotated beat's after them (a whole word, or a closing
+        # frame's last). An element takes one of three sources or none, so a code bit is
+        # one LUT. Codes past a frame's end are zero: the beat's are zero beyond its
+        # elements, and where the open frame ends inside this word (room ≤ 16 and
+        # plen < c, c = capacity mod 16: it ends at element c) the word takes none from
+        # c on, which a split would fill with the next frame's.
+        c = cap % E
+        in_part = Signal(E)
+        ends_here = Signal()
+        from_part = Signal(E)
+        from_beat = Signal(E)
+        from_tail = Signal(E)
+        m.d.comb += [
+            in_part.eq(_thermometer(plen, E)),
+            ends_here.eq(~room_big & (plen < c)),
+            from_part.eq(in_part & ~tail_valid.replicate(E)),
+            from_beat.eq(~in_part & pay.replicate(E)
+                         & ~Cat(Const(0, c), ends_here.replicate(E - c))),
+            from_tail.eq(_thermometer(tail_len, E) & tail_valid.replicate(E)),
+        ]
         word = Signal(W)
         word_valid = Signal()
         m.d.comb += [
-            # (a whole word and a closing part word are both the window's low half)
-            word.eq(Mux(tail_valid, tail, window[:W])),
+            word.eq((_spread(from_tail, b) & tail) | (_spread(from_part, b) & part)
+                    | (_spread(from_beat, b) & rot)),
             word_valid.eq(tail_valid | (decide & whole_c) | (closes & (rest_len != 0))),
         ]
         # the frame's last word: now, or next cycle when a whole word is made as well
         tail_next = closes & whole_c & (rest_len != 0)
-        m.d.sync += [tail_valid.eq(tail_next), tail.eq(window[W:])]
+        m.d.sync += [tail_valid.eq(tail_next), tail.eq(rot), tail_len.eq(rest_len)]
         last_word_now = (closes & ~tail_next) | tail_valid
 
         # the row stage, a cycle later: words into slots, rows into the ring
@@ -763,8 +807,11 @@ class NarrowTxLane(wiring.Component):
         # the state of the open frame
         taken_room = Signal(17)
         m.d.comb += taken_room.eq(Mux(full_c, 0, room - Mux(pay, item.k, 0)))
-        # with a split the old frame takes ``room`` elements, the next one the rest
-        split_bits = (item.bits >> times_b(room5))[:W]
+        # with a split the old frame takes ``room`` elements, the next one the rest: rotated
+        # to plen + room, which is the capacity mod 16 (the frame's elements so far are
+        # capacity - room, and its part word holds them mod 16), so a constant turn puts
+        # them first
+        split_bits = rot.rotate_right(c * b)
         split_len = Signal(4)
         m.d.comb += split_len.eq(Mux(split_c, item.k - room5, 0))
         # room > 16 after a beat, from registers only: with room ≤ 16 it stays so, and a
@@ -775,10 +822,10 @@ class NarrowTxLane(wiring.Component):
         with m.If(closes):
             m.d.sync += [open_.eq(split), room.eq(Mux(split_c, cap - (item.k - room5), cap)),
                          room_big.eq(1),
-                         part.eq(Mux(split_c, split_bits, 0)), plen.eq(split_len)]
+                         part.eq(split_bits), plen.eq(split_len)]
         with m.Elif(is_payload):
             m.d.sync += [open_.eq(1), room.eq(taken_room), room_big.eq(room_big & big_after_all),
-                         part.eq(rest), plen.eq(rest_len)]
+                         part.eq(Mux(whole_c, rot, word)), plen.eq(rest_len)]
         with m.If(is_payload & (~open_ | split)):
             m.d.sync += [frame.eq(cur), frame_offset.eq(Mux(split_c, at + room5, at))]
         with m.If(is_header):

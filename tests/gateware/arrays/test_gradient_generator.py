@@ -11,6 +11,7 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.arrays.generator import GradientGenerator
+from squeezenic_hw.reference.codecs import encode
 from squeezenic_hw.reference.generator import (
     CLASS_TAPS,
     EXPONENT_TABLE,
@@ -24,6 +25,7 @@ from squeezenic_hw.reference.generator import (
     WARMUP_TAP,
     beat_values,
     bit_sequence,
+    cut_mantissa,
     frame_header,
     generate_frame,
     generate_frames,
@@ -31,10 +33,12 @@ from squeezenic_hw.reference.generator import (
     window_values,
 )
 from squeezenic_hw.sim.axis import FrameSink
+from squeezenic_hw.sim.vectors import EDGE_F32_BITS
 from squeezenic_hw.spec.codecs import CODECS, validate_param
 from squeezenic_hw.spec.frames import Header, classify_host_frame, parse
 from squeezenic_hw.spec.generator import (
     MAX_ELEMENTS,
+    VALUE_EXPONENT_HIGH,
     GeneratorConfig,
     config_values,
     rate_to_q8_8,
@@ -105,6 +109,61 @@ def test_exponent_table_follows_the_definition():
             z = 5 - x.bit_length()
             want = 126 + c if x == 0 else 112 + 2 * (4 - z) + c
             assert EXPONENT_TABLE[2 * x + c] == want, (x, c)
+
+
+def test_exponents_share_the_high_nibble_consumers_may_assume():
+    assert set(EXPONENT_TABLE >> 4) == {VALUE_EXPONENT_HIGH}
+
+
+def test_cut_mantissa_by_hand():
+    assert cut_mantissa(np.uint32(0x3F8000FF), 9) == 0x3F804000   # sticky: bit 14
+    assert cut_mantissa(np.uint32(0x3F804000), 9) == 0x3F804000
+    assert cut_mantissa(np.uint32(0xBFFFFFFF), 1) == 0xBFC00000
+    assert cut_mantissa(np.uint32(0x7F800001), 3) == 0x7F900000   # a NaN stays one
+    assert cut_mantissa(np.uint32(0x00000001), 23) == 1
+    for bad in (0, 24, True):
+        with pytest.raises(ValueError, match="bits"):
+            cut_mantissa(np.uint32(0), bad)
+
+
+def _values_near_levels(rng, exponent, n=4000):
+    """fp32 words of exponents ``exponent - 3 … exponent + 12`` with random mantissas, half
+    of them with their low bits cleared (ties, and values just above and below them)."""
+    e = rng.integers(exponent - 3, exponent + 13, n).clip(0, 254).astype(np.uint32)
+    mant = rng.integers(0, 2**23, n, dtype=np.uint32)
+    low = rng.integers(0, 24, n).astype(np.uint32)
+    mant = np.where(np.arange(n) % 2 == 0, mant & ~((np.uint32(1) << low) - np.uint32(1)), mant)
+    sign = rng.integers(0, 2, n, dtype=np.uint32) << np.uint32(31)
+    return (sign | e << np.uint32(23) | mant).astype(np.uint32)
+
+
+@pytest.mark.parametrize("q", [2, 4, 8])
+def test_cut_mantissa_keeps_the_fixed_codes_of_power_of_two_scales(q):
+    """``fixed:q`` codes (nearest rounding) at a power-of-two scale read only the sign, the
+    exponent and the mantissa's top q bits, the lowest sticky (a level has q - 1 bits,
+    and the half and sticky bits follow its q - 2 below the hidden one): the codes of the
+    cut values are those of the whole ones, edge values and every level's ties included.
+    One bit fewer is not enough (but for q = 2, whose levels 0 and 1 need one bit)."""
+    rng = np.random.default_rng(q)
+    short = 0
+    for k in list(range(-140, 131, 9)) + [0, 1, -1]:
+        scale = np.float32(2.0 ** k) if -149 <= k <= 127 else (np.float32(0) if k < 0
+                                                                else np.float32(np.inf))
+        words = np.concatenate([EDGE_F32_BITS, _values_near_levels(rng, 127 - k)])
+        x = words.view(np.float32)
+        for s in (scale, -scale):
+            want = encode(x, "fixed", param=q, scale=s)
+            got = encode(cut_mantissa(words, q).view(np.float32), "fixed", param=q,
+                         scale=s)
+            np.testing.assert_array_equal(got, want, err_msg=f"scale {s}")
+            short += int(np.any(encode(cut_mantissa(words, q - 1).view(np.float32),
+                                       "fixed", param=q, scale=s) != want))
+    for s in (np.float32(np.nan), np.float32(-0.0)):
+        words = _values_near_levels(rng, 127)
+        np.testing.assert_array_equal(
+            encode(cut_mantissa(words, q).view(np.float32), "fixed", param=q, scale=s),
+            encode(words.view(np.float32), "fixed", param=q, scale=s))
+    assert short > 10 if q > 2 else short == 0
 
 
 def _values_one_by_one(t):
@@ -290,9 +349,10 @@ def _simulate(dut, control, sink):
 
 
 def _run_configs(runs, *, backpressure, seed, max_elements=363, template=None,
-                 signs_only=False):
+                 signs_only=False, mantissa_bits=None):
     """Runs ``[(config, n_frames)]`` one after the other on one generator; its frames."""
-    dut = GradientGenerator(max_elements, template=template, signs_only=signs_only)
+    dut = GradientGenerator(max_elements, template=template, signs_only=signs_only,
+                            mantissa_bits=mantissa_bits)
     total = sum(n for _, n in runs)
     sink = FrameSink(dut.o, n_frames=total, backpressure=backpressure, seed=seed)
     sent = []
@@ -350,6 +410,28 @@ def test_signs_only_sends_the_reference_signs():
 def test_signs_only_checked():
     with pytest.raises(ValueError, match="signs_only"):
         GradientGenerator(signs_only=1)
+
+
+@pytest.mark.parametrize("bits", [2, 8])
+def test_mantissa_bits_sends_the_cut_reference_values(bits):
+    """``mantissa_bits``: every payload word is the reference value cut to that many
+    mantissa bits, the lowest sticky; the headers are the reference's."""
+    runs = [(GeneratorConfig(codec=3, param=8, elements=37, value_seed=bits, flush_every=2), 3),
+            (GeneratorConfig(codec=3, param=8, elements=363, value_seed=77), 2)]
+    frames = _run_configs(runs, backpressure=0.3, seed=bits, mantissa_bits=bits)
+    expected = [f for cfg, n in runs for f in generate_frames(cfg, n)]
+    assert len(frames) == len(expected)
+    for got, want in zip(frames, expected, strict=True):
+        assert got.data[:64] == want[:64]
+        words = np.frombuffer(want[64:], dtype="<u4")
+        assert got.data[64:] == cut_mantissa(words, bits).tobytes()
+        assert got.data[64:] != want[64:]
+
+
+def test_mantissa_bits_checked():
+    for bad in (0, 24, True, 8.0):
+        with pytest.raises(ValueError, match="mantissa_bits"):
+            GradientGenerator(mantissa_bits=bad)
 
 
 @pytest.mark.parametrize("backpressure", [0.0, 0.3, 0.7])

@@ -89,15 +89,20 @@ def test_loopback_two_lanes_matches_reference(codec, param):
     _check_lanes(got, expected, 5, 100)
 
 
-def test_loopback_fixed_lanes_run_their_setting():
-    """``fixed:8`` generator lanes (narrow): the generators run fixed:8, nearest, with
-    the scale's power of two, whatever the registers ask (here fp16, stochastic, 3.7);
-    counts and CRCs equal the reference of that run."""
-    cfg = GeneratorConfig(codec=1, param=4, stochastic=True, scale_bits=0x406CCCCD,
+@pytest.mark.parametrize("codec,scale_bits,held", [("fixed:8", 0x406CCCCD, 0x40000000),
+                                                   ("fixed:8", 0x45812345, 0x45800000),
+                                                   ("fixed:4", 0x43812345, 0x43800000)])
+def test_loopback_fixed_lanes_run_their_setting(codec, scale_bits, held):
+    """``fixed`` generator lanes (narrow): the generators run the lane's width, nearest,
+    with the scale's power of two, whatever the registers ask (here fp16, stochastic and
+    a scale with fraction bits); counts and CRCs equal the reference of that run. At
+    2**12 (``fixed:8``) and 2**8 (``fixed:4``) the small values take every level, so the
+    cut mantissas the generators send are read to their last bit."""
+    cfg = GeneratorConfig(codec=1, param=4, stochastic=True, scale_bits=scale_bits,
                           elements=100, flush_every=3, value_seed=5, seed=9,
                           rate_bytes_per_cycle=64.0)
-    got, expected = _run_loopback(200, cfg, 4, ["fixed:8"])
-    assert lane_run_config(cfg, ["fixed:8"]).scale_bits == 0x40000000
+    got, expected = _run_loopback(200, cfg, 4, [codec])
+    assert lane_run_config(cfg, [codec]).scale_bits == held
     _check_lanes(got, expected, 4, 100)
 
 

@@ -12,9 +12,11 @@ from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.reference.generator import cut_mantissa
 from squeezenic_hw.sim.lane import simulate_lane
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS
 from squeezenic_hw.spec.frames import Header, build_host_frame
+from squeezenic_hw.spec.generator import VALUE_EXPONENT_HIGH
 
 STALLS = [(0.0, 0.0), (0.3, 0.5)]
 FIXED = ["fixed:2", "fixed:4", "fixed:8"]
@@ -192,6 +194,38 @@ def test_shared_ring_lane_has_a_ring_port():
             NarrowTxLane(**bad)
 
 
+def _generator_like(rng, n):
+    """fp32 words of the generator's kind: biased exponents 0x70-0x7F, random signs and
+    mantissas, half of them with their low bits cleared (ties, and values beside them)."""
+    e = (VALUE_EXPONENT_HIGH << 4) + rng.integers(0, 16, n).astype(np.uint32)
+    mant = rng.integers(0, 2**23, n, dtype=np.uint32)
+    low = rng.integers(0, 24, n).astype(np.uint32)
+    mant = np.where(np.arange(n) % 2 == 0, mant & ~((np.uint32(1) << low) - np.uint32(1)), mant)
+    sign = rng.integers(0, 2, n, dtype=np.uint32) << np.uint32(31)
+    return (sign | e << np.uint32(23) | mant).astype(np.uint32)
+
+
+@pytest.mark.parametrize("codec", FIXED)
+def test_lane_of_generated_values_reads_their_cut_mantissas(codec):
+    """``generated_values=True``: fed values of the generator's exponents cut to q
+    mantissa bits (what ``GradientGenerator(mantissa_bits=q)`` sends), the lane's frames
+    are the reference's of the whole values, at scales from 2**0 to 2**21 (every level
+    taken), under idle and backpressure."""
+    q = int(codec.partition(":")[2])
+    rng = np.random.default_rng(q)
+    whole, cut = [], []
+    for k, scale in enumerate([2.0**0, 2.0**5, 2.0**10, 2.0**14, 2.0**21]):
+        words = _generator_like(rng, 500)
+        seed = int(rng.integers(0, 2**32))
+        for out, w in ((whole, words), (cut, cut_mantissa(words, q))):
+            out += _stream(np.random.default_rng(seed), codec, n_total=w.size, max_k=150,
+                           values=w.view(np.float32), scale=scale, offset=1000 * k)
+    assert any(a != b for a, b in zip(whole, cut, strict=True))
+    run = simulate_lane(NarrowTxLane(codec, generated_values=True), cut, idle=0.3,
+                        backpressure=0.5)
+    check_against_reference(run, whole, "tx", codecs=["fixed"])
+
+
 @pytest.mark.parametrize("codec", FIXED)
 def test_fixed_lane_full_rate_every_host_frame_length(codec):
     """Host frames of 1…199 elements, back to back."""
@@ -294,6 +328,20 @@ def test_narrow_lane_idle_timeout_exact_boundaries(codec, T):
     assert run.counters["close_idle"] >= 5
 
 
+def test_sign_lane_split_at_the_largest_frame():
+    """At MTU 9600 a sign frame holds 65535 elements (``n``'s limit), which end inside a
+    byte: a split there leaves the rest of the beat out of the frame's last byte (every
+    value negative, so a code that leaked in would be a one)."""
+    rng = np.random.default_rng(1)
+    frames = host_stream(rng, "sign", n_total=66000, lengths=[363],
+                         values=-np.ones(66000, np.float32))
+    lane = NarrowTxLane(mtu=9600)
+    assert lane.capacity == 65535
+    run = simulate_lane(lane, frames, quiet=80)
+    check_against_reference(run, frames, "tx", mtu=9600, codecs=["sign"])
+    assert run.counters["close_full"] == 1
+
+
 def test_sign_lane_edge_values():
     """Signs of ±0, ±inf, NaNs of either sign and subnormals (sign bit, nothing else)."""
     bits = np.array([0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00001, 0xFFC00000,
@@ -317,6 +365,8 @@ def test_narrow_lane_parameters_checked():
         NarrowTxLane(idle_timeout=-1)
     with pytest.raises(ValueError, match="token_depth"):
         NarrowTxLane(token_depth=7)
+    with pytest.raises(ValueError, match="generated_values"):
+        NarrowTxLane("fixed:8", generated_values=1)
     for bad in ("fixed", "fixed:3", "fixed:16", "qsgd:4", 5):
         with pytest.raises(ValueError, match="codec"):
             NarrowTxLane(bad)
