@@ -112,7 +112,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.fp32 import CANONICAL_NAN, INF_BITS, MUL_MAX_SHIFT
 
-__all__ = ["Fp32Multiplier"]
+__all__ = ["Fp32Multiplier", "pipeline_helpers", "product_stages"]
 
 def _leading_groups(f):
     """Stage 1 of the leading-zero count of the 23-bit ``f`` padded with a one below
@@ -143,6 +143,112 @@ def _normalised(f, first, counts):
         within = within | Mux(first[k], counts[2 * k:2 * k + 2], 0)
         group = group | Mux(first[k], k, 0)
     return (coarse << within)[:23], Cat(within, group)[:5]
+
+
+def pipeline_helpers(m, en):
+    """``(reg, comb)`` for the stages of a datapath clocked on ``en``: ``reg(value, name,
+    shape=None)`` an enabled register with no reset (the enclosing pipeline's valid bits
+    say which results count), ``comb(value, name, shape)`` a named wire."""
+    def reg(value, name, shape=None):
+        r = Signal(shape if shape is not None else value.shape(), name=name,
+                   reset_less=True)
+        with m.If(en):
+            m.d.sync += r.eq(value)
+        return r
+
+    def comb(value, name, shape):
+        c = Signal(shape, name=name)
+        m.d.comb += c.eq(value)
+        return c
+
+    return reg, comb
+
+
+def product_stages(m, reg, comb, a, b, *, a_subnormal=True):
+    """Stages 1 to 5 of :class:`Fp32Multiplier` (steps 1-7, and 11's low part): what
+    the multiplier and :class:`~.scaled_fixed_point.ScaledFixedPoint` share.
+
+    ``reg`` and ``comb`` are :func:`pipeline_helpers`'. Returns a dict: ``esum``
+    (``[esum, esum + 1]``), ``d`` (``1 - esum``) and ``flags3`` (sign, NaN, inf, zero),
+    registers of stage 3; ``prod`` (``P[47:17]``) and ``low`` (the OR of ``P[16:0]``),
+    registers of stage 5.
+    """
+    # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
+    def unpack(x, subnormal):
+        e = x[23:31]
+        f = x[:23]
+        fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "e": e}
+        if subnormal:
+            fields["first"], fields["counts"] = _leading_groups(f)
+        else:
+            fields["f_zero"] = f == 0
+        return fields
+
+    ua = unpack(a, a_subnormal)
+    ub = unpack(b, True)
+    esum_e = ua["e"] + ub["e"]
+
+    s1_sign = reg(a[31] ^ b[31], "s1_sign")
+    s1_op = [{key: reg(value, f"s1_{key}_{tag}")
+              for key, value in u.items() if key != "e"}
+             for u, tag in ((ua, "a"), (ub, "b"))]
+    s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase
+    s1_base1 = reg(esum_e - 126, "s1_base1", signed(10))    # ebase + 1
+    s1_based = reg(128 - esum_e, "s1_based", signed(10))    # 1 - ebase
+
+    # ---- stage 2: leading-zero count, normalising shift (4)
+    s2_m, s2_lz = [], []
+    for op, tag in zip(s1_op, "ab", strict=True):
+        if "first" not in op:
+            # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
+            s2_m.append(reg(Cat(op["f"], Const(1, 1)), f"s2_m{tag}", unsigned(24)))
+            s2_lz.append(Const(0, 5))
+            continue
+        shifted, lz = _normalised(op["f"], op["first"], op["counts"])
+        # subnormal: f << (lz + 1), the leading one of f at bit 23; normal: 1.f
+        s2_m.append(reg(Mux(op["e_zero"], Cat(Const(0, 1), shifted),
+                            Cat(op["f"], Const(1, 1))), f"s2_m{tag}", unsigned(24)))
+        s2_lz.append(reg(Mux(op["e_zero"], lz, 0), f"s2_lz{tag}", unsigned(5)))
+    s2_ma, s2_mb = s2_m
+    s2_base0 = reg(s1_base0, "s2_base0")
+    s2_base1 = reg(s1_base1, "s2_base1")
+    s2_based = reg(s1_based, "s2_based")
+    # The operands' classes (step 2); f = 0 iff the first group with a one is the
+    # last (the padding's) and that one is its fourth bit.
+    classes = []
+    for op in s1_op:
+        f_zero = (op["f_zero"] if "f_zero" in op
+                  else op["first"][5] & (op["counts"][10:12] == 3))
+        classes.append((op["e_max"] & ~f_zero, op["e_max"] & f_zero, op["e_zero"] & f_zero))
+    (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = classes
+    nan2 = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)
+    inf2 = ~nan2 & (a_inf | b_inf)
+    zero2 = ~nan2 & ~inf2 & (a_zero | b_zero)
+    s2_flags = reg(Cat(s1_sign, nan2, inf2, zero2), "s2_flags")
+
+    # ---- stages 3, 4: partial products, each through the DSP48E2's multiplier and
+    # output registers (6). The split is on ma: a caller whose a has few significant
+    # bits (an integer) leaves Plo's low bits constant, never Phi's, so every bit of
+    # the stage-5 sum stays an add (no register chain the shift-register mapper
+    # would take, which would also keep the DSP from absorbing its registers).
+    s3_lo = reg(s2_ma[:17] * s2_mb, "s3_lo", unsigned(41))
+    s3_hi = reg(s2_ma[17:] * s2_mb, "s3_hi", unsigned(31))
+    s4_lo = reg(s3_lo, "s4_lo")
+    s4_hi = reg(s3_hi, "s4_hi")
+    # Beside them, the exponent (7) in stage 3, the shift preparation (8) in stages
+    # 4 and 5. (No value passes three registers without logic between: its last
+    # register would become a slow shift-register output.)
+    lzs = comb(s2_lz[0] + s2_lz[1], "lzs3", 6)
+    s3_esum = [reg(s2_base0 - lzs, "s3_esum0", signed(10)),
+               reg(s2_base1 - lzs, "s3_esum1", signed(10))]
+    s3_d = reg(s2_based + lzs, "s3_d", signed(10))
+    s3_flags = reg(s2_flags, "s3_flags")
+    # ---- stage 5: the product from its two parts (6). P[16:0] = Plo[16:0] only
+    # reach the sticky OR (they lie under the guard position whatever the shift), so
+    # they are reduced here and only P[47:17] is registered.
+    s5_prod = reg(s4_lo[17:] + s4_hi, "s5_prod", unsigned(31))     # P[47:17]
+    s5_low = reg(s4_lo[:17].any(), "s5_low")
+    return {"esum": s3_esum, "d": s3_d, "flags3": s3_flags, "prod": s5_prod, "low": s5_low}
 
 
 class Fp32Multiplier(wiring.Component):
@@ -239,90 +345,10 @@ class Fp32Multiplier(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-
-        # a datapath: no register here needs a reset
-        def reg(value, name, shape=None):
-            r = Signal(shape if shape is not None else value.shape(), name=name,
-                       reset_less=True)
-            with m.If(self.en):
-                m.d.sync += r.eq(value)
-            return r
-
-        def comb(value, name, shape):
-            c = Signal(shape, name=name)
-            m.d.comb += c.eq(value)
-            return c
-
-        # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
-        def unpack(x, subnormal):
-            e = x[23:31]
-            f = x[:23]
-            fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "e": e}
-            if subnormal:
-                fields["first"], fields["counts"] = _leading_groups(f)
-            else:
-                fields["f_zero"] = f == 0
-            return fields
-
-        ua = unpack(self.a, self._a_subnormal)
-        ub = unpack(self.b, True)
-        esum_e = ua["e"] + ub["e"]
-
-        s1_sign = reg(self.a[31] ^ self.b[31], "s1_sign")
-        s1_op = [{key: reg(value, f"s1_{key}_{tag}")
-                  for key, value in u.items() if key != "e"}
-                 for u, tag in ((ua, "a"), (ub, "b"))]
-        s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase
-        s1_base1 = reg(esum_e - 126, "s1_base1", signed(10))    # ebase + 1
-        s1_based = reg(128 - esum_e, "s1_based", signed(10))    # 1 - ebase
-
-        # ---- stage 2: leading-zero count, normalising shift (4)
-        s2_m, s2_lz = [], []
-        for op, tag in zip(s1_op, "ab", strict=True):
-            if "first" not in op:
-                # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
-                s2_m.append(reg(Cat(op["f"], Const(1, 1)), f"s2_m{tag}", unsigned(24)))
-                s2_lz.append(Const(0, 5))
-                continue
-            shifted, lz = _normalised(op["f"], op["first"], op["counts"])
-            # subnormal: f << (lz + 1), the leading one of f at bit 23; normal: 1.f
-            s2_m.append(reg(Mux(op["e_zero"], Cat(Const(0, 1), shifted),
-                                Cat(op["f"], Const(1, 1))), f"s2_m{tag}", unsigned(24)))
-            s2_lz.append(reg(Mux(op["e_zero"], lz, 0), f"s2_lz{tag}", unsigned(5)))
-        s2_ma, s2_mb = s2_m
-        s2_base0 = reg(s1_base0, "s2_base0")
-        s2_base1 = reg(s1_base1, "s2_base1")
-        s2_based = reg(s1_based, "s2_based")
-        # The operands' classes (step 2); f = 0 iff the first group with a one is the
-        # last (the padding's) and that one is its fourth bit.
-        classes = []
-        for op in s1_op:
-            f_zero = (op["f_zero"] if "f_zero" in op
-                      else op["first"][5] & (op["counts"][10:12] == 3))
-            classes.append((op["e_max"] & ~f_zero, op["e_max"] & f_zero, op["e_zero"] & f_zero))
-        (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = classes
-        nan2 = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)
-        inf2 = ~nan2 & (a_inf | b_inf)
-        zero2 = ~nan2 & ~inf2 & (a_zero | b_zero)
-        s2_flags = reg(Cat(s1_sign, nan2, inf2, zero2), "s2_flags")
-
-        # ---- stages 3, 4: partial products, each through the DSP48E2's multiplier and
-        # output registers (6). The split is on ma: a caller whose a has few significant
-        # bits (an integer) leaves Plo's low bits constant, never Phi's, so every bit of
-        # the stage-5 sum stays an add (no register chain the shift-register mapper
-        # would take, which would also keep the DSP from absorbing its registers).
-        s3_lo = reg(s2_ma[:17] * s2_mb, "s3_lo", unsigned(41))
-        s3_hi = reg(s2_ma[17:] * s2_mb, "s3_hi", unsigned(31))
-        s4_lo = reg(s3_lo, "s4_lo")
-        s4_hi = reg(s3_hi, "s4_hi")
-        # Beside them, the exponent (7) in stage 3, the shift preparation (8) in stages
-        # 4 and 5. (No value passes three registers without logic between: its last
-        # register would become a slow shift-register output.)
-        lzs = comb(s2_lz[0] + s2_lz[1], "lzs3", 6)
-        s3_esum = [reg(s2_base0 - lzs, "s3_esum0", signed(10)),
-                   reg(s2_base1 - lzs, "s3_esum1", signed(10))]
-        s3_d = reg(s2_based + lzs, "s3_d", signed(10))
-        s3_flags = reg(s2_flags, "s3_flags")
+        reg, comb = pipeline_helpers(m, self.en)
+        ps = product_stages(m, reg, comb, self.a, self.b, a_subnormal=self._a_subnormal)
+        s3_esum, s3_d, s3_flags = ps["esum"], ps["d"], ps["flags3"]
+        s5_prod, s5_low = ps["prod"], ps["low"]
         d = s3_d
         s4_norm = reg(d <= 0, "s4_norm", unsigned(1))
         s4_v = reg(Mux(d <= 0, 0, Mux(d >= MUL_MAX_SHIFT, MUL_MAX_SHIFT, d[:5])), "s4_v",
@@ -332,11 +358,6 @@ class Fp32Multiplier(wiring.Component):
         s4_ovf = [reg(er >= 255, f"s4_ovf{t}", unsigned(1)) for t, er in enumerate(s3_esum)]
         s4_flags = reg(s3_flags, "s4_flags")
 
-        # ---- stage 5: the product from its two parts (6). P[16:0] = Plo[16:0] only
-        # reach the sticky OR (they lie under the guard position whatever the shift), so
-        # they are reduced here and only P[47:17] is registered.
-        s5_prod = reg(s4_lo[17:] + s4_hi, "s5_prod", unsigned(31))     # P[47:17]
-        s5_low = reg(s4_lo[:17].any(), "s5_low")
         s5_norm = reg(s4_norm, "s5_norm")
         s5_v = reg(s4_v, "s5_v")
         s5_mv = reg(Cat(*(s4_v >= k + 2 for k in range(25))), "s5_mv", unsigned(25))

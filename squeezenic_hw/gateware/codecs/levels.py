@@ -2,7 +2,7 @@
 
 Encoding (both codecs)::
 
-    y = fl32(|x| · scale)                  Fp32Multiplier
+    y = fl32(|x| · scale)                  ScaledFixedPoint: I, F and sticky of y
     L = min(R(y), 2**(p-1) - 1)            0 when y is NaN, ≤ 0
     R(y) = nearest-even(y)                 stochastic = 0
          = ⌊y⌋ + [U < (y − ⌊y⌋)·2**32]     stochastic = 1, U from CounterRng
@@ -30,6 +30,7 @@ from squeezenic_hw.spec.codecs import codec_info
 
 from .counter_rng import CounterRng, beat_draws
 from .fp32_mul import Fp32Multiplier
+from .scaled_fixed_point import ScaledFixedPoint
 from .unit import delay_into_flipflop
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
@@ -39,15 +40,14 @@ __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_val
 _FIXED_ID = codec_info("fixed").id
 _QSGD_ID = codec_info("qsgd").id
 
-# Encoder stages after the product: two to decompose y, two to round and saturate.
-_DECOMPOSE = 2
+# Encoder stages after y's integer part and fraction: two to round and saturate.
 _ROUND = 2
 # The draws are needed by the first rounding stage: x waits (_X_DELAY) if the generator is
-# the slower, the draws wait (_U_DELAY) if the multiplier and decomposition are.
-_X_DELAY = max(0, CounterRng.LATENCY - Fp32Multiplier.LATENCY - _DECOMPOSE)
-_U_DELAY = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE - CounterRng.LATENCY
-#: cycles from the input beat to the registered level (decompose, round, saturate).
-ENCODE_LATENCY = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE + _ROUND
+# the slower, the draws wait (_U_DELAY) if the product is.
+_X_DELAY = max(0, CounterRng.LATENCY - ScaledFixedPoint.LATENCY)
+_U_DELAY = _X_DELAY + ScaledFixedPoint.LATENCY - CounterRng.LATENCY
+#: cycles from the input beat to the registered level (product, round, saturate).
+ENCODE_LATENCY = _X_DELAY + ScaledFixedPoint.LATENCY + _ROUND
 # Decoder stages before the multiplier: the code's sign and magnitude candidates, then the
 # two of int_to_fp32 (the first selects the candidate).
 _MAGNITUDE = 1
@@ -118,14 +118,13 @@ def build_levels(m, stager, payload, name, draws):
     after the input beat, leaving the codec one stage to form its code.
     """
     # Stages (counted in enabled cycles from the input beat; _X_DELAY = 2 and
-    # _U_DELAY = 0 with today's latencies, CounterRng 11 and Fp32Multiplier 7):
+    # _U_DELAY = 0 with today's latencies, CounterRng 11 and ScaledFixedPoint 9):
     #   0..X        x waits (_X_DELAY)
-    #   X..X+7      y = fl32(|x|·scale) in the multiplier; the draws u come at 11
-    #   X+7..X+8    unpack y: significand, shift, sticky mask, zero and saturate flags
-    #   X+8..X+9    shift: integer part, 32 fraction bits, sticky
+    #   X..X+9      y = fl32(|x|·scale) as integer part, 32 fraction bits, sticky, zero
+    #               and saturate flags; the draws u come at 11
     #   X+9..X+10   round-up decision (nearest even, or against u); I vs the top level
     #   X+10..X+11  I + up, saturate: the level
-    round_stage = _X_DELAY + Fp32Multiplier.LATENCY + _DECOMPOSE
+    round_stage = _X_DELAY + ScaledFixedPoint.LATENCY
     params = stager.delay(payload.params, round_stage - 1, name="params")
     top = stager.reg(max_level(params.param), name="top")       # beside I and F
     top_q = stager.reg(top, name="top_q")
@@ -137,13 +136,10 @@ def build_levels(m, stager, payload, name, draws):
     out = []
     for e in range(len(payload.elements)):
         x = stager.delay(payload.elements[e], _X_DELAY, name=f"x{e}")
-        mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier()
-        m.d.comb += [
-            mul.a.eq(x[:31]),  # |x|
-            mul.b.eq(scale),
-            mul.en.eq(stager.enable),
-        ]
-        integer, frac, sticky, zero, saturate = _decompose(m, stager, mul.p, e)
+        unit = m.submodules[f"{name}_y{e}"] = ScaledFixedPoint()
+        m.d.comb += [unit.x.eq(x), unit.scale.eq(scale), unit.en.eq(stager.enable)]
+        integer, frac, sticky = unit.integer, unit.frac, unit.sticky
+        zero, saturate = unit.zero, unit.saturate
         u = stager.delay(draws[e], _U_DELAY, name=f"u{e}")
         # round-up decision
         up = Signal(name=f"up{e}")
@@ -163,41 +159,9 @@ def build_levels(m, stager, payload, name, draws):
         level = Signal(16, name=f"level{e}")
         m.d.comb += level.eq(Mux(zero, 0, Mux(saturate | above | (at_top & up), top_q,
                                                integer + up)))
-        negative = stager.delay(x[31], Fp32Multiplier.LATENCY + _DECOMPOSE + _ROUND,
-                                name=f"neg{e}")
+        negative = stager.delay(x[31], ScaledFixedPoint.LATENCY + _ROUND, name=f"neg{e}")
         out.append((stager.reg(level, name=f"level{e}_q"), negative, mask, top_bit))
     return out
-
-
-def _decompose(m, stager, y, e):
-    """y (fp32 bits, a register) → integer part, 32 fraction bits, sticky, zero and
-    saturate flags, registered ``_DECOMPOSE`` times."""
-    exp = y[23:31]
-    man = y[:23]
-    # NaN, negative (a negative scale), +0 and -0 give level 0; y ≥ 2^15 and inf saturate.
-    zero = y[31] | (exp == 0) & (man == 0) | (exp == 255) & (man != 0)
-    saturate = exp >= 127 + 15
-    # y·2^32 = sig · 2^(E - 118) with E = max(exp, 1); as a fixed-point number
-    # X = sig << 23 shifted right by r = 141 - E (r ≥ 48 leaves only sticky; with
-    # saturate, r is garbage, and so are I and F, but the level is the top one).
-    sig = Cat(man, exp != 0)
-    big_e = Mux(exp == 0, 1, exp)
-    r = Signal(range(49), name=f"y{e}_r")
-    m.d.comb += r.eq(Mux(big_e < 141 - 47, 48, 141 - big_e))
-    # sticky: the bits of sig that end below 2^-32, sig[j] with j + 23 < r, i.e.
-    # E < 118 - j (a thermometer of compares on exp, beside r)
-    below = Cat(*(big_e < 118 - j for j in range(24)))
-    sig = stager.reg(sig, name=f"y{e}_sig")
-    r = stager.reg(r, name=f"y{e}_r_q")
-    below = stager.reg(below, name=f"y{e}_below")
-    zero = stager.reg(zero, name=f"y{e}_zero")
-    saturate = stager.reg(saturate, name=f"y{e}_sat")
-    shifted = Signal(47, name=f"y{e}_shifted")
-    m.d.comb += shifted.eq(Cat(Const(0, 23), sig) >> r)
-    return (stager.reg(shifted[32:47], name=f"y{e}_int"),
-            stager.reg(shifted[:32], name=f"y{e}_frac"),
-            stager.reg((sig & below).any(), name=f"y{e}_sticky"),
-            stager.reg(zero, name=f"y{e}_zero_q"), stager.reg(saturate, name=f"y{e}_sat_q"))
 
 
 def int_to_fp32(stager, magnitude, negative, name):
