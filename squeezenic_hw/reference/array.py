@@ -1,4 +1,4 @@
-"""The numpy reference of the issue-5 arrays: what each lane's checker must end with.
+"""The numpy reference of the host-bandwidth arrays: what each lane's checker must end with.
 
 Lane ``k`` of a :class:`~squeezenic_hw.gateware.arrays.lane_arrays.TxArray` runs the
 generator configuration with ``value_seed + k``, UDP source port

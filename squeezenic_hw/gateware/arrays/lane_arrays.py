@@ -49,7 +49,7 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
-from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_lane_sizes
 from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header, build_wire_frame
@@ -221,12 +221,14 @@ SHARED_RING_MIN_WORDS = 100 * (RING_CLUSTER + 3)
 
 
 def _sharing_lane(codecs, mtu):
-    """A narrow generator lane of ``codecs`` built with a shared ring, when such lanes
-    share rings (:func:`ring_cluster_size`), else None."""
+    """``(ring_rows, max_cluster)`` of the narrow generator lanes of ``codecs`` when such
+    lanes share rings (:func:`ring_cluster_size`), else None."""
     if not lanes_finished(codecs):
         return None
-    lane = generator_tx_lane(codecs, mtu=mtu, bare=True, shared_ring=True)
-    return lane if lane.capacity // ELEMENTS_PER_BEAT >= SHARED_RING_MIN_WORDS else None
+    spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
+    capacity, ring_rows, max_cluster = narrow_lane_sizes(str(spec).strip(), mtu)
+    return ((ring_rows, max_cluster) if capacity // ELEMENTS_PER_BEAT >= SHARED_RING_MIN_WORDS
+            else None)
 
 
 def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
@@ -236,8 +238,8 @@ def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
     (:data:`SHARED_RING_MIN_WORDS`): those lanes keep rings of their own. At MTU 1518,
     ``sign`` lanes share (727 words a frame) and ``fixed`` lanes do not (363 words at
     2 bits, 91 at 8)."""
-    lane = _sharing_lane(codecs, mtu)
-    return None if lane is None else min(RING_CLUSTER, lane.max_cluster)
+    sizes = _sharing_lane(codecs, mtu)
+    return None if sizes is None else min(RING_CLUSTER, sizes[1])
 
 
 def shared_rings(codecs, n, *, mtu=DEFAULT_MTU):
@@ -246,11 +248,12 @@ def shared_rings(codecs, n, *, mtu=DEFAULT_MTU):
     :class:`~.ring_cluster.RingCluster` in order (:func:`ring_cluster_size`, the last
     cluster short when ``n`` is not a multiple); None when the lanes keep rings of their
     own."""
-    lane = _sharing_lane(codecs, mtu)
-    if lane is None:
+    sizes = _sharing_lane(codecs, mtu)
+    if sizes is None:
         return None
-    g = min(RING_CLUSTER, lane.max_cluster)
-    return lane.ring_rows, [min(g, n - c) for c in range(0, n, g)]
+    rows, max_cluster = sizes
+    g = min(RING_CLUSTER, max_cluster)
+    return rows, [min(g, n - c) for c in range(0, n, g)]
 
 
 def finisher_code_bits(codecs):

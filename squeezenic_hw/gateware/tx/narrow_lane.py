@@ -89,7 +89,7 @@ from squeezenic_hw.spec.header import (
 
 from .lane import tx_lane_signature
 
-__all__ = ["NarrowTxLane", "NARROW_CODECS", "narrow_codec"]
+__all__ = ["NarrowTxLane", "NARROW_CODECS", "narrow_codec", "narrow_lane_sizes"]
 
 _ROW = 8 * DATA_BYTES
 _MAX_N = 2**16 - 1
@@ -103,6 +103,25 @@ def narrow_codec(spec):
     """``(codec id, code bits)`` of a :data:`NARROW_CODECS` spec, else None."""
     settings = narrow_lane_settings([spec])
     return None if settings is None else (settings["codec"], settings["param"] or 1)
+
+
+def narrow_lane_sizes(codec, mtu=DEFAULT_MTU):
+    """``(capacity, ring_rows, max_cluster)`` of ``NarrowTxLane(codec, mtu=mtu)`` (its
+    :attr:`~NarrowTxLane.capacity`, :attr:`~NarrowTxLane.ring_rows` and
+    :attr:`~NarrowTxLane.max_cluster`), without building one; ``codec`` and ``mtu`` as
+    the lane checks them."""
+    b = narrow_codec(codec)[1]
+    capacity = min(_MAX_N, (mtu - HEADER_LEN) * 8 // b)
+    max_rows = -(-capacity * b // _ROW)
+    # the largest frame and the rows in flight behind it (a row per 32/b beats, so one
+    # frame is sent long before the next fills the rest); 32 at least, the depth of a
+    # LUTRAM cell, for the small frames of a small MTU
+    ring_rows = max(32, 1 << (max_rows + 7 - 1).bit_length())
+    # a shared ring is written a half row at a time, while the other half fills: a half's
+    # turn comes within G cycles of its filling, before the other half fills (so the
+    # older half is never still waiting when the next one fills)
+    max_cluster = _ROW // (ELEMENTS_PER_BEAT * b) // RING_HALVES
+    return capacity, ring_rows, max_cluster
 
 
 # Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
@@ -397,19 +416,10 @@ class NarrowTxLane(wiring.Component):
         self._slots = _ROW // self._word                    # words per row
         self._latency = 0 if self._b == 1 else POW2_FIXED_LATENCY
         self._mtu = mtu
-        self._capacity = min(_MAX_N, (mtu - HEADER_LEN) * 8 // self._b)
-        max_rows = -(-self._capacity * self._b // _ROW)
-        # the largest frame and the rows in flight behind it (a row per 32/b beats, so
-        # one frame is sent long before the next fills the rest); 32 at least, the depth
-        # of a LUTRAM cell, for the small frames of a small MTU
-        self._ring_depth = max(32, 1 << (max_rows + 7 - 1).bit_length())
+        self._capacity, self._ring_depth, self._max_cluster = narrow_lane_sizes(codec, mtu)
         self._token_depth = token_depth
         signature = tx_lane_signature(port=port, idle_timeout=idle_timeout)
         self._shared_ring = shared_ring
-        # a shared ring is written a half row at a time, while the other half fills: a
-        # half's turn comes within G cycles of its filling, before the other half fills
-        # (so the older half is never still waiting when the next one fills)
-        self._max_cluster = self._slots // RING_HALVES
         if bare:
             members = {k: v for k, v in signature.members.items() if k != "o"}
             members["bus"] = Out(frame_bus_signature())
@@ -759,7 +769,7 @@ class NarrowTxLane(wiring.Component):
         from_tail = Signal(E)
         m.d.comb += [
             in_part.eq(_thermometer(plen, E)),
-            ends_here.eq(~room_big & (plen < c)),
+            ends_here.eq(~room_big & (plen < c) if c else 0),
             from_part.eq(in_part & ~tail_valid.replicate(E)),
             from_beat.eq(~in_part & pay.replicate(E)
                          & ~Cat(Const(0, c), ends_here.replicate(E - c))),

@@ -1,5 +1,6 @@
 # amaranth: UnusedElaboratable=no
-"""Issue-5 arrays: generators → TX lanes → arbiter → wire → distributor → RX lanes → checkers."""
+"""The host-bandwidth arrays: generators → TX lanes → arbiter → wire → distributor → RX
+lanes → checkers."""
 
 import pytest
 from amaranth import Module
@@ -273,3 +274,21 @@ def test_generator_lane_options():
     assert generator_lane_options(["sign", "threshold"]) == {"trusted": False,
                                                               "code_bits": None}
     assert generator_lane_options(["7"])["trusted"] is False
+
+
+def test_ring_sharing_is_worked_out_without_building_a_lane(monkeypatch):
+    """``ring_cluster_size`` and ``shared_rings`` (which every ``GeneratorLane`` and the
+    report call) take the lane's sizes from ``narrow_lane_sizes``: no lane is built and
+    left unelaborated. Those sizes are the lane's own."""
+    from squeezenic_hw.gateware.arrays import lane_arrays
+    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_lane_sizes
+
+    for codec in ("sign", "fixed:2", "fixed:4", "fixed:8"):
+        for mtu in (68 + 4 * 8, 1518, 9600):
+            lane = NarrowTxLane(codec, mtu=mtu)
+            assert narrow_lane_sizes(codec, mtu) == (lane.capacity, lane.ring_rows,
+                                                     lane.max_cluster)
+    monkeypatch.setattr(lane_arrays, "NarrowTxLane", None)
+    assert lane_arrays.ring_cluster_size(["sign"]) == 4
+    assert lane_arrays.ring_cluster_size(["fixed:8"]) is None
+    assert lane_arrays.shared_rings(["sign"], 6) == (32, [4, 2])
