@@ -6,7 +6,8 @@ from amaranth import Module, Mux, Shape, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Stager", "SkidBuffer", "skid_between", "fifo_between", "check_fifo_depth",
+__all__ = ["Stager", "SkidBuffer", "LutramBuffer", "skid_between", "fifo_between",
+           "check_fifo_depth",
            "merge_in_order"]
 
 
@@ -109,12 +110,68 @@ class SkidBuffer(wiring.Component):
         return m
 
 
-def skid_between(m, name, source, sink):
-    """A :class:`SkidBuffer` from stream ``source`` to stream ``sink`` (interfaces whose
-    payloads have one shape), as submodule ``name``; returns it."""
+class LutramBuffer(wiring.Component):
+    """A stream buffer of a few beats in distributed RAM: for wide payloads, where a
+    :class:`SkidBuffer`'s two registers and multiplexer cost more.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        The payload's shape.
+    depth : int
+        Beats it holds, 2 … 32 (one RAM32M16 deep; default 4).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(shape))
+    o : Out(stream.Signature(shape))
+
+    Notes
+    -----
+    Latency: 1 cycle (a beat accepted in cycle ``t`` is offered on ``o`` from ``t + 1``),
+    as a :class:`SkidBuffer`. Throughput: one beat per cycle, sustained, while
+    ``o.ready`` is high. Backpressure: ``i.ready`` is a compare of the fill level (a
+    register), never of ``o.ready``; it falls when ``depth`` beats wait. Nothing is
+    dropped or reordered. ``o.payload`` is the RAM's read of the oldest beat, addressed
+    by a register: its reader's first stage sees a LUTRAM read (0.70 ns in
+    ``docs/timing.md``) rather than a flip-flop. Resources: ``⌈width / 14⌉`` RAM32M16
+    (8 LUTs each) and a few LUTs of pointers and level, where a skid buffer takes a LUT
+    and two flip-flops a bit.
+    """
+
+    def __init__(self, shape, depth=4):
+        try:
+            Shape.cast(shape)
+        except TypeError as e:
+            raise ValueError(f"shape must be shape-castable, got {shape!r} ({e})") from None
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 2 <= depth <= 32:
+            raise ValueError(f"depth must be an int from 2 to 32, got {depth!r}")
+        self._shape = shape
+        self._depth = depth
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.fifo = q = fifo.SyncFIFO(width=Shape.cast(self._shape).width,
+                                              depth=self._depth)
+        m.d.comb += [
+            q.w_data.eq(self.i.payload),
+            q.w_en.eq(self.i.valid),
+            self.i.ready.eq(q.w_rdy),
+            self.o.payload.eq(q.r_data),
+            self.o.valid.eq(q.r_rdy),
+            q.r_en.eq(self.o.ready),
+        ]
+        return m
+
+
+def skid_between(m, name, source, sink, *, lutram=False):
+    """A :class:`SkidBuffer` (with ``lutram``, a :class:`LutramBuffer`) from stream
+    ``source`` to stream ``sink`` (interfaces whose payloads have one shape), as submodule
+    ``name``; returns it."""
     shape = source.payload.shape() if hasattr(source.payload, "shape") else Shape.cast(
         len(source.payload))
-    buf = m.submodules[name] = SkidBuffer(shape)
+    buf = m.submodules[name] = LutramBuffer(shape) if lutram else SkidBuffer(shape)
     m.d.comb += [
         buf.i.valid.eq(source.valid),
         buf.i.payload.eq(source.payload),

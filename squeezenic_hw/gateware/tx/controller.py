@@ -13,8 +13,8 @@ and turns host frames into three streams, all in the order the reference
   arrives;
 * ``bypass`` — the beats of bypassed frames, unchanged.
 
-It is a pipeline of four blocks joined by skid buffers and FIFOs, so that no ready signal
-and no long path crosses from one to the next::
+It is a pipeline of four blocks joined by buffers (whole beats in LUTRAM) and FIFOs, so
+that no ready signal and no long path crosses from one to the next::
 
     i ─► TxBeatPrep ─► TxCoalescer ─┬─ job records ─► TxJobShaper ─► jobs
                                     ├─ records ─► TxCloseSizer ─► desc
@@ -37,7 +37,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     token_tag_layout,
 )
-from squeezenic_hw.gateware.common.stream import SkidBuffer, fifo_between, skid_between
+from squeezenic_hw.gateware.common.stream import LutramBuffer, fifo_between, skid_between
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.gateware.sparse.frame_builder import SPARSE_MIN_MTU
@@ -76,21 +76,24 @@ class TxController(wiring.Component):
     trusted : bool
         The input never holds a frame to bypass (``i.payload.bypass`` is 0 on every
         beat: a trusted on-chip source behind no classifier). ``bypass`` is then never
-        valid and its skid buffer is left out.
+        valid and its buffer is left out.
 
     Notes
     -----
     Latency: a host beat's job leaves ``LATENCY_JOBS`` cycles after the beat is accepted
-    (input skid 1, prep 2, skid 1, coalescer 2, FIFO 2, shaper 3); a closing frame's header
+    (input buffer 1, prep 2, buffer 1, coalescer 2, FIFO 2, shaper 3); a closing frame's header
     request ``LATENCY_DESC`` cycles after its last beat (the sizer takes 5).
     Throughput: one input beat per cycle, closes included (a beat that closes two frames
     becomes two jobs and two requests, which the FIFOs absorb); idle/``close`` closes take
     a cycle with no beat; wire frames of fewer than 16 codes (tiny MTUs) take a cycle per
     piece of a beat; threshold frames below an MTU of
     :data:`~.coalescer.SPARSE_SPECULATION_MTU` take two cycles a beat.
-    Backpressure: every input and output is a skid buffer (``i.ready`` is a register);
-    nothing is dropped. Frames whose beats end before ``tuser_size`` says are padded with
-    zero elements, extra beats are discarded; both count in ``size_errors``.
+    Backpressure: every input and output is a buffer: whole beats wait in
+    :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` s (four beats; ``i.ready``
+    is a compare of its level, never of anything downstream), the rest in FIFOs and
+    skid buffers; nothing is dropped. Frames whose beats end before ``tuser_size`` says
+    are padded with zero elements, extra beats are discarded; both count in
+    ``size_errors``.
     """
 
     LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxJobShaper.LATENCY
@@ -155,10 +158,12 @@ class TxController(wiring.Component):
         m.submodules.shaper = shaper = TxJobShaper(width=single)
         m.submodules.sizer = sizer = TxCloseSizer(width=single, sparse=self._sparse)
 
-        m.submodules.in_skid = in_skid = SkidBuffer(ClassifiedBeat)
+        # whole beats wait in LUTRAM buffers (half the LUTs of a skid buffer's two
+        # registers and multiplexer, a third of its flip-flops)
+        m.submodules.in_skid = in_skid = LutramBuffer(ClassifiedBeat)
         wiring.connect(m, wiring.flipped(self.i), in_skid.i)
         wiring.connect(m, in_skid.o, prep.i)
-        skid_between(m, "prep_skid", prep.o, coal.i)
+        skid_between(m, "prep_skid", prep.o, coal.i, lutram=True)
         # FIFOs rather than skid buffers in front of the shaper and the sizer: a beat that
         # closes two frames costs them a cycle more, which these absorb
         fifo_between(m, "job_fifo", coal.jobs, shaper.i, 4)
@@ -166,7 +171,7 @@ class TxController(wiring.Component):
         if self._trusted:
             m.d.comb += [coal.bypass.ready.eq(1), self.bypass.valid.eq(0)]
         else:
-            skid_between(m, "bypass_skid", coal.bypass, self.bypass)
+            skid_between(m, "bypass_skid", coal.bypass, self.bypass, lutram=True)
         wiring.connect(m, shaper.o, wiring.flipped(self.jobs))
         wiring.connect(m, sizer.o, wiring.flipped(self.desc))
 
