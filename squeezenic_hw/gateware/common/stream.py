@@ -2,12 +2,13 @@
 registered ready at a block boundary), a FIFO between two streams, the FIFO depth check, and
 the merge of two streams in a queued order."""
 
-from amaranth import Module, Mux, Shape, Signal
+from amaranth import Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Stager", "SkidBuffer", "LutramBuffer", "skid_between", "fifo_between",
-           "check_fifo_depth",
+__all__ = ["Stager", "SkidBuffer", "LutramBuffer", "lutram_delay", "skid_between",
+           "fifo_between", "check_fifo_depth",
            "merge_in_order"]
 
 
@@ -163,6 +164,31 @@ class LutramBuffer(wiring.Component):
             q.r_en.eq(self.o.ready),
         ]
         return m
+
+
+def lutram_delay(m, stager, value, cycles, *, name):
+    """``value`` delayed by ``cycles`` enabled cycles of ``stager`` (2 … 32) in distributed
+    RAM: what a chain of that many registers would hold, for a wide datapath value.
+
+    A ring of ``cycles`` entries: each enabled cycle writes ``value`` at the pointer and
+    moves it on; the output is the RAM's read at the pointer, the entry written
+    ``cycles`` enabled cycles ago. Like a shift register's (which Yosys makes of a plain
+    register chain), it is a read, not a flip-flop; it takes about ``width / 16``
+    RAM32M16 (8 LUTs each; its read and write share the address) where a shift register
+    takes a LUT a bit. The entries take no reset:
+    a datapath value whose valid bit is delayed beside it."""
+    if isinstance(cycles, bool) or not isinstance(cycles, int) or not 2 <= cycles <= 32:
+        raise ValueError(f"cycles must be an int from 2 to 32, got {cycles!r}")
+    width = len(value)
+    m.submodules[name] = ring = Memory(shape=unsigned(width), depth=cycles, init=[])
+    write = ring.write_port()
+    read = ring.read_port(domain="comb")
+    ptr = Signal(range(cycles), name=f"{name}_ptr")
+    m.d.comb += [write.addr.eq(ptr), write.data.eq(value), write.en.eq(stager.enable),
+                 read.addr.eq(ptr)]
+    with m.If(stager.enable):
+        m.d.sync += ptr.eq(Mux(ptr == cycles - 1, 0, ptr + 1))
+    return read.data
 
 
 def skid_between(m, name, source, sink, *, lutram=False):

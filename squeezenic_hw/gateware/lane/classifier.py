@@ -19,7 +19,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_be,
     field_le,
 )
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
 from squeezenic_hw.spec.codecs import (
     DEFAULT_CODECS,
     KNOWN_CODECS,
@@ -153,8 +153,9 @@ class FrameClassifier(wiring.Component):
     holds (``i.ready = o.ready | ~o.valid``, one LUT from ``o.ready``);
     nothing is dropped or reordered and bubbles inside the pipeline are
     squeezed out while the output waits. Only the valid bits and the
-    frame-start flag are reset. Resources: five beats of registers (the
-    beat's plain delay line maps to shift registers), on RX one 16×6 and
+    frame-start flag are reset. Resources: a beat of registers, the fields stage 2
+    reads, and the beat's four further stages in distributed RAM
+    (:func:`lutram_delay`), on RX one 16×6 and
     (with ``threshold``) one 16×16 multiplier in DSP slices, each with input,
     M and P registers; a few hundred LUTs of compares.
     """
@@ -279,7 +280,9 @@ class FrameClassifier(wiring.Component):
         # ---- stage 3: the checksum's fold; n·b's P register ---------------------------
         valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         first3 = st.reg(first2, name="first_s3")
-        beat3 = st.reg(beat2, name="beat_s3")
+        # the beat rides on to the output in distributed RAM, from stage 1 (the bits
+        # stage 2's logic reads stay in ``beat2``; the others are not registered again)
+        beat5 = lutram_delay(m, st, beat1, 4, name="beat_delay")
         fold3 = st.reg(total2[:16] + total2[16:], name="csum_fold")    # ≤ 0x1000E
         csum_n3 = st.reg(csum_n2, name="csum_n_s3")
         csum_n_carry3 = st.reg(csum_n_carry2, name="csum_n_carry_s3")
@@ -295,7 +298,6 @@ class FrameClassifier(wiring.Component):
         # ---- stage 4: the checksum and length compares ----------------------------------
         valid4 = st.reg(valid3, name="valid_s4", reset_less=False)
         first4 = st.reg(first3, name="first_s4")
-        beat4 = st.reg(beat3, name="beat_s4")
         # The one's-complement sum is fold[:16] + fold[16] (no carry out); it equals
         # N = ~checksum when fold = N, or when fold = N + 0xFFFF (an end-around carry of
         # 1, N ≠ 0): two compares instead of a second adder.
@@ -324,7 +326,6 @@ class FrameClassifier(wiring.Component):
             m.d.comb += reason.eq(Reason.LENGTH)
         valid5 = st.reg(valid4, name="valid_s5", reset_less=False)
         first5 = st.reg(first4, name="first_s5")
-        beat5 = st.reg(beat4, name="beat_s5")
         # Loaded on a frame's first beat, held for the rest of the frame.
         reason5 = Signal(Reason, name="reason_s5", reset_less=True)
         bypass5 = Signal(name="bypass_s5", reset_less=True)

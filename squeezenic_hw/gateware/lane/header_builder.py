@@ -12,7 +12,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import field_be, header_bytes
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
 from squeezenic_hw.spec.header import HDR
 
 __all__ = ["HeaderBuilder", "header_request_layout", "header_result_layout",
@@ -104,8 +104,10 @@ class HeaderBuilder(wiring.Component):
     ``o.valid & ~o.ready`` the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered.
     Reset: only the three valid bits; the header, tag and checksum registers take none.
-    Resources: three stages of 512 + tag bits of registers (~1.6k flip-flops)
-    and a handful of 16–20-bit adders.
+    Resources: the header's three stages in distributed RAM (:func:`lutram_delay`, about
+    30 RAM32M16) beside the checksum's registers, the tag's three registers, and a handful
+    of 16–20-bit adders. ``o.payload.header`` is that RAM's read but for the checksum
+    bytes, a register.
     """
 
     LATENCY = 3
@@ -162,23 +164,20 @@ class HeaderBuilder(wiring.Component):
         # a register input, and the checksum itself); stage 3 its fold
         checksum = ipv4_checksum_stages(m, st, t, total_length)
 
-        # ---- stage 1 ----
+        # ---- stages 1-3: the header waits for its checksum in distributed RAM; the
+        # checksum is registered beside it
         valid1 = st.reg(self.i.valid, name="valid_s1", reset_less=False)
         tag1 = st.reg(Value.cast(p.tag), name="tag_s1")
-        hdr1 = st.reg(Cat(*new), name="header_s1")
-
-        # ---- stage 2 ----
         valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
         tag2 = st.reg(tag1, name="tag_s2")
-        hdr2 = st.reg(hdr1, name="header_s2")
-
-        # ---- stage 3 ----
         start = HDR.IP_CHECKSUM[0]
-        hdr_out = Cat(hdr2[:8 * start], _be_bytes(checksum)[0], _be_bytes(checksum)[1],
-                      hdr2[8 * (start + 2):])
+        hdr = Cat(*new)
+        waited = lutram_delay(m, st, Cat(hdr[:8 * start], hdr[8 * (start + 2):]), 3,
+                              name="header_delay")
+        sum3 = st.reg(Cat(_be_bytes(checksum)[0], _be_bytes(checksum)[1]), name="checksum_s3")
+        hdr3 = Cat(waited[:8 * start], sum3, waited[8 * start:])
         valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         tag3 = st.reg(tag2, name="tag_s3")
-        hdr3 = st.reg(hdr_out, name="header_s3")
 
         m.d.comb += [
             self.o.valid.eq(valid3),
