@@ -166,8 +166,7 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     (:class:`~.narrow_lane.NarrowTxLane`; all three ignored by a ``TxLane``).
     """
     if lanes_finished(codecs):
-        spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
-        return NarrowTxLane(str(spec).strip(), mtu=mtu, port=port,
+        return NarrowTxLane(_narrow_spec(codecs), mtu=mtu, port=port,
                             idle_timeout=idle_timeout, bare=bare,
                             constant_fields=constant_fields, shared_ring=shared_ring,
                             generated_values=generated_values)
@@ -220,15 +219,22 @@ RING_CLUSTER = 4
 SHARED_RING_MIN_WORDS = 100 * (RING_CLUSTER + 3)
 
 
+def _narrow_spec(codecs):
+    """The one codec spec of narrow generator lanes of ``codecs`` (:func:`lanes_finished`)."""
+    spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
+    return str(spec).strip()
+
+
 def _sharing_lane(codecs, mtu):
-    """``(ring_rows, max_cluster)`` of the narrow generator lanes of ``codecs`` when such
-    lanes share rings (:func:`ring_cluster_size`), else None."""
+    """``(ring_rows, cluster)`` of the narrow generator lanes of ``codecs`` when such lanes
+    share rings (the rows of each lane's region, and the lanes to a ring: at most
+    :data:`RING_CLUSTER` and the lane's ``max_cluster``), else None."""
     if not lanes_finished(codecs):
         return None
-    spec = codecs if isinstance(codecs, (str, int)) else list(codecs)[0]
-    capacity, ring_rows, max_cluster = narrow_lane_sizes(str(spec).strip(), mtu)
-    return ((ring_rows, max_cluster) if capacity // ELEMENTS_PER_BEAT >= SHARED_RING_MIN_WORDS
-            else None)
+    capacity, ring_rows, max_cluster = narrow_lane_sizes(_narrow_spec(codecs), mtu)
+    if capacity // ELEMENTS_PER_BEAT < SHARED_RING_MIN_WORDS:
+        return None
+    return ring_rows, min(RING_CLUSTER, max_cluster)
 
 
 def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
@@ -239,7 +245,7 @@ def ring_cluster_size(codecs, *, mtu=DEFAULT_MTU):
     ``sign`` lanes share (727 words a frame) and ``fixed`` lanes do not (363 words at
     2 bits, 91 at 8)."""
     sizes = _sharing_lane(codecs, mtu)
-    return None if sizes is None else min(RING_CLUSTER, sizes[1])
+    return None if sizes is None else sizes[1]
 
 
 def shared_rings(codecs, n, *, mtu=DEFAULT_MTU):
@@ -251,8 +257,7 @@ def shared_rings(codecs, n, *, mtu=DEFAULT_MTU):
     sizes = _sharing_lane(codecs, mtu)
     if sizes is None:
         return None
-    rows, max_cluster = sizes
-    g = min(RING_CLUSTER, max_cluster)
+    rows, g = sizes
     return rows, [min(g, n - c) for c in range(0, n, g)]
 
 

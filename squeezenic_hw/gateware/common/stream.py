@@ -45,6 +45,14 @@ class Stager:
         return value
 
 
+def _check_shape(shape):
+    """``ValueError`` naming ``shape`` unless it is shape-castable."""
+    try:
+        Shape.cast(shape)
+    except TypeError as e:
+        raise ValueError(f"shape must be shape-castable, got {shape!r} ({e})") from None
+
+
 class SkidBuffer(wiring.Component):
     """A stream register whose ``ready`` is a flip-flop: what a block boundary needs so that
     no ready chain crosses it.
@@ -75,10 +83,7 @@ class SkidBuffer(wiring.Component):
     """
 
     def __init__(self, shape):
-        try:
-            Shape.cast(shape)
-        except TypeError as e:
-            raise ValueError(f"shape must be shape-castable, got {shape!r} ({e})") from None
+        _check_shape(shape)
         self._shape = shape
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
@@ -141,10 +146,7 @@ class LutramBuffer(wiring.Component):
     """
 
     def __init__(self, shape, depth=4):
-        try:
-            Shape.cast(shape)
-        except TypeError as e:
-            raise ValueError(f"shape must be shape-castable, got {shape!r} ({e})") from None
+        _check_shape(shape)
         if isinstance(depth, bool) or not isinstance(depth, int) or not 2 <= depth <= 32:
             raise ValueError(f"depth must be an int from 2 to 32, got {depth!r}")
         self._shape = shape
@@ -153,16 +155,8 @@ class LutramBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = q = fifo.SyncFIFO(width=Shape.cast(self._shape).width,
-                                              depth=self._depth)
-        m.d.comb += [
-            q.w_data.eq(self.i.payload),
-            q.w_en.eq(self.i.valid),
-            self.i.ready.eq(q.w_rdy),
-            self.o.payload.eq(q.r_data),
-            self.o.valid.eq(q.r_rdy),
-            q.r_en.eq(self.o.ready),
-        ]
+        # unbuffered: the read is the RAM's, so a beat is out the cycle after it is in
+        fifo_between(m, "fifo", self.i, self.o, self._depth, buffered=False)
         return m
 
 
@@ -209,11 +203,13 @@ def skid_between(m, name, source, sink, *, lutram=False):
     return buf
 
 
-def fifo_between(m, name, source, sink, depth):
-    """A ``SyncFIFOBuffered`` from stream ``source`` to stream ``sink`` (payloads as bits)."""
+def fifo_between(m, name, source, sink, depth, *, buffered=True):
+    """A ``SyncFIFOBuffered`` (``buffered=False``: a ``SyncFIFO``, read as it is
+    addressed) from stream ``source`` to stream ``sink`` (payloads as bits)."""
     width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
         source.payload)
-    q = m.submodules[name] = fifo.SyncFIFOBuffered(width=width, depth=depth)
+    kind = fifo.SyncFIFOBuffered if buffered else fifo.SyncFIFO
+    q = m.submodules[name] = kind(width=width, depth=depth)
     m.d.comb += [
         q.w_data.eq(source.payload),
         q.w_en.eq(source.valid),
