@@ -21,10 +21,13 @@ Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
+import itertools
+
 from amaranth import Cat, Mux, Signal, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+from squeezenic_hw.gateware.common.stream import lutram_delay
 from squeezenic_hw.spec.codecs import codec_info
 
 from .bf16 import Bf16Decoder, Bf16Encoder
@@ -94,6 +97,9 @@ class _Bank(PipelinedBeatUnit):
     # The input fields on the delay line of the units that wait at their input.
     _LINE_FIELDS = ()
     _ZEROES_INVALID = True   # the output register takes the selected, masked results
+    # Flip-flops at the head of the delay line (the rest is distributed RAM up to its
+    # first tap): as many as a unit registers the same input fields for itself.
+    _LINE_HEAD = 0
 
     def __init__(self, codecs, in_layout, out_layout):
         # The units' datapaths are built inside the bank's module: classes, not instances.
@@ -117,7 +123,8 @@ class _Bank(PipelinedBeatUnit):
         layout, the other fields zero (the units' results are selected and masked by
         the bank's own delayed copies)."""
         fields = [getattr(payload, f) for f in self._LINE_FIELDS]
-        line = delay_taps(m, stager, Cat(*fields), taps, name="input_line")
+        line = delay_taps(m, stager, Cat(*fields), taps, name="input_line", lutram=True,
+                          head=self._LINE_HEAD)
         views = {}
         for tap, value in line.items():
             view = views[tap] = Signal(payload.shape(), name=f"input_d{tap}")
@@ -155,8 +162,14 @@ class _Bank(PipelinedBeatUnit):
                 unit_payload, pad = line[pad], 0
             values = unit.datapath(m, stager, self._unit_input(m, unit, unit_payload), shared)
             c = ids[0]
-            results.append((ids, [stager.delay(v, pad, name=f"c{c}_e{e}_pad") if pad else v
-                                  for e, v in enumerate(values)]))
+            if pad >= 2:
+                # the beat's results wait in distributed RAM (half a LUT a bit)
+                line = lutram_delay(m, stager, Cat(*values), pad, name=f"c{c}_pad")
+                ends = list(itertools.accumulate(len(v) for v in values))
+                values = [line[end - len(v):end] for v, end in zip(values, ends, strict=True)]
+            elif pad:
+                values = [stager.reg(v, name=f"c{c}_e{e}_pad") for e, v in enumerate(values)]
+            results.append((ids, values))
         selected = [Signal(32, name=f"selected{e}") for e in range(ELEMENTS_PER_BEAT)]
         with m.Switch(codec):
             for ids, values in results:
@@ -191,6 +204,9 @@ class EncoderBank(_Bank):
     _TABLE = ENCODERS
     _OUT_FIELD = "codes"
     _LINE_FIELDS = ("elements",)
+    # fixed/qsgd hold the elements three cycles in flip-flops (two waiting for the
+    # draws, then the multiplier's first stage): the line's first three, merged
+    _LINE_HEAD = 3
 
     def __init__(self, codecs, *, meta_shape=unsigned(1)):
         meta = bank_meta_layout(meta_shape)
@@ -212,8 +228,8 @@ class DecoderBank(_Bank):
     Each codec sees only its own code width (the bits above are ignored).
 
     Latency: ``LATENCY``, one more than the longest latency of the decoders
-    built (11 cycles with ``fixed`` or ``qsgd``, else 2). ``fixed`` and ``qsgd``
-    share one datapath of 16 multipliers; the 1-cycle decoders take their input
+    built (9 cycles with ``fixed`` or ``qsgd``, else 2). ``fixed`` and ``qsgd``
+    share one datapath of 16 products; the 1-cycle decoders take their input
     from one delay line. Throughput: one beat per cycle.
     Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``).
     The output payload is a register.

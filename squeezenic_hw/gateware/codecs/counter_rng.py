@@ -10,7 +10,8 @@ its rationale are there and in ``docs/rng.md``)::
 ``W`` is split over three pipeline stages of one carry chain each (the XORs fold
 into the LUTs in front of the chains, or follow them): ``~x + (x << 15)``; then
 ``x + (x << 2)``; then ``x + (x << 3) + (x << 11)`` as a carry-save add (a
-3:2 compressor in the LUTs, one carry chain).
+3:2 compressor in the LUTs, one carry chain), the XOR with ``x >> 4`` in front of
+it.
 """
 
 from amaranth import Const, Module, unsigned
@@ -41,8 +42,10 @@ def _wang_stages(st, x, name, first=None):
     the value of ``W``'s first step (:func:`_wang_first`), when the caller has it."""
     x = st.reg(_wang_first(x) if first is None else first, name=f"{name}_a")
     x = x ^ (x >> 12)
-    x = (x + (x << 2))[:32]
-    x = st.reg(x ^ (x >> 4), name=f"{name}_b")
+    # registered before the XOR with x >> 4, which the next stage's adders take in
+    # their LUTs (fewer LUTs than registering after it)
+    x = st.reg((x + (x << 2))[:32], name=f"{name}_b")
+    x = x ^ (x >> 4)
     x = _add3(x, (x << 3)[:32], (x << 11)[:32])
     return st.reg(x ^ (x >> 16), name=f"{name}_c")
 

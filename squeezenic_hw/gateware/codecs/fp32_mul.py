@@ -107,12 +107,13 @@ Stage 7 - round and pack
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.fp32 import CANONICAL_NAN, INF_BITS, MUL_MAX_SHIFT
 
-__all__ = ["Fp32Multiplier", "pipeline_helpers", "product_stages"]
+__all__ = ["FP32_OPERAND", "Fp32Multiplier", "pipeline_helpers", "product_stages", "operand_stage",
+           "operand_value"]
 
 def _leading_groups(f):
     """Stage 1 of the leading-zero count of the 23-bit ``f`` padded with a one below
@@ -145,6 +146,48 @@ def _normalised(f, first, counts):
     return (coarse << within)[:23], Cat(within, group)[:5]
 
 
+#: One operand as stage 2 reads it (:func:`operand_value`): the normalised significand
+#: ``m`` (bit 23 set unless the operand is zero), the normalising shift ``lz`` (0 for a
+#: normal operand) and the operand's class.
+FP32_OPERAND = data.StructLayout({
+    "m": unsigned(24), "lz": unsigned(5), "nan": unsigned(1), "inf": unsigned(1),
+    "zero": unsigned(1),
+})
+
+
+def operand_stage(reg, x, tag, subnormal=True):
+    """Stage 1 of one operand (steps 1, 3 and 4's groups): its fraction, the exponent
+    tests and, when it may be ``subnormal``, the leading-zero groups of its fraction,
+    registered (``reg`` from :func:`pipeline_helpers`). Returns a dict for
+    :func:`operand_value`."""
+    e = x[23:31]
+    f = x[:23]
+    fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0}
+    if subnormal:
+        fields["first"], fields["counts"] = _leading_groups(f)
+    else:
+        fields["f_zero"] = f == 0
+    return {key: reg(value, f"s1_{key}_{tag}") for key, value in fields.items()}
+
+
+def operand_value(op):
+    """Stage 2 of one operand, combinational from :func:`operand_stage`'s registers, as
+    an :data:`FP32_OPERAND` view. A subnormal's fraction is shifted so that its leading
+    one is bit 23 (step 4): ``|x| = m · 2**(e - lz - 150)`` either way. ``f = 0`` iff
+    the first group with a one is the last (the padding's) and that one is its fourth
+    bit."""
+    if "first" in op:
+        shifted, lz = _normalised(op["f"], op["first"], op["counts"])
+        m = Mux(op["e_zero"], Cat(Const(0, 1), shifted), Cat(op["f"], Const(1, 1)))
+        lz = Mux(op["e_zero"], lz, 0)
+        f_zero = op["first"][5] & (op["counts"][10:12] == 3)
+    else:
+        # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
+        m, lz, f_zero = Cat(op["f"], Const(1, 1)), Const(0, 5), op["f_zero"]
+    return FP32_OPERAND(Cat(m, lz, op["e_max"] & ~f_zero, op["e_max"] & f_zero,
+                            op["e_zero"] & f_zero))
+
+
 def pipeline_helpers(m, en):
     """``(reg, comb)`` for the stages of a datapath clocked on ``en``: ``reg(value, name,
     shape=None)`` an enabled register with no reset (the enclosing pipeline's valid bits
@@ -174,56 +217,25 @@ def product_stages(m, reg, comb, a, b, *, a_subnormal=True):
     registers of stage 5.
     """
     # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
-    def unpack(x, subnormal):
-        e = x[23:31]
-        f = x[:23]
-        fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "e": e}
-        if subnormal:
-            fields["first"], fields["counts"] = _leading_groups(f)
-        else:
-            fields["f_zero"] = f == 0
-        return fields
-
-    ua = unpack(a, a_subnormal)
-    ub = unpack(b, True)
-    esum_e = ua["e"] + ub["e"]
-
+    oa = operand_value(operand_stage(reg, a, "a", a_subnormal))
+    ob = operand_value(operand_stage(reg, b, "b"))
+    esum_e = a[23:31] + b[23:31]
     s1_sign = reg(a[31] ^ b[31], "s1_sign")
-    s1_op = [{key: reg(value, f"s1_{key}_{tag}")
-              for key, value in u.items() if key != "e"}
-             for u, tag in ((ua, "a"), (ub, "b"))]
     s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase
     s1_base1 = reg(esum_e - 126, "s1_base1", signed(10))    # ebase + 1
     s1_based = reg(128 - esum_e, "s1_based", signed(10))    # 1 - ebase
 
     # ---- stage 2: leading-zero count, normalising shift (4)
-    s2_m, s2_lz = [], []
-    for op, tag in zip(s1_op, "ab", strict=True):
-        if "first" not in op:
-            # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
-            s2_m.append(reg(Cat(op["f"], Const(1, 1)), f"s2_m{tag}", unsigned(24)))
-            s2_lz.append(Const(0, 5))
-            continue
-        shifted, lz = _normalised(op["f"], op["first"], op["counts"])
-        # subnormal: f << (lz + 1), the leading one of f at bit 23; normal: 1.f
-        s2_m.append(reg(Mux(op["e_zero"], Cat(Const(0, 1), shifted),
-                            Cat(op["f"], Const(1, 1))), f"s2_m{tag}", unsigned(24)))
-        s2_lz.append(reg(Mux(op["e_zero"], lz, 0), f"s2_lz{tag}", unsigned(5)))
-    s2_ma, s2_mb = s2_m
+    s2_ma = reg(oa.m, "s2_ma")
+    s2_mb = reg(ob.m, "s2_mb")
+    s2_lz = [reg(oa.lz, "s2_lza") if a_subnormal else Const(0, 5), reg(ob.lz, "s2_lzb")]
     s2_base0 = reg(s1_base0, "s2_base0")
     s2_base1 = reg(s1_base1, "s2_base1")
     s2_based = reg(s1_based, "s2_based")
-    # The operands' classes (step 2); f = 0 iff the first group with a one is the
-    # last (the padding's) and that one is its fourth bit.
-    classes = []
-    for op in s1_op:
-        f_zero = (op["f_zero"] if "f_zero" in op
-                  else op["first"][5] & (op["counts"][10:12] == 3))
-        classes.append((op["e_max"] & ~f_zero, op["e_max"] & f_zero, op["e_zero"] & f_zero))
-    (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = classes
-    nan2 = a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)
-    inf2 = ~nan2 & (a_inf | b_inf)
-    zero2 = ~nan2 & ~inf2 & (a_zero | b_zero)
+    # the operands' classes (step 2)
+    nan2 = oa.nan | ob.nan | (oa.inf & ob.zero) | (oa.zero & ob.inf)
+    inf2 = ~nan2 & (oa.inf | ob.inf)
+    zero2 = ~nan2 & ~inf2 & (oa.zero | ob.zero)
     s2_flags = reg(Cat(s1_sign, nan2, inf2, zero2), "s2_flags")
 
     # ---- stages 3, 4: partial products, each through the DSP48E2's multiplier and

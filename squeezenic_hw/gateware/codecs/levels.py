@@ -13,10 +13,10 @@ below ``2**-32``; the stochastic comparison ``U < F + δ`` with ``0 ≤ δ < 1``
 (``δ > 0`` iff sticky) is ``U < F or (U = F and sticky)``, exactly the
 reference's real-number comparison.
 
-Decoding: the integer code becomes an fp32 exactly (≤ 16 significant bits, its
-sign that of the decoded value), then ``fl32(±c · aux)`` on the same multiplier
-(rounding to nearest even is symmetric, so ``fl32(-c · aux) = -fl32(c · aux)``,
-and a NaN result is the canonical NaN either way).
+Decoding: the code's magnitude and sign, then ``fl32(±c · aux)`` by
+:class:`~.integer_product.IntegerProduct` (an integer times an fp32 on one DSP48E2;
+rounding to nearest even is symmetric, so ``fl32(-c · aux) = -fl32(c · aux)``, and a
+NaN result is the canonical NaN either way).
 
 The codec parameter ``p`` (2…16; other values are clamped) enters as
 thermometer and one-hot masks of the code bits (:func:`code_mask`,
@@ -29,13 +29,12 @@ from amaranth import Cat, Const, Mux, Signal
 from squeezenic_hw.spec.codecs import codec_info
 
 from .counter_rng import CounterRng, beat_draws
-from .fp32_mul import Fp32Multiplier
+from .integer_product import IntegerProduct
 from .scaled_fixed_point import ScaledFixedPoint
-from .unit import delay_into_flipflop
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
            "shared_levels", "shared_level_codes", "shared_scaled_values", "magnitude_sign",
-           "code_mask", "max_level", "top_bit_select", "int_to_fp32"]
+           "code_mask", "max_level", "top_bit_select"]
 
 _FIXED_ID = codec_info("fixed").id
 _QSGD_ID = codec_info("qsgd").id
@@ -48,11 +47,11 @@ _X_DELAY = max(0, CounterRng.LATENCY - ScaledFixedPoint.LATENCY)
 _U_DELAY = _X_DELAY + ScaledFixedPoint.LATENCY - CounterRng.LATENCY
 #: cycles from the input beat to the registered level (product, round, saturate).
 ENCODE_LATENCY = _X_DELAY + ScaledFixedPoint.LATENCY + _ROUND
-# Decoder stages before the multiplier: the code's sign and magnitude candidates, then the
-# two of int_to_fp32 (the first selects the candidate).
+# Decoder stages before the product: the code's sign and magnitude candidates (the
+# product's first stage selects the candidate).
 _MAGNITUDE = 1
-#: cycles from the input beat to the registered fp32 value (the multiplier's output).
-DECODE_LATENCY = _MAGNITUDE + 2 + Fp32Multiplier.LATENCY
+#: cycles from the input beat to the registered fp32 value (the product's output).
+DECODE_LATENCY = _MAGNITUDE + IntegerProduct.LATENCY
 
 
 def code_mask(param):
@@ -164,25 +163,6 @@ def build_levels(m, stager, payload, name, draws):
     return out
 
 
-def int_to_fp32(stager, magnitude, negative, name):
-    """fp32 bits of ``±magnitude`` (an unsigned integer of up to 16 bits, exact;
-    ``negative`` the sign bit, kept for 0 too), registered twice: the position of
-    the leading one, then the shift that makes it the hidden bit."""
-    magnitude = Cat(magnitude, Const(0, 16 - len(magnitude)))
-    lead = Const(0, 4)
-    for k in range(1, 16):     # the highest set bit wins
-        lead = Mux(magnitude[k], k, lead)
-    lead = stager.reg(lead, name=f"{name}_lead")
-    nonzero = stager.reg(magnitude != 0, name=f"{name}_nz")
-    magnitude = stager.reg(magnitude, name=f"{name}_mag")
-    negative = stager.reg(negative, name=f"{name}_neg")
-    # shifting by 15 - lead = ~lead puts the leading one at bit 15, the hidden bit
-    fraction = (magnitude << ~lead)[:15]        # the 15 bits under it: fraction[22:8]
-    exponent = (lead + 127)[:8]
-    body = Mux(nonzero, Cat(fraction, exponent), 0)
-    return stager.reg(Cat(Const(0, 8), body, negative), name=f"{name}_f32")
-
-
 def magnitude_sign(code, param, qsgd):
     """A ``fixed`` or ``qsgd`` code's ``(positive, negated, negative)`` for
     :func:`build_scaled_values` (16 bits each, combinational).
@@ -228,19 +208,18 @@ def build_scaled_values(m, stager, payload, name, magnitude_sign):
     ``DECODE_LATENCY`` enabled cycles after the input beat.
 
     The two candidates are registered and selected in the next stage, beside the
-    leading-one search, so that the parameter's masks, the negation and the
-    selection do not share one stage."""
-    # the multiplier's stage 1 is deep: its operand comes from a flip-flop, not a shift register
-    aux = delay_into_flipflop(m, stager, payload.params.aux, _MAGNITUDE + 2, name="aux")
+    product's search for the leading one, so that the parameter's masks, the negation and
+    the selection do not share one stage."""
+    aux = stager.reg(payload.params.aux, name="aux")
     out = []
     for e in range(len(payload.codes)):
         positive, negated, negative = magnitude_sign(payload.codes[e], payload.params.param)
         positive = stager.reg(positive, name=f"c{e}_pos")
         negated = stager.reg(negated, name=f"c{e}_negated")
         negative = stager.reg(negative, name=f"c{e}_neg")
-        value = int_to_fp32(stager, Mux(negative, negated, positive), negative, f"c{e}")
-        # an exact integer: never subnormal, so no normalising shift on that operand
-        mul = m.submodules[f"{name}_mul{e}"] = Fp32Multiplier(a_subnormal=False)
-        m.d.comb += [mul.a.eq(value), mul.b.eq(aux), mul.en.eq(stager.enable)]
-        out.append(mul.p)
+        product = m.submodules[f"{name}_mul{e}"] = IntegerProduct()
+        m.d.comb += [product.c.eq(Mux(negative, negated, positive)),
+                     product.negative.eq(negative), product.b.eq(aux),
+                     product.en.eq(stager.enable)]
+        out.append(product.p)
     return out

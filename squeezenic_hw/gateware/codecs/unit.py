@@ -15,10 +15,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
 
 __all__ = [
-    "CodecParams", "SharedParts", "delay_into_flipflop", "delay_taps",
+    "CodecParams", "SharedParts", "delay_taps",
     "encoder_input_layout", "encoder_output_layout",
     "decoder_input_layout", "decoder_output_layout",
     "PipelinedBeatUnit",
@@ -84,27 +84,33 @@ def decoder_output_layout(meta_shape=unsigned(1)):
     })
 
 
-def delay_into_flipflop(m, stager, value, cycles, *, name):
-    """``stager.delay(value, cycles)`` whose last register stays a flip-flop.
+def delay_taps(m, stager, value, taps, *, name, lutram=False, head=0):
+    """``value`` delayed by each of ``taps`` (enabled cycles of ``stager``, each ≥ 1) on
+    one delay line; returns ``{tap: delayed value}``. Every tap is a flip-flop.
 
     Synthesis turns a plain delay line of three or more registers into a shift register
     (an SRL), whose clock-to-out is slow (``lutram_read`` in ``docs/timing.md``): too slow
-    in front of deep logic. A ``keep`` on the register two before the end stops the last
-    register joining the shift register (Yosys' ``xilinx_srl`` takes no register whose
-    input net is kept); the registers before it may still form one.
-    """
-    return delay_taps(m, stager, value, [cycles], name=name)[cycles]
+    in front of deep logic. A ``keep`` on the register two before the first tap ends the
+    shift register there (Yosys' ``xilinx_srl`` takes no register whose input net is
+    kept); the registers after it stay flip-flops.
 
-
-def delay_taps(m, stager, value, taps, *, name):
-    """``value`` delayed by each of ``taps`` (enabled cycles of ``stager``, each ≥ 1) on
-    one delay line; returns ``{tap: delayed value}``. Every tap is a flip-flop: as in
-    :func:`delay_into_flipflop`, a ``keep`` on the register two before the first tap
-    ends the shift register there (the registers after it stay flip-flops)."""
+    ``lutram``: the line from its ``head`` first registers (flip-flops, for logic that
+    registers the same value beside the line to share) to the register before the first
+    tap is a :func:`~squeezenic_hw.gateware.common.stream.lutram_delay` (a
+    distributed-RAM ring, half a LUT a bit) instead of a shift register (a LUT a bit),
+    when that is 2 cycles or more."""
     taps = sorted(set(taps))
-    keep_at = taps[0] - 2 if taps[0] >= 3 else None
     out = {}
-    for k in range(1, taps[-1] + 1):
+    ram = taps[0] - 1 - head
+    keep_at = taps[0] - 2 if taps[0] >= 3 else None
+    if lutram and ram >= 2:
+        keep_at = None
+        for k in range(1, head + 1):
+            value = stager.reg(value, name=f"{name}_d{k}")
+        value = lutram_delay(m, stager, value, ram, name=f"{name}_ram")
+    else:
+        ram = head = 0
+    for k in range(head + ram + 1, taps[-1] + 1):
         if k == keep_at:
             r = Signal(Signal.like(value).shape(), name=f"{name}_d{k}", reset_less=True,
                        attrs={"keep": 1})

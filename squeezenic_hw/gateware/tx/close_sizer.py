@@ -11,12 +11,13 @@ it copies (that of the host frame holding its first element), its ``tuser_src`` 
 record becomes its token (``built = 0``) at its place in the order.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.codecs.unit import delay_taps
 from squeezenic_hw.gateware.common.layouts import field_le, token_tag_layout
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
 
@@ -152,10 +153,13 @@ class TxCloseSizer(wiring.Component):
                                      open_dst.eq(cur_dst), open_offset.eq(rec.offset)]
 
         s1_valid = st.reg(rec_valid & emit, name="s1_valid", reset_less=False)
-        s1 = {name: st.reg(value, name=f"s1_{name}") for name, value in {
-            "built": built, "template": template, "src": src, "dst": dst, "n": n, "k": k,
-            "offset": offset, "flush": flush, "size": rec.size, "width": rec.width,
-            "sparse": rec.sparse}.items()}
+        fields = {"built": built, "template": template, "src": src, "dst": dst,
+                  "offset": offset, "flush": flush, "size": rec.size, "sparse": rec.sparse}
+        # n and k in flip-flops (stage 1 multiplies them, stage 4 adds them up for the
+        # threshold sizes: no distributed-RAM read in front of that carry chain)
+        counts = delay_taps(m, st, Cat(n, k), [1, 3], name="counts")
+        s1 = {"n": counts[1][:16], "k": counts[1][16:], "width": st.reg(rec.width,
+                                                                         name="s1_width")}
 
         # ---- stages 2 and 3: n·b (registered twice: a DSP48E2's MREG and PREG) ---------
         # one code width built in: n·b is a constant product (no multiplier)
@@ -164,16 +168,22 @@ class TxCloseSizer(wiring.Component):
         # the threshold layout choice (only with threshold built in)
         layout = (st.reg(index_layout_shorter(s1["n"], s1["k"]), name="s2_index")
                   if self._sparse else Const(0, 1))
-        s2 = {name: st.reg(value, name=f"s2_{name}") for name, value in s1.items()}
+        # the fields wait three cycles beside the product, in distributed RAM (half a LUT
+        # a bit, where a shift register takes one)
+        waiting = lutram_delay(m, st, Cat(*fields.values()), 3, name="s3_fields")
+        s3, lo = {}, 0
+        for name, value in fields.items():
+            width = len(Value.cast(value))
+            s3[name] = waiting[lo:lo + width]
+            lo += width
         s3_valid = st.reg(st.reg(s1_valid, name="s2_valid", reset_less=False),
                           name="s3_valid", reset_less=False)
         bits = st.reg(bits, name="s3_bits")
         if self._sparse:
             layout = st.reg(layout, name="s3_index")
-        s3 = {name: st.reg(value, name=f"s3_{name}") for name, value in s2.items()}
 
         # ---- stage 4: the size and the request -----------------------------------------
-        k3, n3 = s3["k"], s3["n"]
+        n3, k3 = counts[3][:16], counts[3][16:]
         sparse_size = HEADER_LEN + (k3 << 2) + Mux(layout, k3 << 1, (n3 + 7) >> 3)
         size = Signal(16)
         m.d.comb += size.eq(Mux(s3["built"],

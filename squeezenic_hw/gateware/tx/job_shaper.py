@@ -23,8 +23,9 @@ __all__ = ["TxJobShaper", "index_layout_shorter"]
 
 
 def index_layout_shorter(n, k):
-    """The index list is strictly shorter than the bitmap: ``2k < ⌈n/8⌉``."""
-    return (k << 1) < ((n + 7) >> 3)
+    """The index list is strictly shorter than the bitmap: ``2k < ⌈n/8⌉``, which for
+    integers is ``16k < n`` (one compare, no add in front of it)."""
+    return (k << 4) < n
 
 
 class TxJobShaper(wiring.Component):

@@ -2,13 +2,11 @@
 """lutram_delay: the same values as a chain of as many enabled registers, under a random
 enable, and the delay kept in distributed RAM."""
 
-import random
-
 import pytest
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.sim import Simulator
+from random_enable import outputs_under_random_enable
 
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
@@ -32,22 +30,8 @@ class _Both(wiring.Component):
 
 @pytest.mark.parametrize("width,cycles", [(1, 2), (40, 3), (512, 3), (9, 7), (5, 32)])
 def test_equals_a_register_chain(width, cycles):
-    dut = _Both(width, cycles)
-    rng = random.Random(width * cycles)
-    compared = []
-
-    async def bench(ctx):
-        for k in range(400):
-            ctx.set(dut.value, rng.getrandbits(width))
-            ctx.set(dut.en, rng.random() < 0.7)
-            await ctx.tick()
-            if k >= 2 * cycles + 40:          # once both are full of written values
-                compared.append((ctx.get(dut.ram), ctx.get(dut.chain)))
-
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    compared = outputs_under_random_enable(_Both(width, cycles), width, ("ram", "chain"),
+                                           settle=2 * cycles + 40, seed=width * cycles)
     assert all(a == b for a, b in compared)
     assert len({b for _, b in compared}) > 1
 
