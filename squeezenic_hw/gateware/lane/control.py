@@ -18,14 +18,17 @@ __all__ = ["bypass_first_beat", "bypass_and_drain_states", "token_stream", "code
 def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state="BYPASS"):
     """In the controller's IDLE state: a frame to bypass. Its token (``built`` = 0, its
     ``size``) goes to ``desc`` now, for the merger's order, and its first beat to ``byp``;
-    ``bump`` counts ``bypass_frames`` and ``bypass_<reason>`` (for ``reasons``)."""
+    ``bump`` counts ``bypass_frames`` and ``bypass_<reason>`` (for ``reasons``).
+
+    ``byp.payload`` is the caller's to drive with the input beat in every state (its
+    ``valid`` says when it counts): driven only in the bypass states, it would be 0 in the
+    others, an AND gate on each of its bits."""
     beat, reason = i.payload.beat, i.payload.reason
     m.d.comb += [
         desc.valid.eq(byp.ready),
         built.eq(0),
         size.eq(beat.size),
         byp.valid.eq(desc.ready),
-        byp.payload.eq(beat),
         i.ready.eq(desc.ready & byp.ready),
     ]
     with m.If(desc.ready & byp.ready):
@@ -39,13 +42,13 @@ def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state
 
 
 def bypass_and_drain_states(m, i, byp):
-    """The BYPASS state (forward beats to ``byp`` up to ``tlast``) and the DRAIN state
-    (discard beats past ``tuser_size`` up to ``tlast``); both return to IDLE."""
+    """The BYPASS state (forward beats to ``byp`` up to ``tlast``; ``byp.payload`` as in
+    :func:`bypass_first_beat`) and the DRAIN state (discard beats past ``tuser_size`` up to
+    ``tlast``); both return to IDLE."""
     beat = i.payload.beat
     with m.State("BYPASS"):
         m.d.comb += [
             byp.valid.eq(i.valid),
-            byp.payload.eq(beat),
             i.ready.eq(byp.ready),
         ]
         with m.If(i.valid & byp.ready & beat.last):

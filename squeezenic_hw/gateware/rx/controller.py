@@ -164,6 +164,8 @@ class RxController(wiring.Component):
         hdr = beat.data
         desc, pay, byp, frames = self.desc, self.payload, self.bypass, self.frames
         counters = self.counters
+        # the bypass data is the input beat in every state: its valid says when it counts
+        m.d.comb += byp.payload.eq(beat)
         sparse = self._sparse
 
         def bump(name, amount=1):

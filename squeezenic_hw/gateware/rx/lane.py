@@ -35,6 +35,7 @@ from squeezenic_hw.gateware.common.layouts import (
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import (
+    BlockRamFifo,
     check_fifo_depth,
     fifo_between,
     merge_in_order,
@@ -62,15 +63,17 @@ __all__ = ["RxLane"]
 _ROOM_SLACK = 2
 
 
-def fifo_from_controller(m, name, source, sink, depth):
-    """A ``SyncFIFOBuffered`` of ``depth`` + 2 entries from controller stream ``source`` to
-    stream ``sink`` (``None``: the caller reads the FIFO), whose ``source.ready`` is a
-    flip-flop: set while at least 3 entries were free in the cycle before, so ``depth``
-    entries can be filled. The controller's accept logic then depends on registers only."""
+def fifo_from_controller(m, name, source, sink, depth, *, block_ram=False):
+    """A ``SyncFIFOBuffered`` (``block_ram``: a :class:`BlockRamFifo`) of ``depth`` + 2
+    entries from controller stream ``source`` to stream ``sink`` (``None``: the caller
+    reads the FIFO), whose ``source.ready`` is a flip-flop: set while at least 3 entries
+    were free in the cycle before, so ``depth`` entries can be filled. The controller's
+    accept logic then depends on registers only."""
     width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
         source.payload)
     total = depth + _ROOM_SLACK
-    q = m.submodules[name] = fifo.SyncFIFOBuffered(width=width, depth=total)
+    kind = BlockRamFifo if block_ram else fifo.SyncFIFOBuffered
+    q = m.submodules[name] = kind(width=width, depth=total)
     room = Signal(name=f"{name}_room")
     m.d.sync += room.eq(q.level <= total - 1 - _ROOM_SLACK)
     m.d.comb += [
@@ -209,8 +212,9 @@ class RxLane(wiring.Component):
         wiring.connect(m, splitter.o, builder.i)
         token = token_stream(m, builder)
         fifo_between(m, "token_fifo", token, merger.tokens, self._token_depth)
+        # a deep queue of whole bypassed beats: block RAM
         fifo_from_controller(m, "bypass_fifo", ctrl.bypass, merger.bypass,
-                             self._bypass_depth)
+                             self._bypass_depth, block_ram=True)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m

@@ -298,7 +298,9 @@ class TxLane(wiring.Component):
         if self._trusted:
             m.d.comb += ctrl.bypass.ready.eq(1)   # never valid
         else:
-            fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth)
+            # a deep queue of whole bypassed beats: block RAM
+            fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth,
+                         block_ram=True)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m

@@ -99,7 +99,9 @@ class WireRing(wiring.Component):
         abits = depth.bit_length() - 1   # beat address bits; pointers carry one more (wrap)
         banks = []
         for b in range(2):
-            mem = Memory(shape=_BEAT, depth=depth // 2, init=[])
+            # block RAM at every depth (Yosys would take distributed RAM for a bank of
+            # 32 beats: 37 RAM32M16, 296 LUTs)
+            mem = Memory(shape=_BEAT, depth=depth // 2, init=[], attrs={"ram_style": "block"})
             m.submodules[f"bank{b}"] = mem
             banks.append(mem)
 

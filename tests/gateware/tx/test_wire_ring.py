@@ -22,6 +22,7 @@ import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
+from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.layouts import RingWrite
 from squeezenic_hw.gateware.tx.ring import WireRing, ring_depth
 
@@ -251,3 +252,10 @@ def test_writer_never_stalls():
 def test_verilog():
     text = verilog.convert(WireRing(23), name="wire_ring")
     assert "module wire_ring" in text
+
+
+def test_banks_are_block_ram(tmp_path):
+    # the default MTU's ring: 64 beats, two banks of 32, which Yosys would otherwise put
+    # in distributed RAM
+    result = synth.synthesize(WireRing(23), name="wire_ring", workdir=tmp_path)
+    assert result.bram > 0 and result.lutram == 0
