@@ -106,13 +106,15 @@ Stage 7 - round and pack
         inf -> ``sign << 31 | 0x7F800000``, zero -> ``sign << 31``.
 """
 
+from collections import namedtuple
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.fp32 import CANONICAL_NAN, INF_BITS, MUL_MAX_SHIFT
 
-__all__ = ["FP32_OPERAND", "Fp32Multiplier", "pipeline_helpers", "product_stages", "operand_stage",
+__all__ = ["Fp32Operand", "Fp32Multiplier", "pipeline_helpers", "product_stages", "operand_stage",
            "operand_value"]
 
 def _leading_groups(f):
@@ -149,10 +151,7 @@ def _normalised(f, first, counts):
 #: One operand as stage 2 reads it (:func:`operand_value`): the normalised significand
 #: ``m`` (bit 23 set unless the operand is zero), the normalising shift ``lz`` (0 for a
 #: normal operand) and the operand's class.
-FP32_OPERAND = data.StructLayout({
-    "m": unsigned(24), "lz": unsigned(5), "nan": unsigned(1), "inf": unsigned(1),
-    "zero": unsigned(1),
-})
+Fp32Operand = namedtuple("Fp32Operand", ["m", "lz", "nan", "inf", "zero"])
 
 
 def operand_stage(reg, x, tag, subnormal=True):
@@ -172,7 +171,7 @@ def operand_stage(reg, x, tag, subnormal=True):
 
 def operand_value(op):
     """Stage 2 of one operand, combinational from :func:`operand_stage`'s registers, as
-    an :data:`FP32_OPERAND` view. A subnormal's fraction is shifted so that its leading
+    an :class:`Fp32Operand`. A subnormal's fraction is shifted so that its leading
     one is bit 23 (step 4): ``|x| = m · 2**(e - lz - 150)`` either way. ``f = 0`` iff
     the first group with a one is the last (the padding's) and that one is its fourth
     bit."""
@@ -184,8 +183,8 @@ def operand_value(op):
     else:
         # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
         m, lz, f_zero = Cat(op["f"], Const(1, 1)), Const(0, 5), op["f_zero"]
-    return FP32_OPERAND(Cat(m, lz, op["e_max"] & ~f_zero, op["e_max"] & f_zero,
-                            op["e_zero"] & f_zero))
+    return Fp32Operand(m, lz, op["e_max"] & ~f_zero, op["e_max"] & f_zero,
+                       op["e_zero"] & f_zero)
 
 
 def pipeline_helpers(m, en):
