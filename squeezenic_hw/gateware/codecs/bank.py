@@ -21,13 +21,11 @@ Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
-import itertools
-
 from amaranth import Cat, Mux, Signal, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
-from squeezenic_hw.gateware.common.stream import lutram_delay
+from squeezenic_hw.gateware.common.stream import lutram_delay_each, split_like
 from squeezenic_hw.spec.codecs import codec_info
 
 from .bf16 import Bf16Decoder, Bf16Encoder
@@ -97,9 +95,6 @@ class _Bank(PipelinedBeatUnit):
     # The input fields on the delay line of the units that wait at their input.
     _LINE_FIELDS = ()
     _ZEROES_INVALID = True   # the output register takes the selected, masked results
-    # Flip-flops at the head of the delay line (the rest is distributed RAM up to its
-    # first tap): as many as a unit registers the same input fields for itself.
-    _LINE_HEAD = 0
 
     def __init__(self, codecs, in_layout, out_layout):
         # The units' datapaths are built inside the bank's module: classes, not instances.
@@ -123,16 +118,17 @@ class _Bank(PipelinedBeatUnit):
         layout, the other fields zero (the units' results are selected and masked by
         the bank's own delayed copies)."""
         fields = [getattr(payload, f) for f in self._LINE_FIELDS]
+        # Flip-flops at the line's head (the rest is distributed RAM up to its first tap):
+        # as many as a unit built here registers the same input for itself, which
+        # synthesis then shares with the line.
+        head = max(unit.HOLDS_INPUT for unit in self._units.values())
         line = delay_taps(m, stager, Cat(*fields), taps, name="input_line", lutram=True,
-                          head=self._LINE_HEAD)
+                          head=head)
         views = {}
         for tap, value in line.items():
             view = views[tap] = Signal(payload.shape(), name=f"input_d{tap}")
-            lo = 0
-            for f, field in zip(self._LINE_FIELDS, fields, strict=True):
-                n = len(field.as_value())
-                m.d.comb += getattr(view, f).eq(value[lo:lo + n])
-                lo += n
+            for f, field in zip(self._LINE_FIELDS, split_like(value, fields), strict=True):
+                m.d.comb += getattr(view, f).eq(field)
         return views
 
     def datapath(self, m, stager, payload):
@@ -164,9 +160,7 @@ class _Bank(PipelinedBeatUnit):
             c = ids[0]
             if pad >= 2:
                 # the beat's results wait in distributed RAM (half a LUT a bit)
-                line = lutram_delay(m, stager, Cat(*values), pad, name=f"c{c}_pad")
-                ends = list(itertools.accumulate(len(v) for v in values))
-                values = [line[end - len(v):end] for v, end in zip(values, ends, strict=True)]
+                values = lutram_delay_each(m, stager, values, pad, name=f"c{c}_pad")
             elif pad:
                 values = [stager.reg(v, name=f"c{c}_e{e}_pad") for e, v in enumerate(values)]
             results.append((ids, values))
@@ -204,9 +198,6 @@ class EncoderBank(_Bank):
     _TABLE = ENCODERS
     _OUT_FIELD = "codes"
     _LINE_FIELDS = ("elements",)
-    # fixed/qsgd hold the elements three cycles in flip-flops (two waiting for the
-    # draws, then the multiplier's first stage): the line's first three, merged
-    _LINE_HEAD = 3
 
     def __init__(self, codecs, *, meta_shape=unsigned(1)):
         meta = bank_meta_layout(meta_shape)

@@ -2,6 +2,7 @@
 
 from .levels import (
     DECODE_LATENCY,
+    ELEMENTS_HELD,
     ENCODE_LATENCY,
     shared_level_codes,
     shared_scaled_values,
@@ -27,6 +28,7 @@ class FixedEncoder(EncoderUnit):
     :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`).
     """
     LATENCY = ENCODE_LATENCY + 1
+    HOLDS_INPUT = ELEMENTS_HELD
     CODE_WIDTH = 16
 
     @classmethod

@@ -32,9 +32,9 @@ from .counter_rng import CounterRng, beat_draws
 from .integer_product import IntegerProduct
 from .scaled_fixed_point import ScaledFixedPoint
 
-__all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "build_levels", "build_scaled_values",
-           "shared_levels", "shared_level_codes", "shared_scaled_values", "magnitude_sign",
-           "code_mask", "max_level", "top_bit_select"]
+__all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "ELEMENTS_HELD", "build_levels",
+           "build_scaled_values", "shared_levels", "shared_level_codes", "shared_scaled_values",
+           "magnitude_sign", "code_mask", "max_level", "top_bit_select"]
 
 _FIXED_ID = codec_info("fixed").id
 _QSGD_ID = codec_info("qsgd").id
@@ -47,6 +47,9 @@ _X_DELAY = max(0, CounterRng.LATENCY - ScaledFixedPoint.LATENCY)
 _U_DELAY = _X_DELAY + ScaledFixedPoint.LATENCY - CounterRng.LATENCY
 #: cycles from the input beat to the registered level (product, round, saturate).
 ENCODE_LATENCY = _X_DELAY + ScaledFixedPoint.LATENCY + _ROUND
+#: cycles the encoder registers the elements unchanged: x waits, then the product's
+#: first stage registers its fraction.
+ELEMENTS_HELD = _X_DELAY + 1
 # Decoder stages before the product: the code's sign and magnitude candidates (the
 # product's first stage selects the candidate).
 _MAGNITUDE = 1

@@ -11,7 +11,7 @@ Decoding gives ``sign << 31 | e' << 23``: ±0 for ``e' = 0``, ±inf for 255.
 from amaranth import Cat, Const, Mux
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
-from squeezenic_hw.gateware.common.stream import lutram_delay
+from squeezenic_hw.gateware.common.stream import lutram_delay_each
 
 from .counter_rng import CounterRng, beat_draws
 from .unit import DecoderUnit, EncoderUnit
@@ -42,13 +42,13 @@ class NaturalEncoder(EncoderUnit):
         # Both candidate exponents are ready before the draw: exp + 1 (exp <= 254 here,
         # and 254 + 1 = 255 is ±inf) and exp, with 255 (inf, NaN) kept. The beat's bumped
         # exponents wait for the draws in distributed RAM.
-        bumped = Cat(*(Mux(x[23:31] == 255, 255, x[23:31] + 1)[:8] for x in payload.elements))
-        bumped = lutram_delay(m, stager, bumped, CounterRng.LATENCY, name="bumped_line")
+        bumped = lutram_delay_each(
+            m, stager, [Mux(x[23:31] == 255, 255, x[23:31] + 1)[:8] for x in payload.elements],
+            CounterRng.LATENCY, name="bumped_line")
         codes = []
         for e in range(ELEMENTS_PER_BEAT):
             x = payload.elements[e]
             sign, exp, man = x[31], x[23:31], x[0:23]
-            bumped_e = bumped[8 * e:8 * e + 8]
             if line is not None:
                 late = line[CounterRng.LATENCY].elements[e]
                 kept, man = Cat(late[23:31], late[31]), late[:23]
@@ -58,7 +58,7 @@ class NaturalEncoder(EncoderUnit):
             # u < m * 2**9 compares u's top 23 bits with m (the low 9 bits of m * 2**9
             # are zero)
             up = Mux(stochastic, draws[e][9:] < man, man[22])
-            code = Cat(Mux(up, bumped_e, kept[:8]), kept[8])
+            code = Cat(Mux(up, bumped[e], kept[:8]), kept[8])
             codes.append(stager.reg(code, name=f"code{e}"))
         return codes
 

@@ -2,6 +2,7 @@
 
 from .levels import (
     DECODE_LATENCY,
+    ELEMENTS_HELD,
     ENCODE_LATENCY,
     shared_level_codes,
     shared_scaled_values,
@@ -20,6 +21,7 @@ class QsgdEncoder(EncoderUnit):
     one beat per cycle. Backpressure: the pipeline holds.
     """
     LATENCY = ENCODE_LATENCY + 1
+    HOLDS_INPUT = ELEMENTS_HELD
     CODE_WIDTH = 16
 
     @classmethod

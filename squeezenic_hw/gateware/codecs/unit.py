@@ -182,6 +182,9 @@ class PipelinedBeatUnit(wiring.Component):
     #: Delays of its input (enabled cycles) that the unit takes from the bank's delay
     #: line when the bank has one (``SharedParts.find("input_line")``, ``{tap: payload}``).
     INPUT_TAPS = ()
+    #: Enabled cycles for which the unit's datapath registers its input unchanged (a
+    #: bank's delay line of the input keeps as many flip-flops at its head, to share).
+    HOLDS_INPUT = 0
     _OUT_FIELD = None        # "codes" (encoders) or "elements" (decoders)
     _ZEROES_INVALID = False  # the datapath's results are already zero where invalid
 

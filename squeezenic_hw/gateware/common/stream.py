@@ -2,13 +2,13 @@
 registered ready at a block boundary), a FIFO between two streams, the FIFO depth check, and
 the merge of two streams in a queued order."""
 
-from amaranth import Module, Mux, Shape, Signal, unsigned
+from amaranth import Cat, Module, Mux, Shape, Signal, Value, unsigned
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["Stager", "SkidBuffer", "LutramBuffer", "BlockRamFifo", "lutram_delay",
-           "skid_between", "fifo_between", "check_fifo_depth",
+           "lutram_delay_each", "split_like", "skid_between", "fifo_between", "check_fifo_depth",
            "merge_in_order"]
 
 
@@ -184,6 +184,23 @@ def lutram_delay(m, stager, value, cycles, *, name):
         m.d.sync += ptr.eq(Mux(ptr == cycles - 1, 0, ptr + 1))
     return read.data
 
+
+
+def split_like(value, parts):
+    """``value`` cut into slices as wide as ``parts``, lowest first: the inverse of
+    ``Cat(*parts)``, for values that travelled together (a delay line of several)."""
+    out, lo = [], 0
+    for part in parts:
+        width = len(Value.cast(part))
+        out.append(value[lo:lo + width])
+        lo += width
+    return out
+
+
+def lutram_delay_each(m, stager, values, cycles, *, name):
+    """Each of ``values`` delayed by ``cycles`` enabled cycles of ``stager``, on one
+    :func:`lutram_delay` (their concatenation); a list in the order given."""
+    return split_like(lutram_delay(m, stager, Cat(*values), cycles, name=name), values)
 
 def skid_between(m, name, source, sink, *, lutram=False):
     """A :class:`SkidBuffer` (with ``lutram``, a :class:`LutramBuffer`) from stream

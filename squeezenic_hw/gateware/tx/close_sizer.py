@@ -11,13 +11,13 @@ it copies (that of the host frame holding its first element), its ``tuser_src`` 
 record becomes its token (``built = 0``) at its place in the order.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import delay_taps
 from squeezenic_hw.gateware.common.layouts import field_le, token_tag_layout
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay_each
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
 
@@ -170,12 +170,8 @@ class TxCloseSizer(wiring.Component):
                   if self._sparse else Const(0, 1))
         # the fields wait three cycles beside the product, in distributed RAM (half a LUT
         # a bit, where a shift register takes one)
-        waiting = lutram_delay(m, st, Cat(*fields.values()), 3, name="s3_fields")
-        s3, lo = {}, 0
-        for name, value in fields.items():
-            width = len(Value.cast(value))
-            s3[name] = waiting[lo:lo + width]
-            lo += width
+        s3 = dict(zip(fields, lutram_delay_each(m, st, list(fields.values()), 3,
+                                                name="s3_fields"), strict=True))
         s3_valid = st.reg(st.reg(s1_valid, name="s2_valid", reset_less=False),
                           name="s3_valid", reset_less=False)
         bits = st.reg(bits, name="s3_bits")
