@@ -154,18 +154,14 @@ def _normalised(f, first, counts):
 Fp32Operand = namedtuple("Fp32Operand", ["m", "lz", "nan", "inf", "zero"])
 
 
-def operand_stage(reg, x, tag, subnormal=True):
+def operand_stage(reg, x, tag):
     """Stage 1 of one operand (steps 1, 3 and 4's groups): its fraction, the exponent
-    tests and, when it may be ``subnormal``, the leading-zero groups of its fraction,
-    registered (``reg`` from :func:`pipeline_helpers`). Returns a dict for
-    :func:`operand_value`."""
+    tests and the leading-zero groups of its fraction, registered (``reg`` from
+    :func:`pipeline_helpers`). Returns a dict for :func:`operand_value`."""
     e = x[23:31]
     f = x[:23]
-    fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0}
-    if subnormal:
-        fields["first"], fields["counts"] = _leading_groups(f)
-    else:
-        fields["f_zero"] = f == 0
+    first, counts = _leading_groups(f)
+    fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "first": first, "counts": counts}
     return {key: reg(value, f"s1_{key}_{tag}") for key, value in fields.items()}
 
 
@@ -175,14 +171,10 @@ def operand_value(op):
     one is bit 23 (step 4): ``|x| = m · 2**(e - lz - 150)`` either way. ``f = 0`` iff
     the first group with a one is the last (the padding's) and that one is its fourth
     bit."""
-    if "first" in op:
-        shifted, lz = _normalised(op["f"], op["first"], op["counts"])
-        m = Mux(op["e_zero"], Cat(Const(0, 1), shifted), Cat(op["f"], Const(1, 1)))
-        lz = Mux(op["e_zero"], lz, 0)
-        f_zero = op["first"][5] & (op["counts"][10:12] == 3)
-    else:
-        # never subnormal: 1.f (e = 0 is a zero, whose significand is unused)
-        m, lz, f_zero = Cat(op["f"], Const(1, 1)), Const(0, 5), op["f_zero"]
+    shifted, lz = _normalised(op["f"], op["first"], op["counts"])
+    m = Mux(op["e_zero"], Cat(Const(0, 1), shifted), Cat(op["f"], Const(1, 1)))
+    lz = Mux(op["e_zero"], lz, 0)
+    f_zero = op["first"][5] & (op["counts"][10:12] == 3)
     return Fp32Operand(m, lz, op["e_max"] & ~f_zero, op["e_max"] & f_zero,
                        op["e_zero"] & f_zero)
 
@@ -206,7 +198,7 @@ def pipeline_helpers(m, en):
     return reg, comb
 
 
-def product_stages(m, reg, comb, a, b, *, a_subnormal=True):
+def product_stages(m, reg, comb, a, b):
     """Stages 1 to 5 of :class:`Fp32Multiplier` (steps 1-7, and 11's low part): what
     the multiplier and :class:`~.scaled_fixed_point.ScaledFixedPoint` share.
 
@@ -216,7 +208,7 @@ def product_stages(m, reg, comb, a, b, *, a_subnormal=True):
     registers of stage 5.
     """
     # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
-    oa = operand_value(operand_stage(reg, a, "a", a_subnormal))
+    oa = operand_value(operand_stage(reg, a, "a"))
     ob = operand_value(operand_stage(reg, b, "b"))
     esum_e = a[23:31] + b[23:31]
     s1_sign = reg(a[31] ^ b[31], "s1_sign")
@@ -227,7 +219,7 @@ def product_stages(m, reg, comb, a, b, *, a_subnormal=True):
     # ---- stage 2: leading-zero count, normalising shift (4)
     s2_ma = reg(oa.m, "s2_ma")
     s2_mb = reg(ob.m, "s2_mb")
-    s2_lz = [reg(oa.lz, "s2_lza") if a_subnormal else Const(0, 5), reg(ob.lz, "s2_lzb")]
+    s2_lz = [reg(oa.lz, "s2_lza"), reg(ob.lz, "s2_lzb")]
     s2_base0 = reg(s1_base0, "s2_base0")
     s2_base1 = reg(s1_base1, "s2_base1")
     s2_based = reg(s1_based, "s2_based")
@@ -238,10 +230,7 @@ def product_stages(m, reg, comb, a, b, *, a_subnormal=True):
     s2_flags = reg(Cat(s1_sign, nan2, inf2, zero2), "s2_flags")
 
     # ---- stages 3, 4: partial products, each through the DSP48E2's multiplier and
-    # output registers (6). The split is on ma: a caller whose a has few significant
-    # bits (an integer) leaves Plo's low bits constant, never Phi's, so every bit of
-    # the stage-5 sum stays an add (no register chain the shift-register mapper
-    # would take, which would also keep the DSP from absorbing its registers).
+    # output registers (6), split on ma.
     s3_lo = reg(s2_ma[:17] * s2_mb, "s3_lo", unsigned(41))
     s3_hi = reg(s2_ma[17:] * s2_mb, "s3_hi", unsigned(31))
     s4_lo = reg(s3_lo, "s4_lo")
@@ -268,15 +257,6 @@ class Fp32Multiplier(wiring.Component):
 
     See the module docstring for the semantics and the algorithm (steps 1-15).
     One multiplication per enabled cycle; a DSP48-style shared clock enable.
-
-    Parameters
-    ----------
-    a_subnormal : bool
-        ``False`` for a caller whose ``a`` is never subnormal (zero, normal, inf or
-        NaN: an integer made exact, as the decoders' codes): ``a``'s leading-zero
-        count and normalising shift are left out (its significand is ``1.f``, and
-        ``e = 0`` means zero). Subnormal operands on ``a`` then give wrong results.
-        Default ``True``: every operand.
 
     Attributes
     ----------
@@ -339,10 +319,7 @@ class Fp32Multiplier(wiring.Component):
 
     LATENCY = 7
 
-    def __init__(self, *, a_subnormal=True):
-        if not isinstance(a_subnormal, bool):
-            raise ValueError(f"a_subnormal must be a bool, got {a_subnormal!r}")
-        self._a_subnormal = a_subnormal
+    def __init__(self):
         super().__init__({
             "a": In(32),
             "b": In(32),
@@ -357,7 +334,7 @@ class Fp32Multiplier(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         reg, comb = pipeline_helpers(m, self.en)
-        ps = product_stages(m, reg, comb, self.a, self.b, a_subnormal=self._a_subnormal)
+        ps = product_stages(m, reg, comb, self.a, self.b)
         s3_esum, s3_d, s3_flags = ps["esum"], ps["d"], ps["flags3"]
         s5_prod, s5_low = ps["prod"], ps["low"]
         d = s3_d
