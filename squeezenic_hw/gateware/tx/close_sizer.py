@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import delay_taps
 from squeezenic_hw.gateware.common.layouts import field_le, token_tag_layout
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay_each
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay_each, split_like
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
 
@@ -158,8 +158,8 @@ class TxCloseSizer(wiring.Component):
         # n and k in flip-flops (stage 1 multiplies them, stage 4 adds them up for the
         # threshold sizes: no distributed-RAM read in front of that carry chain)
         counts = delay_taps(m, st, Cat(n, k), [1, 3], name="counts")
-        s1 = {"n": counts[1][:16], "k": counts[1][16:], "width": st.reg(rec.width,
-                                                                         name="s1_width")}
+        s1_n, s1_k = split_like(counts[1], (n, k))
+        s1 = {"n": s1_n, "k": s1_k, "width": st.reg(rec.width, name="s1_width")}
 
         # ---- stages 2 and 3: n·b (registered twice: a DSP48E2's MREG and PREG) ---------
         # one code width built in: n·b is a constant product (no multiplier)
@@ -179,7 +179,7 @@ class TxCloseSizer(wiring.Component):
             layout = st.reg(layout, name="s3_index")
 
         # ---- stage 4: the size and the request -----------------------------------------
-        n3, k3 = counts[3][:16], counts[3][16:]
+        n3, k3 = split_like(counts[3], (n, k))
         sparse_size = HEADER_LEN + (k3 << 2) + Mux(layout, k3 << 1, (n3 + 7) >> 3)
         size = Signal(16)
         m.d.comb += size.eq(Mux(s3["built"],
