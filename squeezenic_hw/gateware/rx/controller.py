@@ -76,7 +76,8 @@ def rx_frame_layout():
 
 def rx_payload_layout():
     """A payload beat for the unpacker, with ``last`` on the frame's last one."""
-    return data.StructLayout({"data": unsigned(BEAT_BITS), "last": unsigned(1)})
+    return data.StructLayout({"data": unsigned(BEAT_BITS), "zero": unsigned(1),
+                              "last": unsigned(1)})
 
 
 #: One decoded wire frame, in order: ``index`` = its bitmap comes from the IndexToBitmap.
@@ -174,6 +175,19 @@ class RxController(wiring.Component):
         h_codec = field_le(hdr, *HDR.CODEC)
         h_n = field_le(hdr, *HDR.N)
         h_sparse = h.sparse if sparse else Const(0)
+        # A descriptor's fields are the header beat's in every state, whether the frame is
+        # decoded or bypassed (``built`` says which; a bypassed frame's token uses only its
+        # size): driven only when decoded, each bit would be an AND gate.
+        m.d.comb += [
+            desc.payload.template.eq(hdr),
+            desc.payload.n.eq(h_n),
+            desc.payload.offset.eq(field_le(hdr, *HDR.OFFSET)),
+            desc.payload.flags.eq(field_le(hdr, *HDR.FLAGS)),
+            desc.payload.size.eq(beat.size),
+            desc.payload.src.eq(beat.src),
+            desc.payload.dst.eq(beat.dst),
+            desc.payload.single.eq(h_n <= self._max_host),
+        ]
         h_index = h.index if sparse else Const(0)
 
         # Frame state, loaded at the header. What the next payload beat is (its flags) is
@@ -201,7 +215,10 @@ class RxController(wiring.Component):
             # every payload beat goes to `payload`, the frame's last one is its last
             to_pay, to_idx, to_val, pay_last = Const(1), Const(0), Const(0), final
         m.d.comb += [
-            pay.payload.data.eq(Mux(pad, 0, beat.data)),
+            # a beat that stands in for a missing one is zero: the unpacker clears it
+            # (``zero``) where it stores it, not a 512-bit AND gate here
+            pay.payload.data.eq(beat.data),
+            pay.payload.zero.eq(pad),
             pay.payload.last.eq(pay_last),
             self.index.payload.eq(Mux(pad, 0, beat.data)),
             self.values.payload.eq(Mux(pad, 0, beat.data)),
@@ -262,14 +279,6 @@ class RxController(wiring.Component):
                         desc.valid.eq(others_ready("desc")),
                         frames.valid.eq(others_ready("frames")),
                         desc.payload.built.eq(1),
-                        desc.payload.template.eq(hdr),
-                        desc.payload.n.eq(h_n),
-                        desc.payload.offset.eq(field_le(hdr, *HDR.OFFSET)),
-                        desc.payload.flags.eq(field_le(hdr, *HDR.FLAGS)),
-                        desc.payload.size.eq(beat.size),
-                        desc.payload.src.eq(beat.src),
-                        desc.payload.dst.eq(beat.dst),
-                        desc.payload.single.eq(h_n <= self._max_host),
                         self.i.ready.eq(go),
                     ]
                     if sparse:

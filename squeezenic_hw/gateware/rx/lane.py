@@ -112,8 +112,8 @@ class RxLane(wiring.Component):
     (run-time port and enable, init ``port`` and 1; ``cfg_enable`` = 0 passes
     every frame through as ``other_port``).
 
-    Block boundaries have registered ready signals: a skid buffer after the
-    classifier, FIFOs whose ready to the controller is a flip-flop
+    Block boundaries have registered ready signals: a buffer in distributed RAM after
+    the classifier, FIFOs whose ready to the controller is a flip-flop
     (:func:`fifo_from_controller`), the unpacker's own registered ``i.ready``.
 
     Latency: measured in ``docs/figures.md``. Throughput: one host beat per
@@ -166,7 +166,7 @@ class RxLane(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i), classifier.i)
         # A registered ready between the classifier and the controller: the classifier's
         # pipeline enable (and the lane's i.ready) never waits on the controller's decisions.
-        skid_between(m, "classified", classifier.o, ctrl.i)
+        skid_between(m, "classified", classifier.o, ctrl.i, lutram=True)
         m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
                      classifier.cfg_enable.eq(self.cfg_enable)]
         sparse_counters = {}
@@ -189,6 +189,7 @@ class RxLane(wiring.Component):
             jobs = self._sparse_path(m, ctrl, pay, unpacker, sparse_counters)
         else:
             m.d.comb += [unpacker.i.payload.data.eq(pay.payload.data),
+                         unpacker.i.payload.zero.eq(pay.payload.zero),
                          unpacker.i.valid.eq(pay.valid), pay.ready.eq(unpacker.i.ready)]
             jobs = unpacker.o
         job = jobs.payload
@@ -232,8 +233,9 @@ class RxLane(wiring.Component):
         # an index-list frame, from the IndexToBitmap: in frame order. (The frame's
         # descriptor, from the controller, already says 1-bit codes of n elements.)
         order = fifo_from_controller(m, "order_fifo", ctrl.order, None, 8)
-        merge_in_order(m, order, [(pay, pay.payload.data, pay.payload.last),
-                                  (conv.o, conv.o.payload.data, conv.o.payload.last)],
+        merge_in_order(m, order, [(pay, Cat(pay.payload.data, pay.payload.zero),
+                                   pay.payload.last),
+                                  (conv.o, Cat(conv.o.payload.data, 0), conv.o.payload.last)],
                        unpacker.i)
 
         job = unpacker.o.payload

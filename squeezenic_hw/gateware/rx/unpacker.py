@@ -44,8 +44,10 @@ def unpacker_frame_layout(tag_shape=unsigned(1)):
     })
 
 
-#: One payload beat into the unpacker.
-UNPACKER_BEAT_LAYOUT = data.StructLayout({"data": unsigned(BEAT_BITS)})
+#: One payload beat into the unpacker: ``data``, or 512 zero bits when ``zero`` is set (a
+#: beat that stands in for a missing one; the ring's slot register clears, where a 512-bit
+#: AND gate would stand in front of it).
+UNPACKER_BEAT_LAYOUT = data.StructLayout({"data": unsigned(BEAT_BITS), "zero": unsigned(1)})
 
 
 def unpacker_output_layout(tag_shape=unsigned(1)):
@@ -126,8 +128,9 @@ class WireUnpacker(wiring.Component):
         ``width`` one of ``widths`` and ``bits = n·width`` are required (the RX
         controller has checked the header); anything else is undefined.
     i : In(stream.Signature(UNPACKER_BEAT_LAYOUT))
-        The frames' payload beats (``data``), ``⌈n·width/512⌉`` per frame; the
-        bits after a frame's codes in its last beat are dropped.
+        The frames' payload beats (``data``; zero bits with ``zero``),
+        ``⌈n·width/512⌉`` per frame; the bits after a frame's codes in its last beat
+        are dropped.
     o : Out(stream.Signature(unpacker_output_layout(tag_shape)))
         Jobs: for each wire frame, host frame ``j`` has ``m_j = min(M, n − jM)``
         codes in ``⌈m_j/16⌉`` jobs.
@@ -342,11 +345,15 @@ class WireUnpacker(wiring.Component):
             take.eq(self.i.valid & room),
         ]
         with m.If(take):
-            with m.Switch(wslot):
-                for k in range(_SLOTS):
-                    with m.Case(k):
-                        m.d.sync += [slots[k].eq(self.i.payload.data),
-                                     wslot.eq((k + 1) % _SLOTS)]
+            m.d.sync += wslot.eq(wslot + 1)
+        for k, slot in enumerate(slots):
+            here = take & (wslot == k)
+            # the clear is tested before the load: a flip-flop's synchronous reset (which
+            # overrides its clock enable), not a multiplexer on its data
+            with m.If(here & self.i.payload.zero):
+                m.d.sync += slot.eq(0)
+            with m.Elif(here):
+                m.d.sync += slot.eq(self.i.payload.data)
 
         # The read stages: one enable, like a pipeline; a job fires into the first.
         enable = Signal()

@@ -99,8 +99,7 @@ class Cut:
     ``0 … take-1``; with ``close1`` it closes after them (``flush1``: with the flush flag).
     With ``rest_opens`` elements ``take … v-1`` open the next frame, and with ``close2`` it
     closes after element ``v-1`` too (a flush). ``prefix_take``/``suffix_take``: kept
-    elements among ``0 … take-1`` and ``take … v-1``; ``keep_taken``: the keep bits of the
-    first part.
+    elements among ``0 … take-1`` and ``take … v-1``.
     """
 
     def __init__(self, m, f, name):
@@ -123,7 +122,6 @@ class Cut:
         self.flush1 = beat & f.flush_end & ~straddle
         self.rest_opens = straddle
         self.close2 = straddle & f.flush_end
-        self.keep_taken = f.keep & f.fit
         counted = f.sparse & beat
         self.prefix_take = Mux(counted, popcount(m, f.keep & f.fit, f"{name}_kept_in"), 0)
         self.suffix_take = Mux(counted, popcount(m, f.keep & ~f.fit, f"{name}_kept_out"), 0)

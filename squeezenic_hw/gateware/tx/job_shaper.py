@@ -1,9 +1,10 @@
 """The TX controller's jobs: decided beats in, encoder jobs with their packing side-band out.
 
 A beat that closes two wire frames (it straddles a frame boundary and ends a host frame
-with ``flush``) becomes two jobs: the elements before the boundary closing the first
-frame, then the rest, moved to lane 0, closing the second. Every other decided beat is
-one job. A job that closes a ``threshold`` frame carries the frame's layout (the shorter
+with ``flush``) becomes two jobs: the beat as a ``close_mid`` job (the elements before the
+boundary close the first frame, the rest open the second, as for any straddling beat),
+then a job with no elements that closes the second frame. Every other decided beat is one
+job. A job that closes a ``threshold`` frame carries the frame's layout (the shorter
 of bitmap and index list, a tie picking the bitmap: wire format section 4).
 """
 
@@ -46,9 +47,8 @@ class TxJobShaper(wiring.Component):
 
     Notes
     -----
-    Latency: 3 cycles (stage 0: the record and where it cuts; stage 1: the job's fields, a
-    second job's elements moved to lane 0; stage 2: the closing frame's layout, the job's
-    tensor offset). Throughput: one job per
+    Latency: 3 cycles (stage 0: the record and where it cuts; stage 1: the job's fields;
+    stage 2: the closing frame's layout). Throughput: one job per
     cycle; a record that closes two frames takes two. Backpressure: the pipeline holds
     while ``o.valid & ~o.ready``; nothing is dropped.
     """
@@ -78,7 +78,7 @@ class TxJobShaper(wiring.Component):
         cut_fields = {"take": incoming.take, "rest": incoming.rest,
                       "close1": incoming.close1, "rest_opens": incoming.rest_opens,
                       "close2": incoming.close2, "prefix_take": incoming.prefix_take,
-                      "suffix_take": incoming.suffix_take, "keep_taken": incoming.keep_taken}
+                      "suffix_take": incoming.suffix_take}
         cut = {name: Signal.like(value, name=f"cut_{name}", reset_less=True)
                if isinstance(value, Signal) else Signal(len(value), name=f"cut_{name}",
                                                         reset_less=True)
@@ -99,63 +99,42 @@ class TxJobShaper(wiring.Component):
         take = cut["take"]
         rest = cut["rest"]
         count = Signal(5)
-        count_mask = Signal(ELEMENTS_PER_BEAT)
         split = Signal(5)
         close_mid = Signal()
         close_end = Signal()
         base = Signal(16)
         n_close = Signal(16)        # the closing frame's elements, kept elements
         k_close = Signal(16)
-        shift = Signal(5)           # lanes the job's elements move down
-
-        def mask(c):
-            return Cat(Const(e, 5) < c for e in range(ELEMENTS_PER_BEAT))
 
         with m.If(second):
-            m.d.comb += [count.eq(rest), split.eq(rest), close_end.eq(1),
-                         base.eq(0), n_close.eq(rest), k_close.eq(cut["suffix_take"]),
-                         shift.eq(take), count_mask.eq(mask(rest))]
-        with m.Elif(double):
-            m.d.comb += [count.eq(take), split.eq(take), close_end.eq(1),
-                         base.eq(rec.n_before), n_close.eq(rec.n_before + take),
-                         k_close.eq(rec.k_before + cut["prefix_take"]),
-                         count_mask.eq(mask(take))]
+            # no elements: the first job's close_mid already put the second frame's
+            # `rest` elements in place; this one closes it
+            m.d.comb += [count.eq(0), split.eq(0), close_end.eq(1), base.eq(rest),
+                         n_close.eq(rest), k_close.eq(cut["suffix_take"])]
         with m.Else():
-            m.d.comb += [count.eq(rec.v), split.eq(take), count_mask.eq(mask(rec.v)),
+            m.d.comb += [count.eq(rec.v), split.eq(take),
                          close_mid.eq(cut["close1"] & cut["rest_opens"]),
                          close_end.eq(cut["close1"] & ~cut["rest_opens"]),
                          base.eq(rec.n_before), n_close.eq(rec.n_before + take),
                          k_close.eq(rec.k_before + cut["prefix_take"])]
-        elements = Signal(32 * ELEMENTS_PER_BEAT)
-        keep = Signal(ELEMENTS_PER_BEAT)
-        shifted = Signal(32 * ELEMENTS_PER_BEAT)
-        shifted_keep = Signal(ELEMENTS_PER_BEAT)
-        with m.Switch(take):
-            for t in range(ELEMENTS_PER_BEAT):
-                with m.Case(t):
-                    m.d.comb += [shifted.eq(rec.elements.as_value() >> (32 * t)),
-                                 shifted_keep.eq(rec.keep >> t)]
-        # the record's keep bits stop at v, so the second job's need no mask
-        m.d.comb += [
-            elements.eq(Mux(second, shifted, rec.elements.as_value())),
-            keep.eq(Mux(second, shifted_keep, Mux(double, cut["keep_taken"], rec.keep))),
-        ]
+        count_mask = Mux(second, 0, Cat(Const(e, 5) < rec.v for e in range(ELEMENTS_PER_BEAT)))
 
         s1_valid = st.reg(rec_valid, name="s1_valid", reset_less=False)
         s1 = {name: st.reg(value, name=f"s1_{name}") for name, value in {
-            "elements": elements, "mask": count_mask, "keep": keep,
+            "elements": rec.elements.as_value(), "mask": count_mask,
+            "keep": Mux(second, 0, rec.keep),
             "count": count, "split": split, "close_mid": close_mid, "close_end": close_end,
-            "base": base, "n_close": n_close, "k_close": k_close, "shift": shift,
+            "base": base, "n_close": n_close, "k_close": k_close,
             "offset": rec.offset, "codec": rec.codec, "params": rec.params,
             "width": rec.width}.items()}
 
-        # ---- stage 2: layout, offset ---------------------------------------------------
+        # ---- stage 2: layout -----------------------------------------------------------
         job = Signal.like(self.o.payload)
         user = job.meta.user
         m.d.comb += [
             job.elements.as_value().eq(s1["elements"]),
             job.valid.eq(s1["mask"]),
-            job.offset.eq(s1["offset"] + s1["shift"]),
+            job.offset.eq(s1["offset"]),
             job.params.eq(s1["params"]),
             job.meta.codec.eq(s1["codec"]),
             user.width.eq(s1["width"] if self._width is None else self._width),

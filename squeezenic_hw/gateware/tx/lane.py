@@ -38,7 +38,6 @@ from squeezenic_hw.gateware.common.layouts import (
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import (
-    SkidBuffer,
     check_fifo_depth,
     fifo_between,
     merge_in_order,
@@ -210,18 +209,20 @@ class TxLane(wiring.Component):
         if dense:
             m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta)
             m.submodules.packer = packer = WirePacker(self._controller._widths)
-            # a skid buffer between the encoders and the packer: the packer's ready (from
-            # the ring) stops there
-            m.submodules.packer_skid = skid = SkidBuffer(packer.i.payload.shape())
+            # a FIFO between the encoders and the packer: the packer's ready (from the
+            # ring) stops there. Distributed RAM behind an output register: a skid
+            # buffer's two registers and multiplexer cost more LUTs at this width, and
+            # the packer's first stage needs a flip-flop in front of it.
+            codes = stream.Signature(packer.i.payload.shape()).create(path=("codes",))
             m.d.comb += [
                 bank.i.payload.eq(ctrl.jobs.payload),
-                skid.i.valid.eq(bank.o.valid),
-                bank.o.ready.eq(skid.i.ready),
-                skid.i.payload.codes.eq(bank.o.payload.codes),
-                skid.i.payload.valid.eq(bank.o.payload.valid),
-                skid.i.payload.meta.eq(bank.o.payload.meta.user),
+                codes.valid.eq(bank.o.valid),
+                bank.o.ready.eq(codes.ready),
+                codes.payload.codes.eq(bank.o.payload.codes),
+                codes.payload.valid.eq(bank.o.payload.valid),
+                codes.payload.meta.eq(bank.o.payload.meta.user),
             ]
-            wiring.connect(m, skid.o, packer.i)
+            fifo_between(m, "packer_fifo", codes, packer.i, 4)
             writers[0] = packer.o
             job_ready[0] = (bank.i, bank.i.ready)
         if sparse:

@@ -21,7 +21,7 @@ _BEAT = unsigned(512)
 
 
 def ring_depth(max_frame_beats):
-    """Beats the ring holds: the smallest power of two ``>= 2 * max_frame_beats + 4``.
+    """Write slots the ring holds: the smallest power of two ``>= 2 * max_frame_beats + 4``.
 
     Two whole frames (one draining, one being assembled) plus headroom for a
     two-beat write and the read pipeline; a power of two so that addresses wrap
@@ -37,18 +37,20 @@ class WireRing(wiring.Component):
     ----------
     max_frame_beats : int
         Payload beats of the largest wire frame, 1…150. The ring holds
-        ``depth = ring_depth(max_frame_beats)`` beats (the smallest power of two
-        ``>= 2 * max_frame_beats + 4``: 64 for 23, 512 for 150), split into two
-        ``Memory`` banks of ``depth / 2`` beats (even and odd beat addresses),
-        each with one write port and one synchronous read port, so two beats
-        can be written per cycle.
+        ``depth = ring_depth(max_frame_beats)`` write *slots* (the smallest power of
+        two ``>= 2 * max_frame_beats + 4``: 64 for 23, 512 for 150). A slot holds one
+        write's one or two beats: its ``beats[0]`` in bank 0 and its ``beats[1]`` in
+        bank 1, two ``Memory`` banks of ``depth`` beats in block RAM, each with one
+        write port and one synchronous read port. Beat 0 always goes to bank 0 and
+        beat 1 to bank 1, so no write data is multiplexed; a 1-bit distributed RAM
+        says which slots hold a second beat.
 
     Attributes
     ----------
     i : In(stream.Signature(RingWrite))
         ``beats[0 … count-1]`` are appended (``count`` 0…2); ``commit`` closes
         the frame being written after them. ``i.ready`` is a register, high
-        when at least four beats were free in the cycle before (so that two are
+        when at least two slots were free in the cycle before (so that one is
         free now).
     o : Out(stream.Signature(unsigned(512)))
         The beats of committed frames, in write order. Beats of the frame still
@@ -56,24 +58,26 @@ class WireRing(wiring.Component):
 
     Notes
     -----
-    Latency: 3 cycles from the write that commits a frame to the first of its
+    Latency: 2 cycles from the write that commits a frame to the first of its
     beats on ``o``, when nothing is ahead of it (commit write accepted in cycle
-    ``t``, the beat transfers in cycle ``t + 3``).
+    ``t``, the beat transfers in cycle ``t + 2``).
 
-    Throughput: up to two beats in per cycle, one beat out per cycle, back to
-    back, while committed beats are stored. With ``o`` never held and frames
-    written at up to one beat per cycle the writer never stalls: the
-    uncommitted frame plus at most a few committed beats are stored.
+    Throughput: one write (up to two beats) in per cycle, one beat out per cycle,
+    back to back, while committed beats are stored. A frame takes a slot per write
+    with beats, at most one per beat, so two whole frames fit: with ``o`` never held
+    and frames written at up to one beat per cycle the writer never stalls.
 
     Backpressure: while ``o.valid & ~o.ready``, ``o.payload`` holds; nothing is
-    lost. A 2-entry prefetch buffer behind the read ports feeds ``o`` from
-    registers; its read request depends combinationally on ``o.ready`` (as in a
-    first-word-fall-through FIFO), which is what lets two entries sustain one
-    beat per cycle. A full ring drops ``i.ready``; writes wait, nothing is
-    overwritten.
+    lost. The beat on ``o`` is the output of the read port that read it, selected
+    by its bank: a read port holds its data while its enable is low, so no
+    prefetch register stands between the banks and the reader. The next read is
+    issued when ``o`` is empty or taken (combinationally from ``o.ready``, as in a
+    first-word-fall-through FIFO). A full ring drops ``i.ready``; writes wait,
+    nothing is overwritten.
 
-    Resources: ``depth * 512`` bits of memory (two banks of ``depth / 2 x 512``;
-    block RAM), 2 x 512 prefetch registers, three pointers of ``log2(depth)+1``
+    Resources: ``2 * depth * 512`` bits of block RAM (the same block RAM count as
+    ``depth * 512``, up to 512 beats a bank), a 512-bit 2:1 read multiplexer,
+    ``depth`` bits of distributed RAM, three slot pointers of ``log2(depth)+1``
     bits.
     """
 
@@ -91,92 +95,89 @@ class WireRing(wiring.Component):
     @property
     def latency(self):
         """Cycles from the committing write to the frame's first beat on ``o``."""
-        return 3
+        return 2
 
     def elaborate(self, platform):
         m = Module()
         depth = self.depth
-        abits = depth.bit_length() - 1   # beat address bits; pointers carry one more (wrap)
+        abits = depth.bit_length() - 1   # slot address bits; pointers carry one more (wrap)
         banks = []
         for b in range(2):
-            # block RAM at every depth (Yosys would take distributed RAM for a bank of
-            # 32 beats: 37 RAM32M16, 296 LUTs)
-            mem = Memory(shape=_BEAT, depth=depth // 2, init=[], attrs={"ram_style": "block"})
+            # block RAM at every depth (Yosys would take distributed RAM for a shallow one)
+            mem = Memory(shape=_BEAT, depth=depth, init=[], attrs={"ram_style": "block"})
             m.submodules[f"bank{b}"] = mem
             banks.append(mem)
+        m.submodules.second = second = Memory(shape=1, depth=depth, init=[])
 
-        wp = Signal(abits + 1)   # next beat address to write
-        cp = Signal(abits + 1)   # end of the committed beats
-        rp = Signal(abits + 1)   # next beat address to read (beats before it are free)
+        ws = Signal(abits + 1)   # next slot to write
+        cs = Signal(abits + 1)   # end of the committed slots
+        rs = Signal(abits + 1)   # slot being read (slots before it are free)
 
         # ---- write side -------------------------------------------------
-        # ``i.ready`` is a register: at least four beats free in the cycle before leaves
-        # at least two now, whatever that cycle wrote (two beats at most).
+        # ``i.ready`` is a register: two slots free in the cycle before leave one now,
+        # whatever that cycle wrote (one slot at most).
         used = Signal(abits + 1)
         room = Signal(init=1)   # empty after reset
         m.d.comb += [
-            used.eq(wp - rp),
+            used.eq(ws - rs),
             self.i.ready.eq(room),
         ]
-        m.d.sync += room.eq(used <= depth - 4)
+        m.d.sync += room.eq(used <= depth - 2)
         write = self.i.valid & self.i.ready
         count = self.i.payload.count
         beats = self.i.payload.beats
-        wp1 = Signal(abits + 1)
-        m.d.comb += wp1.eq(wp + 1)
+        fills = Signal()         # the write has beats: it takes a slot
+        m.d.comb += fills.eq(count != 0)
         for b, mem in enumerate(banks):
             port = mem.write_port()
-            first_here = wp[0] == b   # beat 0 lands in this bank, else beat 1 does
             m.d.comb += [
-                port.addr.eq(Mux(first_here, wp[1:abits], wp1[1:abits])),
-                port.data.eq(Mux(first_here, beats[0], beats[1])),
-                port.en.eq(write & Mux(first_here, count >= 1, count >= 2)),
+                port.addr.eq(ws[:abits]),
+                port.data.eq(beats[b]),
+                port.en.eq(write & (count > b)),
             ]
-        with m.If(write):
-            m.d.sync += wp.eq(wp + count)
-            with m.If(self.i.payload.commit):
-                m.d.sync += cp.eq(wp + count)
-
-        # ---- read side: sync read ports + 2-entry prefetch buffer ---------
-        # Reads only touch committed addresses (< cp <= wp) and writes only
-        # free ones (used <= depth - 2 before a 2-beat write), so a read and a
-        # write never meet on one address.
-        buf = [Signal(_BEAT, name=f"buf{k}", reset_less=True) for k in range(2)]
-        level = Signal(range(3))       # beats in buf (buf[0] is the head)
-        inflight = Signal()            # a read issued last cycle; its data is on the port now
-        inflight_bank = Signal()
-        take = Signal()
-        after_take = Signal(range(3))
-        issue = Signal()
+        second_w = second.write_port()
         m.d.comb += [
-            self.o.valid.eq(level != 0),
-            self.o.payload.eq(buf[0]),
+            second_w.addr.eq(ws[:abits]),
+            second_w.data.eq(count == 2),
+            second_w.en.eq(write & fills),
+        ]
+        with m.If(write):
+            m.d.sync += ws.eq(ws + fills)
+            with m.If(self.i.payload.commit):
+                m.d.sync += cs.eq(ws + fills)
+
+        # ---- read side: one beat held on a read port --------------------
+        # Reads only touch committed slots (< cs <= ws) and writes only free ones, so a
+        # read and a write never meet on one address.
+        half = Signal()          # the next beat to read is the slot's second (bank 1)
+        held = Signal()          # a beat is on the read port of bank ``held_bank``
+        held_bank = Signal()
+        take = Signal()
+        issue = Signal()
+        second_r = second.read_port(domain="comb")
+        m.d.comb += [
+            second_r.addr.eq(rs[:abits]),
             take.eq(self.o.valid & self.o.ready),
-            after_take.eq(level - take),
-            # room in buf for the beat in flight and the one issued now
-            issue.eq((rp != cp) & (after_take + inflight < 2)),
+            issue.eq((rs != cs) & (~held | take)),
         ]
         rdata = []
         for b, mem in enumerate(banks):
             port = mem.read_port(domain="sync")
             m.d.comb += [
-                port.addr.eq(rp[1:abits]),
-                port.en.eq(issue & (rp[0] == b)),
+                port.addr.eq(rs[:abits]),
+                port.en.eq(issue & (half == b)),
             ]
             rdata.append(port.data)
         with m.If(issue):
-            m.d.sync += rp.eq(rp + 1)
-        m.d.sync += [
-            inflight.eq(issue),
-            inflight_bank.eq(rp[0]),
-            level.eq(after_take + inflight),
-        ]
-        with m.If(take):
-            m.d.sync += buf[0].eq(buf[1])
-        with m.If(inflight):
-            arriving = Mux(inflight_bank, rdata[1], rdata[0])
-            with m.If(after_take == 0):
-                m.d.sync += buf[0].eq(arriving)
+            m.d.sync += [held.eq(1), held_bank.eq(half)]
+            with m.If(~half & second_r.data):
+                m.d.sync += half.eq(1)
             with m.Else():
-                m.d.sync += buf[1].eq(arriving)
+                m.d.sync += [half.eq(0), rs.eq(rs + 1)]
+        with m.Elif(take):
+            m.d.sync += held.eq(0)
+        m.d.comb += [
+            self.o.valid.eq(held),
+            self.o.payload.eq(Mux(held_bank, rdata[1], rdata[0])),
+        ]
         return m

@@ -120,12 +120,28 @@ def desc_source(stream, descs, idle, seed):
     return source
 
 
-def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0):
-    """Feed ``frames`` [(codes, width, tag)], check every job bit for bit; return the run."""
+def zero_some(rng, beats, payload, rate):
+    """Mark about ``rate`` of ``beats`` ``zero`` (their data stay random): the payload
+    bytes the unpacker must then read, those beats' bytes zero."""
+    payload = bytearray(payload)
+    for k, beat in enumerate(beats):
+        if rng.random() < rate:
+            beat["zero"] = 1
+            beat["data"] = int.from_bytes(rng.bytes(BEAT_BITS // 8), "little")
+            lo = k * BEAT_BITS // 8
+            payload[lo:lo + BEAT_BITS // 8] = bytes(len(payload[lo:lo + BEAT_BITS // 8]))
+    return bytes(payload)
+
+
+def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0, zero_rate=0.0):
+    """Feed ``frames`` [(codes, width, tag)], check every job bit for bit; return the run.
+    ``zero_rate``: that share of the beats come with ``zero`` set and random data."""
     rng = np.random.default_rng([seed, 0xB17])
     beats, descs, want = [], [], []
     for codes, width, tag in frames:
         fb, desc, payload = frame_beats(rng, codes, width, tag)
+        if zero_rate:
+            payload = zero_some(rng, fb, payload, zero_rate)
         beats += fb
         descs.append(desc)
         want += expected_jobs(payload, len(codes), width, tag, dut.max_host_elements)
@@ -174,6 +190,17 @@ def test_sweep(M, idle, backpressure):
     dut = WireUnpacker(SWEEP_WIDTHS, max_host_elements=M, tag_shape=unsigned(TAG_BITS))
     run_frames(dut, sweep_frames(rng, _N_MAX[M]), idle=idle, backpressure=backpressure,
                seed=seed)
+
+
+@pytest.mark.parametrize("idle,backpressure", SETTINGS)
+def test_zero_beats_read_as_zero(idle, backpressure):
+    """A beat with ``zero`` set (one that stands in for a missing beat) is read as 512 zero
+    bits, whatever its data: random beats of every sweep width, at M = 363."""
+    seed = 90 + SETTINGS.index((idle, backpressure))
+    rng = np.random.default_rng(seed)
+    dut = WireUnpacker(SWEEP_WIDTHS, max_host_elements=363, tag_shape=unsigned(TAG_BITS))
+    run_frames(dut, sweep_frames(rng, 1200), idle=idle, backpressure=backpressure,
+               seed=seed, zero_rate=0.3)
 
 
 @pytest.mark.parametrize("idle,backpressure", SETTINGS)
