@@ -161,7 +161,8 @@ class WireUnpacker(wiring.Component):
 
     *Read stages*: the first registers the two slots the job can reach, rotated
     to the read pointer's 32-bit boundary (543 bits); the second the 512-bit
-    window from the read pointer; the third wires code ``e`` to window bits
+    window from the read pointer (rotated only in the bits the narrow widths reach:
+    a width of 32 never has the pointer off a 32-bit boundary); the third wires code ``e`` to window bits
     ``[e·width, (e+1)·width)`` for every built width: an AND-OR whose selects
     (the width is one that puts the bit there, and ``count > e``) are
     registered in the first two stages. The width travels with each job as
@@ -309,6 +310,21 @@ class WireUnpacker(wiring.Component):
             ]
         m.d.comb += [out.valid.eq(job_valid), out.payload.eq(job)]
 
+    def _fine_rotate(self, m, coarse, fine):
+        """The 512-bit window: ``coarse`` shifted down by ``fine`` (the pointer mod 32),
+        rotated only where a code can read it.
+
+        A frame of a width that is a multiple of 32 starts on a slot boundary and takes
+        whole words, so its jobs have ``fine = 0``; the other widths' codes read at most the
+        ``span = 16·w`` low bits of the window. So above ``span`` the window is ``coarse``
+        itself, and only the low bits need the rotation (256 of 512 with widths ≤ 16)."""
+        narrow = [w for w in self.widths if w % 32]
+        span = CODES_PER_JOB * max(narrow, default=0)
+        if span >= BEAT_BITS:
+            return rotate(m, coarse, fine, 0, _FIRST_LO, "read_fine_by")[:BEAT_BITS]
+        low = rotate(m, coarse[:span + 31], fine, 0, _FIRST_LO, "read_fine_by", length=span)
+        return Cat(low[:span], coarse[span:BEAT_BITS])
+
     @staticmethod
     def _width_flags(job, onehot, in_block):
         """The job register's ``suffix`` and ``beyond`` flags, from the one-hot width and
@@ -398,8 +414,7 @@ class WireUnpacker(wiring.Component):
                              head.tag), name="read_fields")
 
         valid2 = st.reg(valid1, name="read_valid2", reset_less=False)
-        window2 = st.reg(rotate(m, coarse1, fine1, 0, _FIRST_LO, "read_fine_by")[:BEAT_BITS],
-                         name="read_window")
+        window2 = st.reg(self._fine_rotate(m, coarse1, fine1), name="read_window")
         fields2 = st.reg(fields1, name="read_fields2")
 
         # Stage 3: code e, bit j is window bit e·w + j for the frame's width w, zero past
@@ -456,14 +471,14 @@ def select(m, vec, sel, step, length, name):
     return out
 
 
-def rotate(m, vec, pointer, lo, hi, name):
+def rotate(m, vec, pointer, lo, hi, name, length=BEAT_BITS):
     """``vec`` shifted down by bits ``[lo, hi)`` of ``pointer``, two bits a LUT level, keeping
-    the bits a job can still reach: 512 from the pointer, whose bits below ``lo`` are left
-    for later."""
+    the bits a job can still reach: ``length`` (512) from the pointer, whose bits below
+    ``lo`` are left for later."""
     bit = hi
     while bit > lo:
         low = max(bit - 2, lo)
-        vec = select(m, vec, pointer[low:bit], 1 << low, BEAT_BITS + (1 << low) - 1,
+        vec = select(m, vec, pointer[low:bit], 1 << low, length + (1 << low) - 1,
                      f"{name}_{1 << low}")
         bit = low
     return vec
