@@ -162,8 +162,9 @@ class WireUnpacker(wiring.Component):
     *Read stages*: the first registers the two slots the job can reach, rotated
     to the read pointer's 32-bit boundary (543 bits); the second the 512-bit
     window from the read pointer (rotated only in the bits the narrow widths reach:
-    a width of 32 never has the pointer off a 32-bit boundary); the third wires code ``e`` to window bits
-    ``[e·width, (e+1)·width)`` for every built width: an AND-OR whose selects
+    a width of 32 never has the pointer off a 32-bit boundary); the third wires
+    code ``e`` to window bits ``[e·width, (e+1)·width)`` for every built width:
+    an AND-OR whose selects
     (the width is one that puts the bit there, and ``count > e``) are
     registered in the first two stages. The width travels with each job as
     flags (one-hot, and "this width or a larger one" in blocks of four), so

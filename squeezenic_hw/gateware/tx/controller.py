@@ -88,10 +88,11 @@ class TxController(wiring.Component):
     a cycle with no beat; wire frames of fewer than 16 codes (tiny MTUs) take a cycle per
     piece of a beat; threshold frames below an MTU of
     :data:`~.coalescer.SPARSE_SPECULATION_MTU` take two cycles a beat.
-    Backpressure: every input and output is a buffer: whole beats wait in
-    :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` s (four beats; ``i.ready``
-    is a compare of its level, never of anything downstream), the rest in FIFOs and
-    skid buffers; nothing is dropped. Frames whose beats end before ``tuser_size`` says
+    Backpressure: the input and the jobs and header requests are buffered: whole beats
+    wait in :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` s (four beats;
+    ``i.ready`` is a compare of its level, never of anything downstream), the rest in
+    FIFOs. ``bypass`` is the coalescer's output register, whose ``ready`` the coalescer
+    reads: the lane's bypass FIFO, whose ``w_rdy`` is a register. Nothing is dropped. Frames whose beats end before ``tuser_size`` says
     are padded with zero elements, extra beats are discarded; both count in
     ``size_errors``.
     """
@@ -171,7 +172,9 @@ class TxController(wiring.Component):
         if self._trusted:
             m.d.comb += [coal.bypass.ready.eq(1), self.bypass.valid.eq(0)]
         else:
-            skid_between(m, "bypass_skid", coal.bypass, self.bypass, lutram=True)
+            # the coalescer's registered bypass beat goes straight out: the lane's bypass
+            # FIFO behind it has a registered ready
+            wiring.connect(m, coal.bypass, wiring.flipped(self.bypass))
         wiring.connect(m, shaper.o, wiring.flipped(self.jobs))
         wiring.connect(m, sizer.o, wiring.flipped(self.desc))
 
