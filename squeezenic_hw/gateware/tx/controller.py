@@ -92,9 +92,9 @@ class TxController(wiring.Component):
     wait in :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` s (four beats;
     ``i.ready`` is a compare of its level, never of anything downstream), the rest in
     FIFOs. ``bypass`` is the coalescer's output register, whose ``ready`` the coalescer
-    reads: the lane's bypass FIFO, whose ``w_rdy`` is a register. Nothing is dropped. Frames whose beats end before ``tuser_size`` says
-    are padded with zero elements, extra beats are discarded; both count in
-    ``size_errors``.
+    reads: the lane's bypass FIFO, whose ``w_rdy`` is a register. Nothing is dropped.
+    Frames whose beats end before ``tuser_size`` says are padded with zero elements, extra
+    beats are discarded; both count in ``size_errors``.
     """
 
     LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxJobShaper.LATENCY
