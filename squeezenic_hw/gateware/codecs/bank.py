@@ -14,7 +14,8 @@ whatever the codec.
 A beat is of one codec, so what several codecs need is built once
 (:class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) and serves the beat's:
 one random generator for every stochastic codec, one ``fixed``/``qsgd`` datapath
-(its 16 fp32 multipliers) in each bank. The decoder bank delays the input of its
+(its 16 fp32 multipliers) in each bank, which in the encoder bank also rounds
+``fp16``'s subnormal range (:class:`~.fp16_levels.Fp16LevelEncoder`). The decoder bank delays the input of its
 short decoders (one delay line) rather than their 32-bit results.
 
 Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
@@ -31,6 +32,8 @@ from squeezenic_hw.spec.codecs import codec_info
 from .bf16 import Bf16Decoder, Bf16Encoder
 from .fixed import FixedDecoder, FixedEncoder
 from .fp16 import Fp16Decoder, Fp16Encoder
+from .fp16_levels import Fp16LevelEncoder
+from .levels import fp16_on_levels
 from .natural import NaturalDecoder, NaturalEncoder
 from .qsgd import QsgdDecoder, QsgdEncoder
 from .raw import RawDecoder, RawEncoder
@@ -98,7 +101,7 @@ class _Bank(PipelinedBeatUnit):
 
     def __init__(self, codecs, in_layout, out_layout):
         # The units' datapaths are built inside the bank's module: classes, not instances.
-        self._units = _units_by_id(codecs, self._TABLE)
+        self._units = self._choose(_units_by_id(codecs, self._TABLE))
         self._codecs = list(self._units)
         # An instance attribute: the base class reads ``self.LATENCY``. The last stage
         # selects by codec into the output register.
@@ -108,6 +111,11 @@ class _Bank(PipelinedBeatUnit):
     @property
     def codecs(self):
         return tuple(self._codecs)
+
+    @staticmethod
+    def _choose(units):
+        """``{codec id: unit class}`` as this bank builds them (the table's, by default)."""
+        return units
 
     def _unit_input(self, m, unit, payload):
         return payload
@@ -146,7 +154,7 @@ class _Bank(PipelinedBeatUnit):
         waits = {unit: select_stage - unit.LATENCY for unit in ids_of
                  if unit.WAITS_AT_INPUT and unit.LATENCY < select_stage}
         line = {}
-        if waits:
+        if waits or any(unit.INPUT_TAPS for unit in ids_of):
             taps = set(waits.values()) | {t for unit in ids_of for t in unit.INPUT_TAPS}
             line = shared.get("input_line",
                               lambda: self._input_line(m, stager, payload, taps))
@@ -163,7 +171,13 @@ class _Bank(PipelinedBeatUnit):
                 values = lutram_delay_each(m, stager, values, pad, name=f"c{c}_pad")
             elif pad:
                 values = [stager.reg(v, name=f"c{c}_e{e}_pad") for e, v in enumerate(values)]
-            results.append((ids, values))
+            # units that share their results (the levels' codes) are one case
+            for k, (others, shared_values) in enumerate(results):
+                if shared_values is values:
+                    results[k] = (others + ids, values)
+                    break
+            else:
+                results.append((ids, values))
         selected = [Signal(32, name=f"selected{e}") for e in range(ELEMENTS_PER_BEAT)]
         with m.Switch(codec):
             for ids, values in results:
@@ -190,7 +204,8 @@ class EncoderBank(_Bank):
     Latency: ``LATENCY``, one more than the longest latency of the codecs built
     (15 cycles with ``fixed`` or ``qsgd``, 13 with ``natural``, else 2–4).
     ``fixed``, ``qsgd`` and ``natural`` share one random generator, ``fixed`` and
-    ``qsgd`` one datapath of 16 multipliers. Throughput: one
+    ``qsgd`` (and with either, ``fp16``) one datapath of 16 multipliers and one code
+    register. Throughput: one
     beat per cycle, codecs mixed freely. Backpressure: the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered. The
     output payload is a register.
@@ -202,6 +217,13 @@ class EncoderBank(_Bank):
     def __init__(self, codecs, *, meta_shape=unsigned(1)):
         meta = bank_meta_layout(meta_shape)
         super().__init__(codecs, encoder_input_layout(meta), encoder_output_layout(32, meta))
+
+    @staticmethod
+    def _choose(units):
+        # with fixed or qsgd, fp16 rounds its subnormals on their multipliers
+        if fp16_on_levels(units):
+            units = {c: Fp16LevelEncoder if u is Fp16Encoder else u for c, u in units.items()}
+        return units
 
 
 class DecoderBank(_Bank):

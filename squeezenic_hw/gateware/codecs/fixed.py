@@ -33,7 +33,7 @@ class FixedEncoder(EncoderUnit):
 
     @classmethod
     def datapath(cls, m, stager, payload, shared=None):
-        return shared_level_codes(m, stager, payload, shared, qsgd=False)
+        return shared_level_codes(m, stager, payload, shared, "fixed")
 
 
 class FixedDecoder(DecoderUnit):

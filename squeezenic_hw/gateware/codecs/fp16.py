@@ -13,7 +13,37 @@ from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 
 from .unit import DecoderUnit, EncoderUnit
 
-__all__ = ["Fp16Encoder", "Fp16Decoder"]
+__all__ = ["Fp16Encoder", "Fp16Decoder", "SUBNORMAL_SCALE", "fp16_normal_stages"]
+
+#: fp32 bits of ``2**24``: ``|x| · 2**24`` rounded to an integer (nearest even) is the
+#: fp16 code of an ``x`` below the fp16 normals (``|x| < 2**-14``), 1024 included (the
+#: least normal, where the rounding carries into the exponent).
+SUBNORMAL_SCALE = 0x4B800000
+
+
+def fp16_normal_stages(m, stager, x, name):
+    """The fp16 code of ``x`` (an fp32 element) where it is not an fp16 subnormal: its
+    low 15 bits and ``subnormal`` (``|x| < 2**-14``: the low 15 bits are then
+    undefined), registered after two enabled cycles of ``stager``.
+
+    Normals (biased exponent 113…142) keep their top 10 mantissa bits, the exponent
+    rebiased by -112 (``exp + 16 mod 32``: bit 4 flipped, no adder), and round to
+    nearest even with an increment that carries into the exponent (and up to inf);
+    beyond the range, inf; NaN as :class:`Fp16Encoder`."""
+    exp, man = x[23:31], x[0:23]
+    mag = Cat(man[13:23], exp[0:4], ~exp[4])
+    up = man[12] & ((man[:12] != 0) | man[13])
+    nan_payload = man[13:23]
+    special_code = Mux((exp == 255) & (man != 0),
+                       Cat(Mux(nan_payload == 0, 1, nan_payload), Const(0x1F, 5)),
+                       Const(0x7C00, 15))
+    mag1 = stager.reg(mag, name=f"{name}_mag")
+    up1 = stager.reg(up, name=f"{name}_up")
+    special1 = stager.reg(exp >= 143, name=f"{name}_special")
+    special_code1 = stager.reg(special_code, name=f"{name}_special_code")
+    subnormal1 = stager.reg(exp < 113, name=f"{name}_subnormal")
+    code = stager.reg(Mux(special1, special_code1, (mag1 + up1)[:15]), name=f"{name}_code")
+    return code, stager.reg(subnormal1, name=f"{name}_subnormal_q")
 
 
 class Fp16Encoder(EncoderUnit):

@@ -1,4 +1,5 @@
-"""Shared datapath of ``fixed`` and ``qsgd``: fp32 → level, and level → fp32.
+"""Shared datapath of ``fixed`` and ``qsgd``: fp32 → level, and level → fp32 (and in a
+bank with either, ``fp16``'s rounding of its subnormal range: :func:`fp16_on_levels`).
 
 Encoding (both codecs)::
 
@@ -29,8 +30,10 @@ from amaranth import Cat, Const, Mux, Signal
 from squeezenic_hw.spec.codecs import codec_info
 
 from .counter_rng import CounterRng, beat_draws
+from .fp16 import SUBNORMAL_SCALE, fp16_normal_stages
 from .integer_product import IntegerProduct
 from .scaled_fixed_point import ScaledFixedPoint
+from .unit import CodecParams
 
 __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "ELEMENTS_HELD", "build_levels",
            "build_scaled_values", "shared_levels", "shared_level_codes", "shared_scaled_values",
@@ -38,6 +41,7 @@ __all__ = ["ENCODE_LATENCY", "DECODE_LATENCY", "ELEMENTS_HELD", "build_levels",
 
 _FIXED_ID = codec_info("fixed").id
 _QSGD_ID = codec_info("qsgd").id
+_FP16_ID = codec_info("fp16").id
 
 # Encoder stages after y's integer part and fraction: two to round and saturate.
 _ROUND = 2
@@ -72,48 +76,111 @@ def top_bit_select(param):
     return Cat(Const(0), param <= 2, *(param == k + 1 for k in range(2, 15)), param >= 16)
 
 
-def shared_levels(m, stager, payload, shared):
+def fp16_on_levels(codecs):
+    """Whether ``fp16`` encodes on the ``fixed``/``qsgd`` datapath in a bank of ``codecs``
+    (ids): when it has one of them, whose 16 multipliers then also round ``fp16``'s
+    subnormal range (:class:`~.fp16_levels.Fp16LevelEncoder`)."""
+    codecs = set(codecs)
+    return _FP16_ID in codecs and bool({_FIXED_ID, _QSGD_ID} & codecs)
+
+
+def _level_codecs(shared, kind):
+    """The codecs (ids) whose codes one ``level_codes`` part forms: those of the bank that
+    use the levels, or ``kind``'s alone without a bank."""
+    if shared is None:
+        return {kind}
+    ids = {_FIXED_ID, _QSGD_ID} & shared.codecs
+    return ids | ({_FP16_ID} if fp16_on_levels(shared.codecs) else set())
+
+
+#: The parameters an ``fp16`` beat gives the datapath: ``|x| · 2**24`` rounded to nearest
+#: even (deterministic, whatever the header's flag), and no clamp below 2**15 - 1.
+_FP16_PARAMS = {"param": 16, "stochastic": 0, "scale": SUBNORMAL_SCALE}
+
+
+def _level_params(m, payload, codecs):
+    """The datapath's parameters for ``payload``: the beat's own, or with ``fp16`` among
+    ``codecs``, :data:`_FP16_PARAMS` for an ``fp16`` beat (a multiplexer a beat, not an
+    element)."""
+    if _FP16_ID not in codecs:
+        return payload.params
+    params = Signal(CodecParams, name="level_params")
+    is_fp16 = (payload.meta.codec == _FP16_ID) if len(codecs) > 1 else Const(1)
+    m.d.comb += params.eq(payload.params)
+    for field, value in _FP16_PARAMS.items():
+        m.d.comb += getattr(params, field).eq(Mux(is_fp16, value,
+                                                  getattr(payload.params, field)))
+    return params
+
+
+def shared_levels(m, stager, payload, shared, codecs=None):
     """:func:`build_levels` once per pipeline: ``fixed`` and ``qsgd`` differ only in how
     they form a code from the level, so in a bank (``shared``, a
     :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath, its 16
-    multipliers and the bank's one random generator serve both, the frame's parameters
-    taken from each beat. Without ``shared``: a datapath of the caller's own."""
+    multipliers and the bank's one random generator serve both (and ``fp16``'s
+    subnormal range, :func:`fp16_on_levels`), the frame's parameters taken from each
+    beat. Without ``shared``: a datapath of the caller's own, for ``codecs`` (ids)."""
     def build():
-        return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared))
+        ids = codecs if shared is None else _level_codecs(shared, None)
+        params = _level_params(m, payload, ids)
+        return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared),
+                            params=params)
     return build() if shared is None else shared.get("levels", build)
 
 
-def shared_level_codes(m, stager, payload, shared, qsgd):
-    """The 16 codes of a ``fixed`` (``qsgd`` False) or ``qsgd`` encoder, registers
-    ``ENCODE_LATENCY + 1`` enabled cycles after the input beat, from
-    :func:`shared_levels`. In a bank with both, one register per element takes the
-    beat's codec's code (the two codes differ only in this last stage).
+def shared_level_codes(m, stager, payload, shared, codec):
+    """The 16 codes of a ``fixed``, ``qsgd`` or ``fp16`` encoder (``codec``, its name),
+    registers ``ENCODE_LATENCY + 1`` enabled cycles after the input beat, from
+    :func:`shared_levels`. In a bank with several, one register per element takes the
+    beat's codec's code (the codes differ only in this last stage).
 
     ``fixed``: ``c mod 2**q``, ``c = ±level``. ``qsgd``: the level, with bit ``b - 1``
-    the sign of x when the level is not 0."""
-    levels = shared_levels(m, stager, payload, shared)
+    the sign of x when the level is not 0. ``fp16``: below the fp16 normals the level
+    (``|x| · 2**24`` rounded), else :func:`~.fp16.fp16_normal_stages`' code; the sign
+    of x on top."""
+    kind = codec_info(codec).id
+    ids = _level_codecs(shared, kind)
+    levels = shared_levels(m, stager, payload, shared, codecs=ids)
 
-    def form(is_qsgd, name):
+    def form(name):
+        codec = stager.delay(payload.meta.codec, ENCODE_LATENCY, name="level_codec") \
+            if len(ids) > 1 else None
+        line = shared.find("input_line") if shared is not None else None
+        tap = ENCODE_LATENCY - 2          # the fp16 normal path: two stages to the level's
         codes = []
         for e, (level, negative, mask, top_bit) in enumerate(levels):
-            fixed = Mux(negative, -level, level)[:16] & mask
-            qsgd_code = (level | Mux(negative & (level != 0), top_bit, 0))[:16]
-            code = (qsgd_code if is_qsgd else fixed) if isinstance(is_qsgd, bool) else \
-                Mux(is_qsgd, qsgd_code, fixed)
+            forms = {}
+            if _FIXED_ID in ids:
+                forms[_FIXED_ID] = Mux(negative, -level, level)[:16] & mask
+            if _QSGD_ID in ids:
+                forms[_QSGD_ID] = (level | Mux(negative & (level != 0), top_bit, 0))[:16]
+            if _FP16_ID in ids:
+                x = (line[tap].elements[e] if line is not None and tap in line
+                     else stager.delay(payload.elements[e], tap, name=f"fp16_x{e}"))
+                normal, subnormal = fp16_normal_stages(m, stager, x, f"fp16_{e}")
+                forms[_FP16_ID] = Cat(Mux(subnormal, level[:15], normal), negative)
+            if codec is None:
+                (code,) = forms.values()
+            else:
+                code = Signal(16, name=f"{name}_form{e}")
+                with m.Switch(codec):
+                    for c, value in forms.items():
+                        with m.Case(c):
+                            m.d.comb += code.eq(value)
             codes.append(stager.reg(code, name=f"{name}_code{e}"))
         return codes
 
-    if shared is None or not {_FIXED_ID, _QSGD_ID} <= shared.codecs:
-        return form(qsgd, "qs" if qsgd else "fx")
-    return shared.get("level_codes", lambda: form(
-        stager.delay(payload.meta.codec == _QSGD_ID, ENCODE_LATENCY, name="is_qsgd"), "lv"))
+    if shared is None:
+        return form({_FIXED_ID: "fx", _QSGD_ID: "qs", _FP16_ID: "f16"}[kind])
+    return shared.get("level_codes", lambda: form("lv"))
 
 
-def build_levels(m, stager, payload, name, draws):
+def build_levels(m, stager, payload, name, draws, params=None):
     """Build the encoder datapath; return per element ``(level, negative, mask, top)``.
 
     ``draws`` are the beat's random draws, ``CounterRng.LATENCY`` enabled cycles after
-    the input beat (:func:`~squeezenic_hw.gateware.codecs.counter_rng.beat_draws`).
+    the input beat (:func:`~squeezenic_hw.gateware.codecs.counter_rng.beat_draws`);
+    ``params``: the codec parameters to use (default the beat's, ``payload.params``).
     ``level`` (16 bits), ``negative`` (the sign bit of x) and, for the frame's
     codec parameter, ``mask`` (:func:`code_mask`) and ``top``
     (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
@@ -127,14 +194,15 @@ def build_levels(m, stager, payload, name, draws):
     #   X+9..X+10   round-up decision (nearest even, or against u); I vs the top level
     #   X+10..X+11  I + up, saturate: the level
     round_stage = _X_DELAY + ScaledFixedPoint.LATENCY
-    params = stager.delay(payload.params, round_stage - 1, name="params")
+    params = payload.params if params is None else params
+    scale = stager.delay(params.scale, _X_DELAY, name="scale")
+    params = stager.delay(params, round_stage - 1, name="params")
     top = stager.reg(max_level(params.param), name="top")       # beside I and F
     top_q = stager.reg(top, name="top_q")
     params = stager.reg(params, name="params_r")
     # the masks the codes need, aligned with the levels
     mask = stager.delay(code_mask(params.param), _ROUND, name="mask_q")
     top_bit = stager.delay(top_bit_select(params.param), _ROUND, name="top_bit_q")
-    scale = stager.delay(payload.params.scale, _X_DELAY, name="scale")
     out = []
     for e in range(len(payload.elements)):
         x = stager.delay(payload.elements[e], _X_DELAY, name=f"x{e}")

@@ -26,7 +26,7 @@ class QsgdEncoder(EncoderUnit):
 
     @classmethod
     def datapath(cls, m, stager, payload, shared=None):
-        return shared_level_codes(m, stager, payload, shared, qsgd=True)
+        return shared_level_codes(m, stager, payload, shared, "qsgd")
 
 
 class QsgdDecoder(DecoderUnit):

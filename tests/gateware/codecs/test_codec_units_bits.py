@@ -21,6 +21,7 @@ from amaranth.back import verilog
 
 from squeezenic_hw.gateware.codecs.bf16 import Bf16Decoder, Bf16Encoder
 from squeezenic_hw.gateware.codecs.fp16 import Fp16Decoder, Fp16Encoder
+from squeezenic_hw.gateware.codecs.fp16_levels import Fp16LevelEncoder
 from squeezenic_hw.gateware.codecs.natural import NaturalDecoder, NaturalEncoder
 from squeezenic_hw.gateware.codecs.sign import SignDecoder, SignEncoder
 from squeezenic_hw.reference import codecs as ref
@@ -147,7 +148,9 @@ ENCODERS = {"fp16": Fp16Encoder, "bf16": Bf16Encoder, "sign": SignEncoder,
             "natural": NaturalEncoder}
 DECODERS = {"fp16": Fp16Decoder, "bf16": Bf16Decoder, "sign": SignDecoder,
             "natural": NaturalDecoder}
-UNITS = [(c, u) for c, u in ENCODERS.items()] + [(c, u) for c, u in DECODERS.items()]
+# fp16 on the fixed/qsgd datapath, as a bank with either builds it
+UNITS = ([(c, u) for c, u in ENCODERS.items()] + [("fp16", Fp16LevelEncoder)]
+         + [(c, u) for c, u in DECODERS.items()])
 UNIT_IDS = [u.__name__ for _, u in UNITS]
 CODE_BITS = {"fp16": 16, "bf16": 16, "sign": 1, "natural": 9}
 
@@ -205,7 +208,7 @@ def _cut(values, rng, max_len=64):
 
 def _inputs(codec, unit, rng):
     """Frames for the randomised run: lengths 1 … 33, then edges and mixed data."""
-    if unit in ENCODERS.values():
+    if unit in (*ENCODERS.values(), Fp16LevelEncoder):
         frames = [_mixed_f32(rng, n) for n in range(1, 34)]
         frames.append(EDGE_F32_BITS)
         frames += _cut(_mixed_f32(rng, 2000), rng)
@@ -238,9 +241,10 @@ def test_unit_full_rate(codec, unit):
 
 
 @pytest.mark.parametrize("codec, unit, stochastic", [
-    ("fp16", Fp16Encoder, 0), ("bf16", Bf16Encoder, 0),
+    ("fp16", Fp16Encoder, 0), ("fp16", Fp16LevelEncoder, 1), ("bf16", Bf16Encoder, 0),
     ("natural", NaturalEncoder, 0), ("natural", NaturalEncoder, 1),
-], ids=["Fp16Encoder", "Bf16Encoder", "NaturalEncoder-det", "NaturalEncoder-stoch"])
+], ids=["Fp16Encoder", "Fp16LevelEncoder", "Bf16Encoder", "NaturalEncoder-det",
+        "NaturalEncoder-stoch"])
 def test_encoder_rounding_sweep(codec, unit, stochastic):
     rng = np.random.default_rng(16 + stochastic)
     frames = _cut(_rounding_sweep(), rng, max_len=363)
