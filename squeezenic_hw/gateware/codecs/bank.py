@@ -15,8 +15,8 @@ A beat is of one codec, so what several codecs need is built once
 (:class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) and serves the beat's:
 one random generator for every stochastic codec, one ``fixed``/``qsgd`` datapath
 (its 16 fp32 multipliers) in each bank, which in the encoder bank also rounds
-``fp16``'s subnormal range (:class:`~.fp16_levels.Fp16LevelEncoder`). The decoder bank delays the input of its
-short decoders (one delay line) rather than their 32-bit results.
+``fp16``'s subnormal range (:class:`~.fp16_levels.Fp16LevelEncoder`). The decoder bank
+delays the input of its short decoders (one delay line) rather than their 32-bit results.
 
 Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
