@@ -26,8 +26,13 @@ class Stager:
         self.reset_less = reset_less
         self._count = 0
 
-    def reg(self, value, *, name=None, reset=0, reset_less=None):
-        """Return a register holding ``value`` one (enabled) cycle later."""
+    def reg(self, value, *, name=None, reset=0, reset_less=None, clear=None):
+        """Return a register holding ``value`` one (enabled) cycle later.
+
+        ``clear``: the register takes 0 instead (when enabled). The condition is tested
+        before the enable, so that synthesis makes it the flip-flops' synchronous reset
+        (one LUT for the condition and the enable) rather than an AND gate on every bit.
+        """
         self._count += 1
         shape = value.shape() if hasattr(value, "shape") else Signal.like(value).shape()
         # Structured shapes take no integer ``init``; zero is their default anyway.
@@ -35,8 +40,14 @@ class Stager:
         if reset_less is None:
             reset_less = self.reset_less
         r = Signal(shape, name=name or f"stage{self._count}", reset_less=reset_less, **init)
-        with self._m.If(self.enable):
-            self._m.d.sync += r.eq(value)
+        if clear is None:
+            with self._m.If(self.enable):
+                self._m.d.sync += r.eq(value)
+        else:
+            with self._m.If(self.enable & clear):
+                self._m.d.sync += r.eq(0)
+            with self._m.Elif(self.enable):
+                self._m.d.sync += r.eq(value)
         return r
 
     def delay(self, value, cycles, *, name=None):

@@ -186,6 +186,7 @@ class TxBeatPrep(wiring.Component):
 
         item = Signal(layout)
         item_valid = Signal()
+        zero_data = Signal()        # the item is a stand-in beat: zero elements
         consume = Signal()          # the input beat is used up with this item
         m.d.comb += self.i.ready.eq(enable & consume)
         take = self.i.valid & self.i.ready
@@ -273,7 +274,8 @@ class TxBeatPrep(wiring.Component):
                 m.d.comb += [item.kind.eq(PrepKind.PAYLOAD), consume.eq(~pad & beat_done),
                              item_valid.eq(self.i.valid | pad), item.sparse.eq(frame_sparse)]
                 with m.If(pad):
-                    m.d.comb += [item.beat.data.eq(0), keep.eq(0)]
+                    # the stand-in beat's data: cleared in the stage-1 register
+                    m.d.comb += [zero_data.eq(1), keep.eq(0)]
                 with m.If(enable & (self.i.valid | pad)):
                     # (without pieces, v is 16 on every beat but the last, after which
                     # left no longer matters)
@@ -302,17 +304,20 @@ class TxBeatPrep(wiring.Component):
 
         s1_valid = st.reg(item_valid, name="s1_valid", reset_less=False)
         s1 = st.reg(item, name="s1_item")
+        # zeroed by the register's synchronous reset, not a 512-bit AND gate before it
+        s1_data = st.reg(item.beat.data, name="s1_data", clear=zero_data)
         s1_sub = st.reg(sub, name="s1_sub") if small else None
         s1_match_parts = st.reg(match_parts, name="s1_match_parts")
 
         # ---- stage 2: keep counts, a piece's elements to lane 0 -------------------------
         out = Signal(layout)
-        m.d.comb += [out.eq(s1), out.matches.eq(s1_match_parts.all())]
+        m.d.comb += [out.eq(s1), out.beat.data.eq(s1_data),
+                     out.matches.eq(s1_match_parts.all())]
         if small:
             with m.Switch(s1_sub):
                 for k in range(ELEMENTS_PER_BEAT):
                     with m.Case(k):
-                        m.d.comb += out.beat.data.eq(s1.beat.data >> (32 * k))
+                        m.d.comb += out.beat.data.eq(s1_data >> (32 * k))
         if self._sparse:
             keep = s1.keep
             for j in range(ELEMENTS_PER_BEAT + 1):
