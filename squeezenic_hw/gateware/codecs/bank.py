@@ -6,9 +6,12 @@ Instead a bank builds the datapath of every codec it is given inside *one*
 pipeline with one shared stall (the units' ``datapath`` methods, see
 :class:`~squeezenic_hw.gateware.codecs.unit.PipelinedBeatUnit`), delays the
 shorter ones to the longest latency and selects the result by the beat's
-codec id, zeroing invalid elements, into an output register (one cycle more
-than the longest unit: the selection sits between registers, not in front of
-whatever reads the bank). Beats therefore leave in order, one per cycle,
+codec id, zeroing invalid elements, into an output register (two cycles more
+than the longest unit: each unit's results are registered once more, cleared
+unless the beat is of its codec, and the output register takes their OR,
+cleared where an element is invalid; the clears are the flip-flops'
+synchronous resets, so the selection is an OR of a few flip-flops a bit, not a
+multiplexer on the codec id). Beats therefore leave in order, one per cycle,
 whatever the codec.
 
 A beat is of one codec, so what several codecs need is built once
@@ -22,7 +25,7 @@ Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
-from amaranth import Cat, Mux, Signal, unsigned
+from amaranth import Cat, Signal, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
@@ -105,7 +108,7 @@ class _Bank(PipelinedBeatUnit):
         self._codecs = list(self._units)
         # An instance attribute: the base class reads ``self.LATENCY``. The last stage
         # selects by codec into the output register.
-        self.LATENCY = max(u.LATENCY for u in self._units.values()) + 1
+        self.LATENCY = max(u.LATENCY for u in self._units.values()) + 2
         super().__init__(in_layout, out_layout)
 
     @property
@@ -140,9 +143,9 @@ class _Bank(PipelinedBeatUnit):
         return views
 
     def datapath(self, m, stager, payload):
-        select_stage = self.LATENCY - 1
+        select_stage = self.LATENCY - 2
         codec = stager.delay(payload.meta.codec, select_stage, name="codec")
-        mask = stager.delay(payload.valid, select_stage, name="select_mask")
+        mask = stager.delay(payload.valid, select_stage + 1, name="select_mask")
         # One datapath per unit class (raw serves threshold's decoding too); the parts
         # several codecs need (random draws, the fixed/qsgd multipliers) built once.
         shared = SharedParts(self._units)
@@ -178,13 +181,25 @@ class _Bank(PipelinedBeatUnit):
                     break
             else:
                 results.append((ids, values))
-        selected = [Signal(32, name=f"selected{e}") for e in range(ELEMENTS_PER_BEAT)]
-        with m.Switch(codec):
-            for ids, values in results:
-                with m.Case(*ids):
-                    m.d.comb += [o.eq(v) for o, v in zip(selected, values, strict=True)]
-        return [stager.reg(Mux(mask[e], v, 0), name=f"result{e}")
-                for e, v in enumerate(selected)]
+        # Each unit's results are registered once more, cleared (the flip-flops'
+        # synchronous reset) unless the beat is of one of its codecs; the output register
+        # takes their OR, cleared where the element is invalid: no multiplexer on the
+        # codec id, an OR of a few flip-flops a bit.
+        cleared = []
+        for ids, values in results:
+            ours = Cat(codec == c for c in ids).any()
+            cleared.append([stager.reg(v, name=f"c{ids[0]}_r{e}", clear=~ours)
+                            for e, v in enumerate(values)])
+        return [stager.reg(_or_all(vs[e] for vs in cleared), name=f"result{e}",
+                           clear=~mask[e])
+                for e in range(ELEMENTS_PER_BEAT)]
+
+
+def _or_all(values):
+    result = 0
+    for v in values:
+        result = result | v
+    return result
 
 
 class EncoderBank(_Bank):
@@ -201,8 +216,8 @@ class EncoderBank(_Bank):
     :func:`bank_meta_layout`; ``o`` gives :func:`encoder_output_layout` of
     width 32 with the same ``meta``. The beat's ``meta.codec`` chooses the codec.
 
-    Latency: ``LATENCY``, one more than the longest latency of the codecs built
-    (15 cycles with ``fixed`` or ``qsgd``, 13 with ``natural``, else 2–4).
+    Latency: ``LATENCY``, two more than the longest latency of the codecs built
+    (16 cycles with ``fixed`` or ``qsgd``, 14 with ``natural``, else 3–5).
     ``fixed``, ``qsgd`` and ``natural`` share one random generator, ``fixed`` and
     ``qsgd`` (and with either, ``fp16``) one datapath of 16 multipliers and one code
     register. Throughput: one
@@ -240,8 +255,8 @@ class DecoderBank(_Bank):
     :func:`bank_meta_layout`; ``o`` gives :func:`decoder_output_layout`.
     Each codec sees only its own code width (the bits above are ignored).
 
-    Latency: ``LATENCY``, one more than the longest latency of the decoders
-    built (9 cycles with ``fixed`` or ``qsgd``, else 2). ``fixed`` and ``qsgd``
+    Latency: ``LATENCY``, two more than the longest latency of the decoders
+    built (10 cycles with ``fixed`` or ``qsgd``, else 3). ``fixed`` and ``qsgd``
     share one datapath of 16 products; the 1-cycle decoders take their input
     from one delay line. Throughput: one beat per cycle.
     Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``).

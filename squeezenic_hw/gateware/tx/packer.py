@@ -153,21 +153,23 @@ class WirePacker(wiring.Component):
             rest.eq(Mux(meta.close_mid, meta.count - meta.split, 0)),
         ]
         s0_valid = stager.reg(self.i.valid, name="s0_valid", reset_less=False)
-        s0_codes = [stager.reg(self.i.payload.codes[e], name=f"s0_code{e}")
-                    for e in range(n_lanes)]
+        # Each code twice: masked to the open frame's codes (e < take) for A, and to the
+        # job's codes (e < count) for the next frame's start. The masks are the registers'
+        # synchronous resets: no AND gate in front of the compaction or the lane rotation.
+        s0_codes_a = [stager.reg(self.i.payload.codes[e], name=f"s0_code_a{e}",
+                                 clear=take <= e) for e in range(n_lanes)]
+        s0_codes = [stager.reg(self.i.payload.codes[e], name=f"s0_code{e}",
+                               clear=meta.count <= e) for e in range(n_lanes)]
         s0_sel = stager.reg(Cat(meta.width == w for w in self._widths), name="s0_width_sel")
         s0_take = stager.reg(take, name="s0_take")
         s0_rest = stager.reg(rest, name="s0_rest")
-        s0_split = stager.reg(meta.split, name="s0_split")
-        s0_keep_a = stager.reg(Cat(e < take for e in range(n_lanes)), name="s0_keep_a")
-        s0_keep_b = stager.reg(Cat(e < rest for e in range(n_lanes)), name="s0_keep_b")
+        # codes from split on, lane 0 first; none without close_mid (split past them)
+        s0_split = stager.reg(Mux(meta.close_mid, meta.split, n_lanes), name="s0_split")
         s0_close = stager.reg(meta.close_mid | meta.close_end, name="s0_close")
 
         # --- Stage 1: compaction; bit counts. Nothing depends on the open frame. ---
-        # A: codes 0 … take-1, packed. Masking lanes before compaction is cheaper
-        # than a 512-bit variable mask after it.
-        a = self._compact(m, [Mux(s0_keep_a[e], s0_codes[e], 0) for e in range(n_lanes)],
-                          s0_sel, "a_bits")
+        # A: codes 0 … take-1, packed.
+        a = self._compact(m, s0_codes_a, s0_sel, "a_bits")
         # Codes split … count-1 rotated to lane 0 (a 16:1 lane mux is cheaper than a
         # 512-bit shift right by split·width); zero without close_mid.
         r_lanes = []
@@ -177,7 +179,7 @@ class WirePacker(wiring.Component):
                 for s in range(n_lanes - e):
                     with m.Case(s):
                         m.d.comb += lane.eq(s0_codes[e + s])
-            r_lanes.append(Mux(s0_keep_b[e], lane, 0))
+            r_lanes.append(lane)
         s1_valid = stager.reg(s0_valid, name="s1_valid", reset_less=False)
         s1_a = stager.reg(a, name="s1_a")
         s1_r = [stager.reg(lane, name=f"s1_r{e}") for e, lane in enumerate(r_lanes)]
