@@ -192,6 +192,15 @@ class RingWrite(data.Struct):
     commit: unsigned(1)
 
 
+class RingRead(data.Struct):
+    """A payload beat held on one of the TX ring's two read ports: ``banks[bank]``.
+
+    Both ports' outputs travel, so that the reader selects the bank in the same LUT as
+    its own choice of source (the frame merger: one 4:1 multiplexer a bit)."""
+    banks: data.ArrayLayout(unsigned(512), 2)
+    bank: unsigned(1)
+
+
 class FrameToken(data.Struct):
     """One output frame of a lane, in output order, for the frame merger.
 
@@ -208,7 +217,7 @@ class FrameToken(data.Struct):
     dst: unsigned(16)
 
 
-__all__ += ["RingWrite", "FrameToken", "token_tag_layout"]
+__all__ += ["RingWrite", "RingRead", "FrameToken", "token_tag_layout"]
 
 
 def token_tag_layout():

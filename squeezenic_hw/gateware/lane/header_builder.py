@@ -8,7 +8,7 @@ identification, codec fields, but a new length, ``flags``, ``n`` and
 """
 
 from amaranth import Cat, Const, Module, Shape, Signal, Value, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import field_be, header_bytes
@@ -89,6 +89,13 @@ class HeaderBuilder(wiring.Component):
     ----------
     tag_shape : shape-castable
         Shape of ``tag``, which rides along unchanged (default ``unsigned(1)``).
+    depth : int or None
+        With ``depth`` (2 or more), the builder is also the queue of ``depth`` results
+        behind it (a lane's token FIFO): each request's header but the checksum is
+        written into a distributed-RAM FIFO as it comes, the checksum into a 16-bit FIFO
+        beside it three cycles later, and ``o`` reads both. The header then waits once
+        (in the queue) instead of in a delay line and then in a FIFO. ``None``
+        (default): a pipeline with an output register, as below.
 
     Attributes
     ----------
@@ -100,7 +107,10 @@ class HeaderBuilder(wiring.Component):
     Latency: ``LATENCY`` = 3 cycles (stage 1: new fields and two 4-word partial
     sums of the IPv4 header; stage 2: the 20-bit sum; stage 3: end-around-carry
     fold and complement into the checksum bytes), so no stage has more than two
-    adders in series. Throughput: one token per cycle. Backpressure: when
+    adders in series. With ``depth``: 4 (``latency``), the checksum written into its
+    FIFO after the three stages; ``i.ready`` is then the header FIFO's room (from its
+    level register), never ``o.ready``, and the checksum stages never stall.
+    Throughput: one token per cycle. Backpressure: when
     ``o.valid & ~o.ready`` the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered.
     Reset: only the three valid bits; the header, tag and checksum registers take none.
@@ -112,12 +122,16 @@ class HeaderBuilder(wiring.Component):
 
     LATENCY = 3
 
-    def __init__(self, tag_shape=unsigned(1)):
+    def __init__(self, tag_shape=unsigned(1), *, depth=None):
         try:
             Shape.cast(tag_shape)
         except TypeError as e:
             raise ValueError(f"tag_shape must be a shape, got {tag_shape!r} ({e})") from None
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                                  or depth < 2):
+            raise ValueError(f"depth must be None or an int of at least 2, got {depth!r}")
         self.tag_shape = tag_shape
+        self.depth = depth
         super().__init__({
             "i": In(stream.Signature(header_request_layout(tag_shape))),
             "o": Out(stream.Signature(header_result_layout(tag_shape))),
@@ -125,15 +139,18 @@ class HeaderBuilder(wiring.Component):
 
     @property
     def latency(self):
-        return self.LATENCY
+        return self.LATENCY if self.depth is None else self.LATENCY + 1
 
     def elaborate(self, platform):
         m = Module()
         enable = Signal()
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-        ]
+        if self.depth is None:
+            m.d.comb += [
+                enable.eq(~self.o.valid | self.o.ready),
+                self.i.ready.eq(enable),
+            ]
+        else:
+            m.d.comb += enable.eq(1)      # the checksum stages never wait: the queue does
         st = Stager(m, enable, reset_less=True)   # data; the valid bits are reset
         p = self.i.payload
         t = p.template
@@ -164,14 +181,18 @@ class HeaderBuilder(wiring.Component):
         # a register input, and the checksum itself); stage 3 its fold
         checksum = ipv4_checksum_stages(m, st, t, total_length)
 
+        start = HDR.IP_CHECKSUM[0]
+        hdr = Cat(*new)
+        if self.depth is not None:
+            return self._queued(m, st, Cat(hdr[:8 * start], hdr[8 * (start + 2):]),
+                                Value.cast(p.tag), checksum)
+
         # ---- stages 1-3: the header waits for its checksum in distributed RAM; the
         # checksum is registered beside it
         valid1 = st.reg(self.i.valid, name="valid_s1", reset_less=False)
         tag1 = st.reg(Value.cast(p.tag), name="tag_s1")
         valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
         tag2 = st.reg(tag1, name="tag_s2")
-        start = HDR.IP_CHECKSUM[0]
-        hdr = Cat(*new)
         waited = lutram_delay(m, st, Cat(hdr[:8 * start], hdr[8 * (start + 2):]), 3,
                               name="header_delay")
         sum3 = st.reg(Cat(_be_bytes(checksum)[0], _be_bytes(checksum)[1]), name="checksum_s3")
@@ -183,5 +204,35 @@ class HeaderBuilder(wiring.Component):
             self.o.valid.eq(valid3),
             self.o.payload.header.eq(hdr3),
             Value.cast(self.o.payload.tag).eq(tag3),
+        ]
+        return m
+
+    def _queued(self, m, st, rest, tag, checksum):
+        """With ``depth``: the header but its checksum (``rest``) and the ``tag`` into one
+        FIFO now, the checksum (registered after the stages) into another; ``o`` reads
+        both heads."""
+        start = HDR.IP_CHECKSUM[0]
+        m.submodules.header_fifo = headers = fifo.SyncFIFO(width=len(rest) + len(tag),
+                                                           depth=self.depth)
+        m.submodules.checksum_fifo = sums = fifo.SyncFIFO(width=16, depth=self.depth)
+        valid1 = st.reg(self.i.valid & headers.w_rdy, name="valid_s1", reset_less=False)
+        valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
+        valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
+        sum3 = st.reg(Cat(_be_bytes(checksum)[0], _be_bytes(checksum)[1]), name="checksum_s3")
+        head = headers.r_data
+        take = self.o.valid & self.o.ready
+        m.d.comb += [
+            self.i.ready.eq(headers.w_rdy),
+            headers.w_en.eq(self.i.valid),
+            headers.w_data.eq(Cat(rest, tag)),
+            # a checksum never finds its FIFO full: it holds no more than the headers'
+            sums.w_en.eq(valid3),
+            sums.w_data.eq(sum3),
+            self.o.valid.eq(sums.r_rdy),
+            self.o.payload.header.eq(Cat(head[:8 * start], sums.r_data,
+                                         head[8 * start:len(rest)])),
+            Value.cast(self.o.payload.tag).eq(head[len(rest):]),
+            headers.r_en.eq(take),
+            sums.r_en.eq(take),
         ]
         return m

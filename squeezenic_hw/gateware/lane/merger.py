@@ -10,7 +10,13 @@ from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat, FrameToken, axis_signature
+from squeezenic_hw.gateware.common.layouts import (
+    DATA_BYTES,
+    AxisBeat,
+    FrameToken,
+    RingRead,
+    axis_signature,
+)
 
 __all__ = ["FrameMerger"]
 
@@ -38,6 +44,11 @@ class FrameMerger(wiring.Component):
         Build the ``bypass`` input (default). Without it every token must be a built
         frame (``built = 1``; the bit is then ignored): for a lane whose source never
         sends a frame to bypass.
+    banked : bool
+        ``payload`` carries :class:`~squeezenic_hw.gateware.common.layouts.RingRead`
+        (the TX ring's two read ports and which holds the beat) instead of the beat:
+        the bank is chosen in the output multiplexer, a 4:1 select (two select bits,
+        one LUT a bit) of bypass, header and the two banks. Default ``False``.
 
     Attributes
     ----------
@@ -45,7 +56,8 @@ class FrameMerger(wiring.Component):
     bypass : In(axis_signature())
         Whole bypassed frames, one per ``built = 0`` token (only with ``bypass=True``).
     payload : In(stream.Signature(unsigned(512)))
-        Payload beats of built frames, back to back, in token order.
+        Payload beats of built frames, back to back, in token order
+        (``RingRead`` with ``banked``).
     o : Out(axis_signature())
 
     Notes
@@ -78,14 +90,17 @@ class FrameMerger(wiring.Component):
     (561 bits), a 10-bit beat counter, the 64-bit last ``tkeep`` and six state bits.
     """
 
-    def __init__(self, *, bypass=True):
+    def __init__(self, *, bypass=True, banked=False):
         if not isinstance(bypass, bool):
             raise ValueError(f"bypass must be a bool, got {bypass!r}")
+        if not isinstance(banked, bool):
+            raise ValueError(f"banked must be a bool, got {banked!r}")
         self._bypass = bypass
+        self._banked = banked
         super().__init__({
             "tokens": In(stream.Signature(FrameToken)),
             **({"bypass": In(axis_signature())} if bypass else {}),
-            "payload": In(stream.Signature(unsigned(512))),
+            "payload": In(stream.Signature(RingRead if banked else unsigned(512))),
             "o": Out(axis_signature()),
         })
 
@@ -124,8 +139,8 @@ class FrameMerger(wiring.Component):
         m.d.comb += [
             beat_valid.eq(send_header | (send_payload & self.payload.valid)
                           | (send_bypass & bypass.valid)),
-            beat.data.eq(Mux(send_bypass, bypass.payload.data,
-                             Mux(send_header, tok.header, self.payload.payload))),
+            beat.data.eq(self._data(m, send_bypass, send_header, bypass.payload.data,
+                                    tok.header)),
             beat.keep.eq(Mux(send_bypass, bypass.payload.keep,
                              Mux(built_last, keep_last, _ALL_KEEP))),
             beat.last.eq(Mux(send_bypass, bypass.payload.last, built_last)),
@@ -184,3 +199,20 @@ class FrameMerger(wiring.Component):
                 keep_last.eq(Const(_ALL_KEEP, DATA_BYTES) >> ~size_m1[:6]),
             ]
         return m
+
+    def _data(self, m, send_bypass, send_header, bypass_data, header):
+        """The beat on offer's data: the bypassed beat, the header or the payload beat."""
+        if not self._banked:
+            return Mux(send_bypass, bypass_data,
+                       Mux(send_header, header, self.payload.payload))
+        # Two select bits from the state and the bank, so each data bit is one 4:1 select
+        # (a LUT6) of the two banks, the header and the bypassed beat.
+        sel = Signal(2, name="data_sel")
+        m.d.comb += sel.eq(Mux(send_bypass, 3, Mux(send_header, 2,
+                                                   self.payload.payload.bank)))
+        data = Signal(8 * DATA_BYTES, name="data")
+        with m.Switch(sel):
+            for k, source in enumerate([*self.payload.payload.banks, header, bypass_data]):
+                with m.Case(k):
+                    m.d.comb += data.eq(source)
+        return data

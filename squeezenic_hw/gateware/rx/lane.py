@@ -5,7 +5,7 @@
     i ─► FrameClassifier ─► skid ─► RxController ─┬─ payload ─► FIFO ─┬─► WireUnpacker ─┐
                                                   ├─ frames ─► FIFO ──┘    DecoderBank ◄─┘
                                                   ├─ desc ─► FIFO ─► HostFrameSplitter ─► │
-                                                  │      HeaderBuilder ─► token FIFO ───┤ │
+                                                  │      HeaderBuilder (token queue) ───┤ │
                                                   └─ bypass ─► bypass FIFO ─────────────┤ │
                                                                   FrameMerger ◄─────────┴─┘
                                                                        └─► o
@@ -37,7 +37,6 @@ from squeezenic_hw.gateware.common.layouts import (
 from squeezenic_hw.gateware.common.stream import (
     BlockRamFifo,
     check_fifo_depth,
-    fifo_between,
     merge_in_order,
     skid_between,
 )
@@ -160,7 +159,9 @@ class RxLane(wiring.Component):
         m.submodules.unpacker = unpacker = WireUnpacker(
             widths, max_host_elements=self._max_host, tag_shape=rx_payload_tag_layout())
         m.submodules.decoders = bank = DecoderBank(self._codecs)
-        m.submodules.headers = builder = HeaderBuilder(token_tag_layout())
+        # the header builder is also the token queue (its depth)
+        m.submodules.headers = builder = HeaderBuilder(token_tag_layout(),
+                                                       depth=self._token_depth)
         m.submodules.merger = merger = FrameMerger()
 
         wiring.connect(m, wiring.flipped(self.i), classifier.i)
@@ -208,11 +209,10 @@ class RxLane(wiring.Component):
             merger.payload.payload.eq(Cat(*bank.o.payload.elements)),
         ]
 
-        # tokens: controller → FIFO → splitter → header builder → token FIFO → merger
+        # tokens: controller → FIFO → splitter → header builder (the token queue) → merger
         fifo_from_controller(m, "desc_fifo", ctrl.desc, splitter.i, 4)
         wiring.connect(m, splitter.o, builder.i)
-        token = token_stream(m, builder)
-        fifo_between(m, "token_fifo", token, merger.tokens, self._token_depth)
+        wiring.connect(m, token_stream(m, builder), merger.tokens)
         # a deep queue of whole bypassed beats: block RAM
         fifo_from_controller(m, "bypass_fifo", ctrl.bypass, merger.bypass,
                              self._bypass_depth, block_ram=True)

@@ -3,7 +3,7 @@
 ::
 
     i ─► FrameClassifier ─► TxController ─┬─ jobs ─► EncoderBank ─► WirePacker ─► WireRing ─┐
-                                          ├─ desc ─► HeaderBuilder ─► token FIFO ──────────┤
+                                          ├─ desc ─► HeaderBuilder (token queue) ──────────┤
                                           └─ bypass ─► bypass FIFO ────────────────────────┤
                                                                       FrameMerger ─► o ◄───┘
 
@@ -32,7 +32,6 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.gateware.codecs.bank import EncoderBank
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
-    FrameToken,
     PackMeta,
     axis_signature,
     token_tag_layout,
@@ -177,8 +176,10 @@ class TxLane(wiring.Component):
         sparse = THRESHOLD_ID in self._codecs
         max_beats = -(-(self._mtu - HEADER_LEN) // DATA_BYTES)
         m.submodules.ring = ring = WireRing(max_beats)
-        m.submodules.headers = builder = HeaderBuilder(token_tag_layout())
-        m.submodules.merger = merger = FrameMerger(bypass=not self._trusted)
+        # the header builder is also the token queue (its depth)
+        m.submodules.headers = builder = HeaderBuilder(token_tag_layout(),
+                                                       depth=self._token_depth)
+        m.submodules.merger = merger = FrameMerger(bypass=not self._trusted, banked=True)
 
         if self._trusted:
             # every frame is processed: only its first beat is marked (the controller's
@@ -264,14 +265,12 @@ class TxLane(wiring.Component):
         self._route_jobs(m, ctrl.jobs, job_ready, writers, ring)
         wiring.connect(m, ring.o, merger.payload)
 
-        # tokens: controller → header builder → token FIFO → merger
+        # tokens: controller → header builder (and token queue) → merger
         wiring.connect(m, ctrl.desc, builder.i)
-        token = token_stream(m, builder)
+        tokens = token_stream(m, builder)
         # A wire frame leaves only once all of it is in the ring, so that it goes out
         # without a gap (the MAC cannot pause inside a frame). Count the frames whose
         # first beat has reached the ring's output and hold built tokens until one is.
-        tokens = stream.Signature(FrameToken).create()
-        fifo_between(m, "token_fifo", token, tokens, self._token_depth)
         # The count's next value is one of three prepared from registers and the gate a
         # register beside it, so the merger's late ``start`` only selects (one LUT).
         committed = Signal(16)

@@ -8,12 +8,12 @@ assembled behind it, so the packer does not wait for the previous frame to be
 sent.
 """
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import RingWrite
+from squeezenic_hw.gateware.common.layouts import RingRead, RingWrite
 
 __all__ = ["WireRing", "ring_depth"]
 
@@ -52,9 +52,10 @@ class WireRing(wiring.Component):
         the frame being written after them. ``i.ready`` is a register, high
         when at least two slots were free in the cycle before (so that one is
         free now).
-    o : Out(stream.Signature(unsigned(512)))
-        The beats of committed frames, in write order. Beats of the frame still
-        being written never leave.
+    o : Out(stream.Signature(RingRead))
+        The beats of committed frames, in write order: ``banks[bank]`` (both read
+        ports' outputs and which holds the beat, so that the reader's multiplexer
+        picks the bank). Beats of the frame still being written never leave.
 
     Notes
     -----
@@ -68,17 +69,16 @@ class WireRing(wiring.Component):
     and frames written at up to one beat per cycle the writer never stalls.
 
     Backpressure: while ``o.valid & ~o.ready``, ``o.payload`` holds; nothing is
-    lost. The beat on ``o`` is the output of the read port that read it, selected
-    by its bank: a read port holds its data while its enable is low, so no
-    prefetch register stands between the banks and the reader. The next read is
+    lost. The beat on ``o`` is the output of the read port that read it: a read
+    port holds its data while its enable is low, so no prefetch register stands
+    between the banks and the reader. The next read is
     issued when ``o`` is empty or taken (combinationally from ``o.ready``, as in a
     first-word-fall-through FIFO). A full ring drops ``i.ready``; writes wait,
     nothing is overwritten.
 
     Resources: ``2 * depth * 512`` bits of block RAM (the same block RAM count as
-    ``depth * 512``, up to 512 beats a bank), a 512-bit 2:1 read multiplexer,
-    ``depth`` bits of distributed RAM, three slot pointers of ``log2(depth)+1``
-    bits.
+    ``depth * 512``, up to 512 beats a bank), ``depth`` bits of distributed RAM,
+    three slot pointers of ``log2(depth)+1`` bits; no multiplexer on the data.
     """
 
     def __init__(self, max_frame_beats):
@@ -89,7 +89,7 @@ class WireRing(wiring.Component):
         self.depth = ring_depth(max_frame_beats)
         super().__init__({
             "i": In(stream.Signature(RingWrite)),
-            "o": Out(stream.Signature(_BEAT)),
+            "o": Out(stream.Signature(RingRead)),
         })
 
     @property
@@ -178,6 +178,8 @@ class WireRing(wiring.Component):
             m.d.sync += held.eq(0)
         m.d.comb += [
             self.o.valid.eq(held),
-            self.o.payload.eq(Mux(held_bank, rdata[1], rdata[0])),
+            self.o.payload.banks[0].eq(rdata[0]),
+            self.o.payload.banks[1].eq(rdata[1]),
+            self.o.payload.bank.eq(held_bank),
         ]
         return m

@@ -229,6 +229,27 @@ def test_without_bypass_input(idle, backpressure):
         FrameMerger(bypass=None)
 
 
+@pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)])
+def test_banked_payload(idle, backpressure):
+    """``banked=True`` (the TX ring's two read ports): each payload beat is offered on a
+    random bank with junk on the other; the output is the same as from plain beats."""
+    rng = random.Random(11 + int(idle * 10) + int(backpressure * 100))
+    mix = random_mix(rng, 100)
+    packed = []
+    for beat in mix.payload:
+        bank, junk = rng.randrange(2), rng.getrandbits(512)
+        banks = (beat, junk) if bank == 0 else (junk, beat)
+        packed.append(banks[0] | banks[1] << 512 | bank << 1024)
+    mix.payload = packed
+    dut = FrameMerger(banked=True)
+    run = run_merger(mix, idle=idle, backpressure=backpressure, seed=4, dut=dut)
+    check_output(run, mix)
+    if idle == backpressure == 0:
+        assert max_streak(run.out_cycles) > 100
+    with pytest.raises(ValueError, match="banked"):
+        FrameMerger(banked=1)
+
+
 def test_back_to_back():
     """Everything ready, no backpressure: one beat per cycle from the first beat to
     the last, across frame boundaries (1-beat bypass frames and 2-beat built ones

@@ -111,8 +111,8 @@ def requests(rng, count):
     return out
 
 
-def check_builder(reqs, *, idle=0.0, backpressure=0.0, seed=0):
-    dut = HeaderBuilder(unsigned(TAG_BITS))
+def check_builder(reqs, *, idle=0.0, backpressure=0.0, seed=0, depth=None):
+    dut = HeaderBuilder(unsigned(TAG_BITS), depth=depth)
     inputs = [dict(r, template=int.from_bytes(r["template"], "little")) for r in reqs]
     run = run_stream(dut, inputs, idle=idle, backpressure=backpressure, seed=seed)
     layout = header_result_layout(unsigned(TAG_BITS))
@@ -130,8 +130,9 @@ def check_builder(reqs, *, idle=0.0, backpressure=0.0, seed=0):
     return run, dut
 
 
+@pytest.mark.parametrize("depth", [None, 2, 16])
 @pytest.mark.parametrize("idle,backpressure", STALLS)
-def test_random_headers(idle, backpressure):
+def test_random_headers(idle, backpressure, depth):
     seed = int(idle * 10) * 7 + int(backpressure * 10)
     rng = random.Random(seed)
     reqs = requests(rng, 150)
@@ -141,7 +142,35 @@ def test_random_headers(idle, backpressure):
             for h in headers]
     assert any(h[24:26] == b"\0\0" for h in headers)
     assert any((t & 0xFFFF) + (t >> 16) > 0xFFFF for t in sums)
-    check_builder(reqs, idle=idle, backpressure=backpressure, seed=seed)
+    check_builder(reqs, idle=idle, backpressure=backpressure, seed=seed, depth=depth)
+
+
+def test_queued_full_rate_and_room():
+    """With ``depth``, one result a cycle after the queue's latency of 4; with the output
+    held, ``depth`` requests are taken and then ``i.ready`` (the queue's room) stays low."""
+    rng = random.Random(98)
+    reqs = requests(rng, 60)
+    run, dut = check_builder(reqs, seed=98, depth=16)
+    assert run.latency == dut.latency == 4
+    assert run.max_ready_streak == len(reqs)
+    dut = HeaderBuilder(unsigned(TAG_BITS), depth=5)
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 0)
+        ctx.set(dut.i.valid, 1)
+        taken = 0
+        for _ in range(20):
+            _, _, ready = await ctx.tick().sample(dut.i.ready)
+            taken += ready
+        assert taken == 5
+        assert ctx.get(dut.o.valid)
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    with pytest.raises(ValueError, match="depth"):
+        HeaderBuilder(depth=1)
 
 
 def test_full_rate():

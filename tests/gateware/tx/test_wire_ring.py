@@ -130,7 +130,8 @@ def run_ring(dut, writes, n_out, *, idle=0.0, backpressure=0.0, seed=0, hold=0, 
                or t < run.source_done + quiet):
             ready = t >= hold and not (backpressure and rng_snk.random() < backpressure)
             ctx.set(dut.o.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            _, _, valid, read = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            payload = int(read.banks[int(read.bank)])     # the beat: the port holding it
             t += 1
             assert t <= timeout, f"{len(run.outputs)} of {n_out} beats after {t} cycles"
             if held is not None:
