@@ -8,8 +8,8 @@ does exactly that and marks every beat of the frame with the result, so the
 lane downstream decides at the header whether to process or bypass the frame.
 """
 
-from amaranth import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth import Cat, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import (
@@ -19,7 +19,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_be,
     field_le,
 )
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay, split_like
 from squeezenic_hw.spec.codecs import (
     DEFAULT_CODECS,
     KNOWN_CODECS,
@@ -38,7 +38,7 @@ from squeezenic_hw.spec.header import (
     check_port,
 )
 
-__all__ = ["ClassifiedBeat", "FrameClassifier", "RxFrameInfo"]
+__all__ = ["ClassifiedBeat", "FrameClassifier", "INPUT_QUEUE", "RxFrameInfo"]
 
 
 class RxFrameInfo(data.Struct):
@@ -94,6 +94,11 @@ def _check_parameters(lane, port, codecs):
     return lane, check_port(port), _codec_ids(codecs)
 
 
+#: The ``depth`` the lanes build the classifier with, as their input queue: its checks'
+#: five stages and room to spare at full rate.
+INPUT_QUEUE = 16
+
+
 class FrameClassifier(wiring.Component):
     """Classifies the frames of a TX or RX lane's input and tags each beat.
 
@@ -124,6 +129,13 @@ class FrameClassifier(wiring.Component):
     codecs : iterable of str or int
         Codec names/ids built into the lane (default: all, ids 0–6); other
         codecs bypass as ``codec``.
+    depth : int or None
+        With ``depth`` (8 or more), the classifier is also a queue of ``depth`` beats
+        (the lanes' input buffer, :data:`INPUT_QUEUE`): each beat is written into a
+        distributed-RAM FIFO as it is accepted, its tags into a narrow FIFO beside it
+        when the checks are done, and ``o`` reads both. ``i.ready`` is then the queue's
+        room (from its level register) and the checks never stall. ``None``
+        (default): the beat rides through the stages in a delay line, as below.
 
     Attributes
     ----------
@@ -152,7 +164,9 @@ class FrameClassifier(wiring.Component):
     included. Backpressure: when ``o.valid & ~o.ready`` the whole pipeline
     holds (``i.ready = o.ready | ~o.valid``, one LUT from ``o.ready``);
     nothing is dropped or reordered and bubbles inside the pipeline are
-    squeezed out while the output waits. Only the valid bits and the
+    squeezed out while the output waits (with ``depth``: latency 6, the tags'
+    FIFO between stage 5 and ``o``; backpressure fills the queue, then drops
+    ``i.ready``). Only the valid bits and the
     frame-start flag are reset. Resources: a beat of registers, the fields stage 2
     reads, and the beat's four further stages in distributed RAM
     (:func:`lutram_delay`), on RX one 16×6 and
@@ -162,8 +176,12 @@ class FrameClassifier(wiring.Component):
 
     LATENCY = 5
 
-    def __init__(self, lane, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS):
+    def __init__(self, lane, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS, depth=None):
         self.lane, self.port, self.codecs = _check_parameters(lane, port, codecs)
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                                  or depth < 8):
+            raise ValueError(f"depth must be None or an int of at least 8, got {depth!r}")
+        self.depth = depth
         super().__init__({
             "i": In(axis_signature()),
             "o": Out(stream.Signature(ClassifiedBeat)),
@@ -173,7 +191,7 @@ class FrameClassifier(wiring.Component):
 
     @property
     def latency(self):
-        return self.LATENCY
+        return self.LATENCY if self.depth is None else self.LATENCY + 1
 
     def _codec_fields(self, m, codec, param):
         """``(codec_bad, param_bad, bits)`` for the header's codec byte and parameter."""
@@ -207,10 +225,22 @@ class FrameClassifier(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         enable = Signal()
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-        ]
+        queue = None
+        if self.depth is None:
+            m.d.comb += [
+                enable.eq(~self.o.valid | self.o.ready),
+                self.i.ready.eq(enable),
+            ]
+        else:
+            # the beats wait in a queue from the input on; the checks never stall
+            m.submodules.beat_queue = queue = fifo.SyncFIFO(width=len(self.i.payload.as_value()),
+                                                            depth=self.depth)
+            m.d.comb += [
+                enable.eq(1),
+                self.i.ready.eq(queue.w_rdy),
+                queue.w_en.eq(self.i.valid),
+                queue.w_data.eq(self.i.payload),
+            ]
         # Valid bits (and the frame-start flag) are reset; everything else is data.
         st = Stager(m, enable, reset_less=True)
 
@@ -228,7 +258,7 @@ class FrameClassifier(wiring.Component):
         del ip_words[(HDR.IP_CHECKSUM[0] - 14) // 2]
 
         # ---- stage 1: compares of header fields, partial checksum sums --------------
-        valid1 = st.reg(self.i.valid, name="valid_s1", reset_less=False)
+        valid1 = st.reg(self.i.valid & self.i.ready, name="valid_s1", reset_less=False)
         first1 = st.reg(start, name="first_s1")
         beat1 = st.reg(beat.as_value(), name="beat_s1")
         f = {
@@ -282,7 +312,7 @@ class FrameClassifier(wiring.Component):
         first3 = st.reg(first2, name="first_s3")
         # the beat rides on to the output in distributed RAM, from stage 1 (the bits
         # stage 2's logic reads stay in ``beat2``; the others are not registered again)
-        beat5 = lutram_delay(m, st, beat1, 4, name="beat_delay")
+        beat5 = lutram_delay(m, st, beat1, 4, name="beat_delay") if queue is None else None
         fold3 = st.reg(total2[:16] + total2[16:], name="csum_fold")    # ≤ 0x1000E
         csum_n3 = st.reg(csum_n2, name="csum_n_s3")
         csum_n_carry3 = st.reg(csum_n_carry2, name="csum_n_carry_s3")
@@ -332,19 +362,33 @@ class FrameClassifier(wiring.Component):
         with m.If(enable & valid4 & first4):
             m.d.sync += [reason5.eq(reason), bypass5.eq(reason != Reason.NONE)]
 
-        m.d.comb += [
-            self.o.valid.eq(valid5),
-            self.o.payload.beat.eq(beat5),
-            self.o.payload.first.eq(first5),
-            self.o.payload.reason.eq(reason5),
-            self.o.payload.bypass.eq(bypass5),
-        ]
+        tags = {"first": first5, "reason": reason5, "bypass": bypass5}
         if self.lane == "rx":
             info4 = self._rx_info(m, st, nb3, bits1, sparse)
-            m.d.comb += self.o.payload.rx.eq(st.reg(info4, name="rx_info_s5"))
+            tags["rx"] = st.reg(info4, name="rx_info_s5")
         if self.lane == "tx" and THRESHOLD_ID in self.codecs:
             keep4 = self._keep_mask(m, st, valid2, first2, AxisBeat(beat2))
-            m.d.comb += self.o.payload.keep.eq(st.reg(keep4, name="keep_s5"))
+            tags["keep"] = st.reg(keep4, name="keep_s5")
+        if queue is None:
+            m.d.comb += [self.o.valid.eq(valid5), self.o.payload.beat.eq(beat5)]
+            m.d.comb += [getattr(self.o.payload, name).eq(v) for name, v in tags.items()]
+            return m
+        # The tags into a queue of their own as they come; a beat leaves with its tags
+        # (the tag queue never holds more than the beat queue).
+        packed = Cat(*tags.values())
+        m.submodules.tag_queue = tag_queue = fifo.SyncFIFO(width=len(packed), depth=self.depth)
+        take = self.o.valid & self.o.ready
+        m.d.comb += [
+            tag_queue.w_en.eq(valid5),
+            tag_queue.w_data.eq(packed),
+            self.o.valid.eq(tag_queue.r_rdy),
+            self.o.payload.beat.eq(queue.r_data),
+            queue.r_en.eq(take),
+            tag_queue.r_en.eq(take),
+        ]
+        for name, value in zip(tags, split_like(tag_queue.r_data, list(tags.values())),
+                               strict=True):
+            m.d.comb += Value.cast(getattr(self.o.payload, name)).eq(value)
         return m
 
     def _rx_info(self, m, st, nb3, bits1, sparse):

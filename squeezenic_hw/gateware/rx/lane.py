@@ -38,9 +38,8 @@ from squeezenic_hw.gateware.common.stream import (
     BlockRamFifo,
     check_fifo_depth,
     merge_in_order,
-    skid_between,
 )
-from squeezenic_hw.gateware.lane.classifier import FrameClassifier
+from squeezenic_hw.gateware.lane.classifier import INPUT_QUEUE, FrameClassifier
 from squeezenic_hw.gateware.lane.control import token_stream
 from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
 from squeezenic_hw.gateware.lane.merger import FrameMerger
@@ -111,8 +110,8 @@ class RxLane(wiring.Component):
     (run-time port and enable, init ``port`` and 1; ``cfg_enable`` = 0 passes
     every frame through as ``other_port``).
 
-    Block boundaries have registered ready signals: a buffer in distributed RAM after
-    the classifier, FIFOs whose ready to the controller is a flip-flop
+    Block boundaries have registered ready signals: the classifier's queue (its
+    ``depth``) at the input, FIFOs whose ready to the controller is a flip-flop
     (:func:`fifo_from_controller`), the unpacker's own registered ``i.ready``.
 
     Latency: measured in ``docs/figures.md``. Throughput: one host beat per
@@ -127,8 +126,11 @@ class RxLane(wiring.Component):
         check_fifo_depth("token_depth", token_depth, "frames")
         self._splitter = HostFrameSplitter(max_host_elements=max_host_elements)
         self._controller = RxController(codecs=codecs, max_host_elements=max_host_elements)
+        # the classifier is also the lane's input queue: a registered ready in front of
+        # the controller
         self._classifier = FrameClassifier("rx", port=port,
-                                           codecs=self._controller._codecs)
+                                           codecs=self._controller._codecs,
+                                           depth=INPUT_QUEUE)
         self._codecs = self._controller._codecs
         self._max_host = max_host_elements
         self._bypass_depth = bypass_depth
@@ -165,9 +167,9 @@ class RxLane(wiring.Component):
         m.submodules.merger = merger = FrameMerger()
 
         wiring.connect(m, wiring.flipped(self.i), classifier.i)
-        # A registered ready between the classifier and the controller: the classifier's
-        # pipeline enable (and the lane's i.ready) never waits on the controller's decisions.
-        skid_between(m, "classified", classifier.o, ctrl.i, lutram=True)
+        # The classifier's queue stands between the lane's input and the controller: the
+        # lane's i.ready (its room) never waits on the controller's decisions.
+        wiring.connect(m, classifier.o, ctrl.i)
         m.d.comb += [classifier.cfg_port.eq(self.cfg_port),
                      classifier.cfg_enable.eq(self.cfg_enable)]
         sparse_counters = {}

@@ -77,6 +77,11 @@ class TxController(wiring.Component):
         The input never holds a frame to bypass (``i.payload.bypass`` is 0 on every
         beat: a trusted on-chip source behind no classifier). ``bypass`` is then never
         valid and its buffer is left out.
+    input_buffer : bool
+        Take the input through a buffer of four beats (distributed RAM; ``i.ready`` a
+        compare of its level), default ``True``. ``False`` where the source already is
+        such a queue (a lane's :class:`~squeezenic_hw.gateware.lane.classifier.FrameClassifier`
+        built with ``depth``): ``i.ready`` is then the first stage's, from registers.
 
     Notes
     -----
@@ -101,10 +106,13 @@ class TxController(wiring.Component):
     LATENCY_DESC = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxCloseSizer.LATENCY
 
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None, trusted=False,
-                 widths=None):
+                 widths=None, input_buffer=True):
         if not isinstance(trusted, bool):
             raise ValueError(f"trusted must be a bool, got {trusted!r}")
+        if not isinstance(input_buffer, bool):
+            raise ValueError(f"input_buffer must be a bool, got {input_buffer!r}")
         self._trusted = trusted
+        self._input_buffer = input_buffer
         if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
             raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "
                              f"got {mtu!r}")
@@ -161,9 +169,12 @@ class TxController(wiring.Component):
 
         # whole beats wait in LUTRAM buffers (half the LUTs of a skid buffer's two
         # registers and multiplexer, a third of its flip-flops)
-        m.submodules.in_skid = in_skid = LutramBuffer(ClassifiedBeat)
-        wiring.connect(m, wiring.flipped(self.i), in_skid.i)
-        wiring.connect(m, in_skid.o, prep.i)
+        if self._input_buffer:
+            m.submodules.in_skid = in_skid = LutramBuffer(ClassifiedBeat)
+            wiring.connect(m, wiring.flipped(self.i), in_skid.i)
+            wiring.connect(m, in_skid.o, prep.i)
+        else:
+            wiring.connect(m, wiring.flipped(self.i), prep.i)
         skid_between(m, "prep_skid", prep.o, coal.i, lutram=True)
         # FIFOs rather than skid buffers in front of the shaper and the sizer: a beat that
         # closes two frames costs them a cycle more, which these absorb

@@ -41,7 +41,7 @@ from squeezenic_hw.gateware.common.stream import (
     fifo_between,
     merge_in_order,
 )
-from squeezenic_hw.gateware.lane.classifier import FrameClassifier
+from squeezenic_hw.gateware.lane.classifier import INPUT_QUEUE, FrameClassifier
 from squeezenic_hw.gateware.lane.control import token_stream
 from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
 from squeezenic_hw.gateware.lane.merger import FrameMerger
@@ -145,7 +145,7 @@ class TxLane(wiring.Component):
                                     if info.bits is not None}
         self._code_bits = code_bits
         self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout,
-                                        trusted=trusted, widths=widths)
+                                        trusted=trusted, widths=widths, input_buffer=trusted)
         self._codecs = self._controller._codecs
         if trusted and THRESHOLD_ID in self._codecs:
             raise ValueError("trusted lanes cannot build threshold in (its keep mask comes "
@@ -154,7 +154,10 @@ class TxLane(wiring.Component):
             check_port(port)
             self._classifier = None
         else:
-            self._classifier = FrameClassifier("tx", port=port, codecs=self._codecs)
+            # the classifier is also the lane's input queue (the controller then needs
+            # no buffer of its own)
+            self._classifier = FrameClassifier("tx", port=port, codecs=self._codecs,
+                                               depth=INPUT_QUEUE)
         self._mtu = mtu
         self._bypass_depth = bypass_depth
         self._token_depth = token_depth

@@ -223,7 +223,7 @@ def _expected_reason(lane, frame, port, codecs):
 
 
 def check_classifier(lane, frames, *, port=F.DEFAULT_PORT, codecs=F.DEFAULT_CODECS,
-                     idle=0.0, backpressure=0.0, seed=0):
+                     idle=0.0, backpressure=0.0, seed=0, depth=None):
     """Run the classifier on ``frames`` and compare beat for beat with the reference.
 
     ``frames``: ``bytes`` (``tuser_size`` = their length) or ``AxisFrame`` with
@@ -232,7 +232,7 @@ def check_classifier(lane, frames, *, port=F.DEFAULT_PORT, codecs=F.DEFAULT_CODE
     ``size`` bytes with the same header.
     """
     rng = random.Random(seed)
-    dut = FrameClassifier(lane, port=port, codecs=codecs)
+    dut = FrameClassifier(lane, port=port, codecs=codecs, depth=depth)
     beats, expected, reasons = [], [], []
     for k, frame in enumerate(frames):
         if isinstance(frame, AxisFrame):
@@ -275,15 +275,17 @@ def _covered(lane, reasons):
 # Tests
 # --------------------------------------------------------------------------
 
+@pytest.mark.parametrize("depth", [None, 8])
 @pytest.mark.parametrize("lane", ["tx", "rx"])
 @pytest.mark.parametrize("idle,backpressure", STALLS)
-def test_all_reasons_random_stalls(lane, idle, backpressure):
+def test_all_reasons_random_stalls(lane, idle, backpressure, depth):
+    """Every reason, under random stalls; with ``depth``, as the queue the lanes build."""
     seed = int(idle * 10) * 7 + int(backpressure * 10) + (100 if lane == "rx" else 0)
     rng = random.Random(seed)
     frames = valid_frames(lane, rng) + bypass_frames(lane, rng) + garbage_frames(lane, rng, 12)
     rng.shuffle(frames)
     _, _, _, reasons = check_classifier(lane, frames, idle=idle, backpressure=backpressure,
-                                        seed=seed)
+                                        seed=seed, depth=depth)
     _covered(lane, reasons)
 
 
@@ -323,6 +325,10 @@ def test_full_rate(lane):
     assert run.latency == dut.LATENCY == 5
     assert run.max_ready_streak == n_beats
     assert run.cycles == n_beats + dut.LATENCY
+    # as a queue (the lanes): one cycle more, still one beat per cycle
+    run, dut, n_beats, _ = check_classifier(lane, frames, seed=5, depth=8)
+    assert run.latency == dut.latency == 6
+    assert run.max_ready_streak == n_beats
 
 
 @pytest.mark.parametrize("lane", ["tx", "rx"])
@@ -356,6 +362,8 @@ def test_no_codecs_built_in(lane):
     ({"lane": "tx", "codecs": [9]}, "codecs"),
     ({"lane": "tx", "codecs": "raw"}, "codecs"),
     ({"lane": "tx", "codecs": 3}, "codecs"),
+    ({"lane": "tx", "depth": 4}, "depth"),
+    ({"lane": "rx", "depth": True}, "depth"),
 ])
 def test_parameter_validation(kwargs, name):
     lane = kwargs.pop("lane")
@@ -446,8 +454,9 @@ def _rx_info_expected(frame):
     return {"width": b, "beats": -(-h.n * b // 512), "bits": h.n * b}
 
 
-@pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.3)])
-def test_rx_frame_info(idle, backpressure):
+@pytest.mark.parametrize("idle,backpressure,depth", [(0.0, 0.0, None), (0.3, 0.3, None),
+                                                     (0.3, 0.3, 8)])
+def test_rx_frame_info(idle, backpressure, depth):
     """RX: on the first beat of every processed frame, ``rx`` holds the frame's code width,
     payload bits and beats and, for ``threshold`` (both layouts, k = 0 included),
     k and where its layout bytes end; TX leaves ``rx`` zero."""
@@ -467,7 +476,7 @@ def test_rx_frame_info(idle, backpressure):
         frames.append(F.build_wire_frame(h, rng.randbytes(-(-n * 9 // 8))))
     rng.shuffle(frames)
     run, _, _, reasons = check_classifier("rx", frames, codecs=codecs, idle=idle,
-                                          backpressure=backpressure, seed=23)
+                                          backpressure=backpressure, seed=23, depth=depth)
     firsts = [data.Const(ClassifiedBeat, out) for out in run.outputs]
     firsts = [got for got in firsts if got.first]
     checked = 0
