@@ -123,8 +123,12 @@ def shared_levels(m, stager, payload, shared, codecs=None):
     def build():
         ids = codecs if shared is None else _level_codecs(shared, None)
         params = _level_params(m, payload, ids)
+        # fixed's code is the signed level: its beats' levels come negated where x is
+        negated = None
+        if _FIXED_ID in ids:
+            negated = (payload.meta.codec == _FIXED_ID) if len(ids) > 1 else Const(1)
         return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared),
-                            params=params)
+                            params=params, negated=negated)
     return build() if shared is None else shared.get("levels", build)
 
 
@@ -151,7 +155,7 @@ def shared_level_codes(m, stager, payload, shared, codec):
         for e, (level, negative, mask, top_bit) in enumerate(levels):
             forms = {}
             if _FIXED_ID in ids:
-                forms[_FIXED_ID] = Mux(negative, -level, level)[:16] & mask
+                forms[_FIXED_ID] = level & mask      # negated in the datapath where x is
             if _QSGD_ID in ids:
                 forms[_QSGD_ID] = (level | Mux(negative & (level != 0), top_bit, 0))[:16]
             if _FP16_ID in ids:
@@ -175,12 +179,15 @@ def shared_level_codes(m, stager, payload, shared, codec):
     return shared.get("level_codes", lambda: form("lv"))
 
 
-def build_levels(m, stager, payload, name, draws, params=None):
+def build_levels(m, stager, payload, name, draws, params=None, negated=None):
     """Build the encoder datapath; return per element ``(level, negative, mask, top)``.
 
     ``draws`` are the beat's random draws, ``CounterRng.LATENCY`` enabled cycles after
     the input beat (:func:`~squeezenic_hw.gateware.codecs.counter_rng.beat_draws`);
     ``params``: the codec parameters to use (default the beat's, ``payload.params``).
+    ``negated`` (1 bit, of the input beat): the levels of negative elements come
+    negated, 16-bit two's complement (``fixed``'s code before its mask): ``-(I + up)``
+    is ``~I + ~up``, the same adder with its inputs inverted.
     ``level`` (16 bits), ``negative`` (the sign bit of x) and, for the frame's
     codec parameter, ``mask`` (:func:`code_mask`) and ``top``
     (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
@@ -199,7 +206,11 @@ def build_levels(m, stager, payload, name, draws, params=None):
     params = stager.delay(params, round_stage - 1, name="params")
     top = stager.reg(max_level(params.param), name="top")       # beside I and F
     top_q = stager.reg(top, name="top_q")
+    neg_top_q = stager.reg((-Cat(top, Const(0, 1)))[:16], name="neg_top_q")
     params = stager.reg(params, name="params_r")
+    # at the level's stage: whether negative levels come negated
+    negated = (Const(0) if negated is None
+               else stager.delay(negated, round_stage + 1, name="negated"))
     # the masks the codes need, aligned with the levels
     mask = stager.delay(code_mask(params.param), _ROUND, name="mask_q")
     top_bit = stager.delay(top_bit_select(params.param), _ROUND, name="top_bit_q")
@@ -225,12 +236,16 @@ def build_levels(m, stager, payload, name, draws, params=None):
         integer = stager.reg(integer, name=f"int{e}_q")
         zero = stager.reg(zero, name=f"zero{e}_q")
         saturate = stager.reg(saturate, name=f"sat{e}_q")
-        # the level
+        sign = stager.delay(x[31], ScaledFixedPoint.LATENCY + _ROUND - 1, name=f"sign{e}")
+        # the level (negated: inverted adder inputs, the top level's negation)
+        flip = negated & sign
         level = Signal(16, name=f"level{e}")
-        m.d.comb += level.eq(Mux(zero, 0, Mux(saturate | above | (at_top & up), top_q,
-                                               integer + up)))
-        negative = stager.delay(x[31], ScaledFixedPoint.LATENCY + _ROUND, name=f"neg{e}")
-        out.append((stager.reg(level, name=f"level{e}_q"), negative, mask, top_bit))
+        m.d.comb += level.eq(Mux(saturate | above | (at_top & up),
+                                 Mux(flip, neg_top_q, top_q),
+                                 (Cat(integer, Const(0, 1)) ^ flip.replicate(16)) + (up ^ flip)))
+        # a zero level (NaN, ±0, negative scale) clears the register: its reset
+        out.append((stager.reg(level, name=f"level{e}_q", clear=zero),
+                    stager.reg(sign, name=f"neg{e}"), mask, top_bit))
     return out
 
 
