@@ -54,9 +54,8 @@ ENCODE_LATENCY = _X_DELAY + ScaledFixedPoint.LATENCY + _ROUND
 #: cycles the encoder registers the elements unchanged: x waits, then the product's
 #: first stage registers its fraction.
 ELEMENTS_HELD = _X_DELAY + 1
-# Decoder stages before the product: the code's sign and magnitude candidates (the
-# product's first stage selects the candidate).
-_MAGNITUDE = 1
+# Decoder stages before the product: the code, its sign and the mask; the magnitude.
+_MAGNITUDE = 2
 #: cycles from the input beat to the registered fp32 value (the product's output).
 DECODE_LATENCY = _MAGNITUDE + IntegerProduct.LATENCY
 
@@ -250,25 +249,22 @@ def build_levels(m, stager, payload, name, draws, params=None, negated=None):
 
 
 def magnitude_sign(code, param, qsgd):
-    """A ``fixed`` or ``qsgd`` code's ``(positive, negated, negative)`` for
-    :func:`build_scaled_values` (16 bits each, combinational).
+    """A ``fixed`` or ``qsgd`` code's ``(negate, negative)`` and its parameter's ``mask``
+    for :func:`build_scaled_values` (combinational): the magnitude is
+    ``((code ^ negate) + negate) & mask`` (``negate`` replicated over 16 bits) and
+    ``negative`` the sign of the decoded value.
 
     ``fixed``: the q-bit two's complement code; ``|c|`` is ``code & mask``, or
-    ``(-code) mod 2**q`` when negative. ``qsgd``: the level is the ``b - 1`` low bits,
-    either way. The sign is bit ``p - 1`` for both. ``qsgd`` is a Python bool (one
-    codec) or a 1-bit value (chosen per beat: the masks and the candidate select).
+    ``(-code) mod 2**q`` (``~code + 1``) when negative. ``qsgd``: the level is the
+    ``b - 1`` low bits, either way. The sign is bit ``p - 1`` for both. ``qsgd`` is a
+    Python bool (one codec) or a 1-bit value (chosen per beat: the mask and whether a
+    negative code is negated).
     """
-    mask = code_mask(param)
-    level_mask = max_level(param)
     negative = (code & top_bit_select(param)).any()
     if isinstance(qsgd, bool):
-        if qsgd:
-            level = code & level_mask
-            return level, level, negative
-        return code & mask, (-code)[:16] & mask, negative
-    level = code & level_mask
-    return (code & Mux(qsgd, level_mask, mask), Mux(qsgd, level, (-code)[:16] & mask),
-            negative)
+        return (Const(0) if qsgd else negative), negative, \
+            (max_level(param) if qsgd else code_mask(param))
+    return negative & ~qsgd, negative, Mux(qsgd, max_level(param), code_mask(param))
 
 
 def shared_scaled_values(m, stager, payload, shared, qsgd):
@@ -287,25 +283,29 @@ def shared_scaled_values(m, stager, payload, shared, qsgd):
 
 
 def build_scaled_values(m, stager, payload, name, magnitude_sign):
-    """Decoder datapath: per element ``magnitude_sign(code, param) -> (positive,
-    negated, negative)`` (combinational, 16 bits each: the code's magnitude is
-    ``negated`` if ``negative`` else ``positive``, and ``negative`` is the sign of the
-    decoded value); returns the fp32 results ``fl32(±magnitude · aux)``, registers
-    ``DECODE_LATENCY`` enabled cycles after the input beat.
+    """Decoder datapath: per element ``magnitude_sign(code, param) -> (negate, negative,
+    mask)`` (combinational: the code's magnitude is ``((code ^ negate) + negate) & mask``
+    and ``negative`` the sign of the decoded value); returns the fp32 results
+    ``fl32(±magnitude · aux)``, registers ``DECODE_LATENCY`` enabled cycles after the input
+    beat.
 
-    The two candidates are registered and selected in the next stage, beside the
-    product's search for the leading one, so that the parameter's masks, the negation and
-    the selection do not share one stage."""
-    aux = stager.reg(payload.params.aux, name="aux")
+    Stage 1 registers the code, its sign and the parameter's mask; stage 2 the magnitude,
+    one carry chain (the inversion in its LUTs); the product's search for the leading
+    one follows."""
+    aux = stager.delay(payload.params.aux, _MAGNITUDE, name="aux")
     out = []
+    mask = None
     for e in range(len(payload.codes)):
-        positive, negated, negative = magnitude_sign(payload.codes[e], payload.params.param)
-        positive = stager.reg(positive, name=f"c{e}_pos")
-        negated = stager.reg(negated, name=f"c{e}_negated")
-        negative = stager.reg(negative, name=f"c{e}_neg")
+        negate, negative, beat_mask = magnitude_sign(payload.codes[e], payload.params.param)
+        if mask is None:         # the parameter's mask: one per beat
+            mask = stager.reg(beat_mask, name="code_mask")
+        code = stager.reg(payload.codes[e][:16], name=f"c{e}_code")
+        negate = stager.reg(negate, name=f"c{e}_negate")
+        negative = stager.delay(negative, _MAGNITUDE, name=f"c{e}_neg")
+        magnitude = stager.reg(((code ^ negate.replicate(16)) + negate)[:16] & mask,
+                               name=f"c{e}_magnitude")
         product = m.submodules[f"{name}_mul{e}"] = IntegerProduct()
-        m.d.comb += [product.c.eq(Mux(negative, negated, positive)),
-                     product.negative.eq(negative), product.b.eq(aux),
-                     product.en.eq(stager.enable)]
+        m.d.comb += [product.c.eq(magnitude), product.negative.eq(negative),
+                     product.b.eq(aux), product.en.eq(stager.enable)]
         out.append(product.p)
     return out

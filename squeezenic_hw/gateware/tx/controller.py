@@ -86,7 +86,8 @@ class TxController(wiring.Component):
     Notes
     -----
     Latency: a host beat's job leaves ``LATENCY_JOBS`` cycles after the beat is accepted
-    (input buffer 1, prep 2, buffer 1, coalescer 2, FIFO 2, shaper 3); a closing frame's header
+    (input buffer 1, prep 2, buffer 1, coalescer 2, FIFO 2, shaper 3; one less without the
+    input buffer, ``input_buffer=False``); a closing frame's header
     request ``LATENCY_DESC`` cycles after its last beat (the sizer takes 5).
     Throughput: one input beat per cycle, closes included (a beat that closes two frames
     becomes two jobs and two requests, which the FIFOs absorb); idle/``close`` closes take
