@@ -162,11 +162,16 @@ class _Bank(PipelinedBeatUnit):
             line = shared.get("input_line",
                               lambda: self._input_line(m, stager, payload, taps))
         results = []
+        parts = []    # (ids, per element [(value, select)]): units that give their parts
         for unit, ids in ids_of.items():
             pad = select_stage - unit.LATENCY
             unit_payload = payload
             if unit in waits:
                 unit_payload, pad = line[pad], 0
+                if hasattr(unit, "datapath_parts"):
+                    parts.append((ids, unit.datapath_parts(
+                        m, stager, self._unit_input(m, unit, unit_payload))))
+                    continue
             values = unit.datapath(m, stager, self._unit_input(m, unit, unit_payload), shared)
             c = ids[0]
             if pad >= 2:
@@ -190,6 +195,14 @@ class _Bank(PipelinedBeatUnit):
             ours = Cat(codec == c for c in ids).any()
             cleared.append([stager.reg(v, name=f"c{ids[0]}_r{e}", clear=~ours)
                             for e, v in enumerate(values)])
+        # a unit's parts each in a register of its own, cleared unless it is the beat's
+        # codec and the part's select is set (the element's multiplexer becomes the OR)
+        for ids, unit_parts in parts:
+            ours = Cat(codec == c for c in ids).any()
+            for k in range(len(unit_parts[0])):
+                cleared.append([stager.reg(element[k][0], name=f"c{ids[0]}_p{k}_r{e}",
+                                           clear=~(ours & element[k][1]))
+                                for e, element in enumerate(unit_parts)])
         return [stager.reg(_or_all(vs[e] for vs in cleared), name=f"result{e}",
                            clear=~mask[e])
                 for e in range(ELEMENTS_PER_BEAT)]

@@ -43,3 +43,15 @@ class SignDecoder(DecoderUnit):
         scale, aux = payload.params.scale, payload.params.aux
         return [stager.reg(Mux(payload.codes[e][0], aux, scale), name=f"element{e}")
                 for e in range(ELEMENTS_PER_BEAT)]
+
+    @classmethod
+    def datapath_parts(cls, m, stager, payload):
+        """In a bank that selects by OR (:class:`~.bank.DecoderBank`): per element, the
+        ``(value, select)`` pairs whose OR is the element, registers one cycle after the
+        input: ``aux`` where the code is 1, ``scale`` where it is 0. The bank clears each
+        in its own register, so the element's 32-bit multiplexer is the bank's OR."""
+        aux = stager.reg(payload.params.aux, name="sign_aux")
+        scale = stager.reg(payload.params.scale, name="sign_scale")
+        bits = [stager.reg(payload.codes[e][0], name=f"sign_code{e}")
+                for e in range(ELEMENTS_PER_BEAT)]
+        return [[(aux, bit), (scale, ~bit)] for bit in bits]
