@@ -13,8 +13,9 @@ and turns host frames into three streams, all in the order the reference
   arrives;
 * ``bypass`` — the beats of bypassed frames, unchanged.
 
-It is a pipeline of four blocks joined by buffers (whole beats in LUTRAM) and FIFOs, so
-that no ready signal and no long path crosses from one to the next::
+It is a pipeline of four blocks: the prep feeds the coalescer directly (its pipeline
+enable one LUT from the coalescer's ``ready``), FIFOs stand between the coalescer and the
+shaper and sizer, so that no ready signal and no long path crosses further::
 
     i ─► TxBeatPrep ─► TxCoalescer ─┬─ job records ─► TxJobShaper ─► jobs
                                     ├─ records ─► TxCloseSizer ─► desc
@@ -37,7 +38,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     token_tag_layout,
 )
-from squeezenic_hw.gateware.common.stream import LutramBuffer, fifo_between, skid_between
+from squeezenic_hw.gateware.common.stream import LutramBuffer, fifo_between
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.gateware.sparse.frame_builder import SPARSE_MIN_MTU
@@ -86,25 +87,26 @@ class TxController(wiring.Component):
     Notes
     -----
     Latency: a host beat's job leaves ``LATENCY_JOBS`` cycles after the beat is accepted
-    (input buffer 1, prep 2, buffer 1, coalescer 2, FIFO 2, shaper 3; one less without the
-    input buffer, ``input_buffer=False``); a closing frame's header
+    (input buffer 1, prep 2, coalescer 2, FIFO 2, shaper 3; one less without the input
+    buffer, ``input_buffer=False``); a closing frame's header
     request ``LATENCY_DESC`` cycles after its last beat (the sizer takes 5).
     Throughput: one input beat per cycle, closes included (a beat that closes two frames
     becomes two jobs and two requests, which the FIFOs absorb); idle/``close`` closes take
     a cycle with no beat; wire frames of fewer than 16 codes (tiny MTUs) take a cycle per
     piece of a beat; threshold frames below an MTU of
     :data:`~.coalescer.SPARSE_SPECULATION_MTU` take two cycles a beat.
-    Backpressure: the input and the jobs and header requests are buffered: whole beats
-    wait in :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` s (four beats;
-    ``i.ready`` is a compare of its level, never of anything downstream), the rest in
-    FIFOs. ``bypass`` is the coalescer's output register, whose ``ready`` the coalescer
-    reads: the lane's bypass FIFO, whose ``w_rdy`` is a register. Nothing is dropped.
+    Backpressure: the input (a
+    :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` of four beats, or the
+    classifier's queue: ``i.ready`` a compare of its level, never of anything downstream)
+    and the jobs and header requests are buffered (FIFOs). ``bypass`` is the coalescer's
+    output register, whose ``ready`` the coalescer reads: the lane's bypass FIFO, whose
+    ``w_rdy`` is a register. Nothing is dropped.
     Frames whose beats end before ``tuser_size`` says are padded with zero elements, extra
     beats are discarded; both count in ``size_errors``.
     """
 
-    LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxJobShaper.LATENCY
-    LATENCY_DESC = 1 + TxBeatPrep.LATENCY + 1 + 2 + 2 + TxCloseSizer.LATENCY
+    LATENCY_JOBS = 1 + TxBeatPrep.LATENCY + 2 + 2 + TxJobShaper.LATENCY
+    LATENCY_DESC = 1 + TxBeatPrep.LATENCY + 2 + 2 + TxCloseSizer.LATENCY
 
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None, trusted=False,
                  widths=None, input_buffer=True):
@@ -176,7 +178,7 @@ class TxController(wiring.Component):
             wiring.connect(m, in_skid.o, prep.i)
         else:
             wiring.connect(m, wiring.flipped(self.i), prep.i)
-        skid_between(m, "prep_skid", prep.o, coal.i, lutram=True)
+        wiring.connect(m, prep.o, coal.i)
         # FIFOs rather than skid buffers in front of the shaper and the sizer: a beat that
         # closes two frames costs them a cycle more, which these absorb
         fifo_between(m, "job_fifo", coal.jobs, shaper.i, 4)
