@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import delay_taps
 from squeezenic_hw.gateware.common.layouts import field_le, token_tag_layout
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay_each, split_like
+from squeezenic_hw.gateware.common.stream import Stager, split_like
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
 
@@ -168,10 +168,10 @@ class TxCloseSizer(wiring.Component):
         # the threshold layout choice (only with threshold built in)
         layout = (st.reg(index_layout_shorter(s1["n"], s1["k"]), name="s2_index")
                   if self._sparse else Const(0, 1))
-        # the fields wait three cycles beside the product, in distributed RAM (half a LUT
-        # a bit, where a shift register takes one)
-        s3 = dict(zip(fields, lutram_delay_each(m, st, list(fields.values()), 3,
-                                                name="s3_fields"), strict=True))
+        # the fields wait three cycles beside the product in flip-flops (no LUT; a shift
+        # register would take one a bit, distributed RAM half of one)
+        waited = delay_taps(m, st, Cat(*fields.values()), [3], name="s3_fields")[3]
+        s3 = dict(zip(fields, split_like(waited, list(fields.values())), strict=True))
         s3_valid = st.reg(st.reg(s1_valid, name="s2_valid", reset_less=False),
                           name="s3_valid", reset_less=False)
         bits = st.reg(bits, name="s3_bits")
