@@ -302,8 +302,19 @@ class TxLane(wiring.Component):
             m.d.comb += ctrl.bypass.ready.eq(1)   # never valid
         else:
             # a deep queue of whole bypassed beats: block RAM
-            fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth,
-                         block_ram=True)
+            beats = fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass,
+                                 self._bypass_depth, block_ram=True)
+            # Their last bits also in a queue in fabric beside it: the merger's end of a
+            # frame (and the token handshake behind it) starts at a flip-flop, not at the
+            # block RAM's slow output.
+            m.submodules.bypass_lasts = lasts = fifo.SyncFIFOBuffered(
+                width=1, depth=self._bypass_depth)
+            m.d.comb += [
+                lasts.w_en.eq(ctrl.bypass.valid & beats.w_rdy),
+                lasts.w_data.eq(ctrl.bypass.payload.last),
+                lasts.r_en.eq(merger.bypass.ready & beats.r_rdy),
+                merger.bypass.payload.last.eq(lasts.r_data),
+            ]
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m
