@@ -25,6 +25,9 @@ Codes travel as 32-bit fields (a codec's code in the low bits, zero above), so
 the packer and unpacker see one layout for every codec.
 """
 
+from functools import reduce
+from operator import or_
+
 from amaranth import Cat, Signal, unsigned
 from amaranth.lib import data
 
@@ -203,16 +206,9 @@ class _Bank(PipelinedBeatUnit):
                 cleared.append([stager.reg(element[k][0], name=f"c{ids[0]}_p{k}_r{e}",
                                            clear=~(ours & element[k][1]))
                                 for e, element in enumerate(unit_parts)])
-        return [stager.reg(_or_all(vs[e] for vs in cleared), name=f"result{e}",
+        return [stager.reg(reduce(or_, (vs[e] for vs in cleared), 0), name=f"result{e}",
                            clear=~mask[e])
                 for e in range(ELEMENTS_PER_BEAT)]
-
-
-def _or_all(values):
-    result = 0
-    for v in values:
-        result = result | v
-    return result
 
 
 class EncoderBank(_Bank):

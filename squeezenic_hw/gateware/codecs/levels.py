@@ -112,20 +112,20 @@ def _level_params(m, payload, codecs):
     return params
 
 
-def shared_levels(m, stager, payload, shared, codecs=None):
+def shared_levels(m, stager, payload, shared, codecs):
     """:func:`build_levels` once per pipeline: ``fixed`` and ``qsgd`` differ only in how
     they form a code from the level, so in a bank (``shared``, a
     :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath, its 16
     multipliers and the bank's one random generator serve both (and ``fp16``'s
     subnormal range, :func:`fp16_on_levels`), the frame's parameters taken from each
-    beat. Without ``shared``: a datapath of the caller's own, for ``codecs`` (ids)."""
+    beat. Without ``shared``: a datapath of the caller's own. ``codecs``: the ids the
+    datapath serves (:func:`_level_codecs`)."""
     def build():
-        ids = codecs if shared is None else _level_codecs(shared, None)
-        params = _level_params(m, payload, ids)
+        params = _level_params(m, payload, codecs)
         # fixed's code is the signed level: its beats' levels come negated where x is
         negated = None
-        if _FIXED_ID in ids:
-            negated = (payload.meta.codec == _FIXED_ID) if len(ids) > 1 else Const(1)
+        if _FIXED_ID in codecs:
+            negated = (payload.meta.codec == _FIXED_ID) if len(codecs) > 1 else Const(1)
         return build_levels(m, stager, payload, "lv", beat_draws(m, stager, payload, shared),
                             params=params, negated=negated)
     return build() if shared is None else shared.get("levels", build)
@@ -143,10 +143,10 @@ def shared_level_codes(m, stager, payload, shared, codec):
     of x on top."""
     kind = codec_info(codec).id
     ids = _level_codecs(shared, kind)
-    levels = shared_levels(m, stager, payload, shared, codecs=ids)
+    levels = shared_levels(m, stager, payload, shared, ids)
 
     def form(name):
-        codec = stager.delay(payload.meta.codec, ENCODE_LATENCY, name="level_codec") \
+        beat_codec = stager.delay(payload.meta.codec, ENCODE_LATENCY, name="level_codec") \
             if len(ids) > 1 else None
         line = shared.find("input_line") if shared is not None else None
         tap = ENCODE_LATENCY - 2          # the fp16 normal path: two stages to the level's
@@ -162,11 +162,11 @@ def shared_level_codes(m, stager, payload, shared, codec):
                      else stager.delay(payload.elements[e], tap, name=f"fp16_x{e}"))
                 normal, subnormal = fp16_normal_stages(m, stager, x, f"fp16_{e}")
                 forms[_FP16_ID] = Cat(Mux(subnormal, level[:15], normal), negative)
-            if codec is None:
+            if beat_codec is None:
                 (code,) = forms.values()
             else:
                 code = Signal(16, name=f"{name}_form{e}")
-                with m.Switch(codec):
+                with m.Switch(beat_codec):
                     for c, value in forms.items():
                         with m.Case(c):
                             m.d.comb += code.eq(value)

@@ -21,7 +21,7 @@ from squeezenic_hw.spec.frames import BypassReason
 __all__ = [
     "DATA_BYTES", "BEAT_BITS", "ELEMENTS_PER_BEAT", "CODES_PER_JOB", "AxisBeat",
     "axis_signature", "Reason", "reason_of", "PackMeta",
-    "header_bytes", "field_be", "field_le",
+    "header_bytes", "field_be", "field_le", "narrow_span",
 ]
 
 
@@ -33,6 +33,17 @@ BEAT_BITS = 8 * DATA_BYTES
 ELEMENTS_PER_BEAT = BEAT_BITS // 32
 #: Codes per codec job: one beat of fp32 elements.
 CODES_PER_JOB = ELEMENTS_PER_BEAT
+
+
+def narrow_span(widths):
+    """The low bits of a packed beat that a job's codes of ``widths`` can reach, counting
+    only the widths that are not a multiple of 32: ``16·w`` for the largest of them (0
+    without any).
+
+    A frame of a width that is a multiple of 32 starts on a beat and takes whole words,
+    so it never sits off a 32-bit boundary: the packer's and the unpacker's shifts by a
+    bit position below 32 need to cover only this span."""
+    return CODES_PER_JOB * max((w for w in widths if w % 32), default=0)
 
 
 class AxisBeat(data.Struct):

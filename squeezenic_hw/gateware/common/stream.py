@@ -7,7 +7,7 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Stager", "SkidBuffer", "LutramBuffer", "BlockRamFifo", "lutram_delay",
+__all__ = ["Stager", "load_or_clear", "SkidBuffer", "LutramBuffer", "BlockRamFifo", "lutram_delay",
            "lutram_delay_each", "split_like", "skid_between", "fifo_between", "check_fifo_depth",
            "merge_in_order"]
 
@@ -29,9 +29,8 @@ class Stager:
     def reg(self, value, *, name=None, reset=0, reset_less=None, clear=None):
         """Return a register holding ``value`` one (enabled) cycle later.
 
-        ``clear``: the register takes 0 instead (when enabled). The condition is tested
-        before the enable, so that synthesis makes it the flip-flops' synchronous reset
-        (one LUT for the condition and the enable) rather than an AND gate on every bit.
+        ``clear``: the register takes 0 instead (when enabled), as
+        :func:`load_or_clear` loads it: the flip-flops' synchronous reset.
         """
         self._count += 1
         shape = value.shape() if hasattr(value, "shape") else Signal.like(value).shape()
@@ -44,16 +43,23 @@ class Stager:
             with self._m.If(self.enable):
                 self._m.d.sync += r.eq(value)
         else:
-            with self._m.If(self.enable & clear):
-                self._m.d.sync += r.eq(0)
-            with self._m.Elif(self.enable):
-                self._m.d.sync += r.eq(value)
+            load_or_clear(self._m, r, value, load=self.enable, clear=clear)
         return r
 
     def delay(self, value, cycles, *, name=None):
         for k in range(cycles):
             value = self.reg(value, name=f"{name}_d{k + 1}" if name else None)
         return value
+
+
+def load_or_clear(m, reg, value, *, load, clear):
+    """``reg`` takes ``value`` when ``load``, and 0 instead when ``clear`` too. The clear
+    is tested before the load, so that synthesis makes it the flip-flops' synchronous
+    reset (one LUT for the two conditions) rather than an AND gate on every bit."""
+    with m.If(load & clear):
+        m.d.sync += reg.eq(0)
+    with m.Elif(load):
+        m.d.sync += reg.eq(value)
 
 
 def _check_shape(shape):
@@ -196,7 +202,6 @@ def lutram_delay(m, stager, value, cycles, *, name):
     return read.data
 
 
-
 def split_like(value, parts):
     """``value`` cut into slices as wide as ``parts``, lowest first: the inverse of
     ``Cat(*parts)``, for values that travelled together (a delay line of several)."""
@@ -212,6 +217,7 @@ def lutram_delay_each(m, stager, values, cycles, *, name):
     """Each of ``values`` delayed by ``cycles`` enabled cycles of ``stager``, on one
     :func:`lutram_delay` (their concatenation); a list in the order given."""
     return split_like(lutram_delay(m, stager, Cat(*values), cycles, name=name), values)
+
 
 def skid_between(m, name, source, sink, *, lutram=False):
     """A :class:`SkidBuffer` (with ``lutram``, a :class:`LutramBuffer`) from stream

@@ -175,6 +175,7 @@ class RxController(wiring.Component):
         h_codec = field_le(hdr, *HDR.CODEC)
         h_n = field_le(hdr, *HDR.N)
         h_sparse = h.sparse if sparse else Const(0)
+        h_index = h.index if sparse else Const(0)
         # A descriptor's fields are the header beat's in every state, whether the frame is
         # decoded or bypassed (``built`` says which; a bypassed frame's token uses only its
         # size): driven only when decoded, each bit would be an AND gate.
@@ -188,7 +189,6 @@ class RxController(wiring.Component):
             desc.payload.dst.eq(beat.dst),
             desc.payload.single.eq(h_n <= self._max_host),
         ]
-        h_index = h.index if sparse else Const(0)
 
         # Frame state, loaded at the header. What the next payload beat is (its flags) is
         # known a beat ahead, so the accept logic reads flags, never counters.

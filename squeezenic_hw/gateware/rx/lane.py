@@ -2,7 +2,7 @@
 
 ::
 
-    i ─► FrameClassifier ─► skid ─► RxController ─┬─ payload ─► FIFO ─┬─► WireUnpacker ─┐
+    i ─► FrameClassifier (queue) ─► RxController ─┬─ payload ─► FIFO ─┬─► WireUnpacker ─┐
                                                   ├─ frames ─► FIFO ──┘    DecoderBank ◄─┘
                                                   ├─ desc ─► FIFO ─► HostFrameSplitter ─► │
                                                   │      HeaderBuilder (token queue) ───┤ │

@@ -11,12 +11,15 @@ most ``max_host_elements`` codes, and each host frame into jobs of 16 codes, its
 holding the remainder.
 """
 
+from functools import reduce
+from operator import or_
+
 from amaranth import Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
-from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
+from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB, narrow_span
+from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager, load_or_clear
 
 __all__ = [
     "MAX_HOST_ELEMENTS_LIMIT",
@@ -317,10 +320,10 @@ class WireUnpacker(wiring.Component):
 
         A frame of a width that is a multiple of 32 starts on a slot boundary and takes
         whole words, so its jobs have ``fine = 0``; the other widths' codes read at most the
-        ``span = 16·w`` low bits of the window. So above ``span`` the window is ``coarse``
-        itself, and only the low bits need the rotation (256 of 512 with widths ≤ 16)."""
-        narrow = [w for w in self.widths if w % 32]
-        span = CODES_PER_JOB * max(narrow, default=0)
+        low :func:`narrow_span` bits of the window. So above ``span`` the window is
+        ``coarse`` itself, and only the low bits need the rotation (256 of 512 with widths
+        ≤ 16)."""
+        span = narrow_span(self.widths)
         if span >= BEAT_BITS:
             return rotate(m, coarse, fine, 0, _FIRST_LO, "read_fine_by")[:BEAT_BITS]
         low = rotate(m, coarse[:span + 31], fine, 0, _FIRST_LO, "read_fine_by", length=span)
@@ -364,13 +367,9 @@ class WireUnpacker(wiring.Component):
         with m.If(take):
             m.d.sync += wslot.eq(wslot + 1)
         for k, slot in enumerate(slots):
-            here = take & (wslot == k)
-            # the clear is tested before the load: a flip-flop's synchronous reset (which
-            # overrides its clock enable), not a multiplexer on its data
-            with m.If(here & self.i.payload.zero):
-                m.d.sync += slot.eq(0)
-            with m.Elif(here):
-                m.d.sync += slot.eq(self.i.payload.data)
+            # a stand-in beat clears its slot: the flip-flops' synchronous reset
+            load_or_clear(m, slot, self.i.payload.data, load=take & (wslot == k),
+                          clear=self.i.payload.zero)
 
         # The read stages: one enable, like a pipeline; a job fires into the first.
         enable = Signal()
@@ -467,8 +466,8 @@ def select(m, vec, sel, step, length, name):
     """``vec[sel·step:][:length]``: a one-hot AND-OR of the ``2**len(sel)`` choices, which maps
     to one LUT6 per bit for a 2-bit ``sel`` (a mux or shift operator maps to two levels)."""
     out = Signal(length, name=name)
-    m.d.comb += out.eq(_or_all(Mux(sel == q, vec[q * step:q * step + length], 0)
-                               for q in range(2 ** len(sel))))
+    m.d.comb += out.eq(reduce(or_, (Mux(sel == q, vec[q * step:q * step + length], 0)
+                                    for q in range(2 ** len(sel)))))
     return out
 
 
@@ -484,11 +483,3 @@ def rotate(m, vec, pointer, lo, hi, name, length=BEAT_BITS):
         bit = low
     return vec
 
-
-def _or_all(values):
-    """The bitwise OR of ``values``."""
-    values = list(values)
-    out = values[0]
-    for v in values[1:]:
-        out = out | v
-    return out

@@ -8,12 +8,21 @@ zero-padded, so a frame of ``n`` codes of ``b`` bits gives exactly
 ``⌈n·b/512⌉`` beats.
 """
 
+from functools import reduce
+from operator import or_
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import encoder_output_layout
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, ELEMENTS_PER_BEAT, PackMeta, RingWrite
+from squeezenic_hw.gateware.common.layouts import (
+    BEAT_BITS,
+    ELEMENTS_PER_BEAT,
+    PackMeta,
+    RingWrite,
+    narrow_span,
+)
 from squeezenic_hw.gateware.common.stream import Stager
 
 __all__ = ["WirePacker"]
@@ -120,9 +129,9 @@ class WirePacker(wiring.Component):
         one per width: only the selected one reaches the output.
         """
         out = Signal(BEAT_BITS, name=name)
-        m.d.comb += out.eq(_or_all(
+        m.d.comb += out.eq(reduce(or_, (
             Mux(width_sel[k], Cat(lane[:w] for lane in lanes), 0)
-            for k, w in enumerate(self._widths)))
+            for k, w in enumerate(self._widths)), 0))
         return out
 
     @property
@@ -250,12 +259,11 @@ class WirePacker(wiring.Component):
         """``a << amount`` (``amount`` = ``fill mod 32``), 543 bits, shifted only where it
         can be non-zero.
 
-        A frame of a width that is a multiple of 32 always has ``fill mod 32 = 0``: it
-        starts at bit 0 and adds whole words. The other widths' codes take at most the
-        ``span = 16·w`` low bits of ``a``. So above ``span + 31`` bits the output is ``a``
-        itself, and only the low bits need the shifter (287 of 543 with widths ≤ 16)."""
-        narrow = [w for w in self._widths if w % 32]
-        span = ELEMENTS_PER_BEAT * max(narrow, default=0)
+        A frame of a width that is a multiple of 32 always has ``fill mod 32 = 0``; the
+        other widths' codes take at most the low :func:`narrow_span` bits of ``a``. So
+        above ``span + 31`` bits the output is ``a`` itself, and only the low bits need the
+        shifter (287 of 543 with widths ≤ 16)."""
+        span = narrow_span(self._widths)
         if span + 31 >= BEAT_BITS:
             return _shift_left(m, a, amount, BEAT_BITS + 31)
         low = _shift_left(m, a[:span + 31], amount, span + 31)
@@ -264,9 +272,9 @@ class WirePacker(wiring.Component):
     def _times(self, count, width_sel, bits):
         """``count · width`` (``count`` 0…16) truncated to ``bits``: a small table per
         supported width (no multiplier, no carry chain)."""
-        return _or_all(
+        return reduce(or_, (
             Mux(width_sel[k], Array(Const(c * w, 10) for c in range(17))[count], 0)
-            for k, w in enumerate(self._widths))[:bits]
+            for k, w in enumerate(self._widths)), 0)[:bits]
 
 
     def _elaborate_gearbox(self):
@@ -410,12 +418,6 @@ class WirePacker(wiring.Component):
 #: Widths built as a word gearbox (16 codes make a word that divides the beat).
 _GEARBOX_WIDTHS = (1, 2, 4, 8, 16)
 
-
-def _or_all(values):
-    result = 0
-    for v in values:
-        result = result | v
-    return result
 
 
 def _shift_left(m, value, amount, width, *, unit=1):
