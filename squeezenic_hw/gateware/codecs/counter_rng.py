@@ -7,11 +7,12 @@ its rationale are there and in ``docs/rng.md``)::
     U[e] = W(W(offset + e + K) ^ K)        e = 0 … 15
 
 ``W`` is Wang's ``hash32shift``: shifts, XORs and 4 adders, no multiplier. Each
-``W`` is split over three pipeline stages of one carry chain each (the XORs fold
-into the LUTs in front of the chains, or follow them): ``~x + (x << 15)``; then
-``x + (x << 2)``; then ``x + (x << 3) + (x << 11)`` as a carry-save add (a
-3:2 compressor in the LUTs, one carry chain), the XOR with ``x >> 4`` in front of
-it.
+``W`` is split over three pipeline stages of one carry chain each:
+``~x + (x << 15)`` and the XOR with ``x >> 12`` behind it; then ``x + (x << 2)``;
+then ``x + (x << 3) + (x << 11)`` as a carry-save add (a 3:2 compressor in the LUTs,
+one carry chain), the XOR with ``x >> 4`` in front of it. The last XOR, with
+``x >> 16``, is left to whatever reads ``W``: it folds into that reader's LUTs (the
+next round's first step, the key's adder, the encoders' comparators).
 """
 
 from amaranth import Const, Module, unsigned
@@ -38,16 +39,20 @@ def _wang_first(x):
 
 
 def _wang_stages(st, x, name, first=None):
-    """``W(x)`` over three stages of ``st``; returns the registered result. ``first``:
-    the value of ``W``'s first step (:func:`_wang_first`), when the caller has it."""
-    x = st.reg(_wang_first(x) if first is None else first, name=f"{name}_a")
-    x = x ^ (x >> 12)
-    # registered before the XOR with x >> 4, which the next stage's adders take in
-    # their LUTs (fewer LUTs than registering after it)
+    """``W(x)`` over three stages of ``st``. ``first``: the value of ``W``'s first step
+    (:func:`_wang_first`), when the caller has it.
+
+    Returns ``r ^ (r >> 16)``, ``r`` the third stage's register: a combinational XOR
+    that the reader folds into its own LUTs. The XOR with ``x >> 12`` is registered
+    behind the first step's carry chain, so that the second stage's adder reads its
+    operands from flip-flops (fewer LUTs than the XOR in front of that adder).
+    """
+    x = _wang_first(x) if first is None else first
+    x = st.reg(x ^ (x >> 12), name=f"{name}_a")
     x = st.reg((x + (x << 2))[:32], name=f"{name}_b")
     x = x ^ (x >> 4)
-    x = _add3(x, (x << 3)[:32], (x << 11)[:32])
-    return st.reg(x ^ (x >> 16), name=f"{name}_c")
+    x = st.reg(_add3(x, (x << 3)[:32], (x << 11)[:32]), name=f"{name}_c")
+    return x ^ (x >> 16)
 
 
 class CounterRng(wiring.Component):
@@ -63,7 +68,8 @@ class CounterRng(wiring.Component):
         Clock enable: every register advances only when ``en`` is high, so the
         generator stalls in step with the codec pipeline around it.
     u : Out(ArrayLayout(32, 16))
-        ``u[e]`` = ``draw_u32(seed, offset + e)``, registered.
+        ``u[e]`` = ``draw_u32(seed, offset + e)``: a register XOR-ed with its own high
+        half (one LUT input more for the comparator that reads it).
 
     ``LATENCY`` = 11 enabled cycles from ``seed``/``offset`` to ``u``: three
     stages for the key, one for ``base = offset + K``, one for the first step of
