@@ -11,8 +11,9 @@ it copies (that of the host frame holding its first element), its ``tuser_src`` 
 record becomes its token (``built = 0``) at its place in the order.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import delay_taps
@@ -85,13 +86,24 @@ class TxCloseSizer(wiring.Component):
         kind = rec.kind
 
         # ---- stage 1: the frame that closes --------------------------------------------
-        cur_hdr = Signal(512, reset_less=True)
-        cur_src = Signal(16, reset_less=True)
-        cur_dst = Signal(16, reset_less=True)
-        open_hdr = Signal(512, reset_less=True)
-        open_src = Signal(16, reset_less=True)
-        open_dst = Signal(16, reset_less=True)
+        # Two host headers (with their tuser_src / tuser_dst) in distributed RAM: the open
+        # frame's, at `opened`, and the latest, at `latest`; the same entry when no frame
+        # is open or the open frame has the latest header. A frame that closes reads its
+        # template at `opened`; a new header goes to the other entry while a frame stays
+        # open with an older one, else over `opened`; a close points `opened` at the
+        # latest (the next frame opens with it). So there is no multiplexer over the 512
+        # bits, and no copy from register to register.
+        headers = Memory(shape=unsigned(512 + 32), depth=2, init=[])
+        m.submodules.headers = headers
+        hdr_write = headers.write_port()
+        hdr_read = headers.read_port(domain="comb")
+        opened = Signal()
+        latest = Signal()
+        frame_open = Signal()       # a frame is open after the records so far
         open_offset = Signal(32, reset_less=True)
+        m.d.comb += hdr_read.addr.eq(opened)
+        open_hdr, open_src, open_dst = (hdr_read.data[:512], hdr_read.data[512:528],
+                                        hdr_read.data[528:])
 
         second = Signal()           # the second close of a record that closes two frames
         double = (kind == RecordKind.BEAT) & cut["close2"]
@@ -107,53 +119,58 @@ class TxCloseSizer(wiring.Component):
 
         emit = Signal()
         built = Signal()
-        template = Signal(512)
-        src = Signal(16)
-        dst = Signal(16)
         n = Signal(16)
         k = Signal(16)
         offset = Signal(32)
         flush = Signal()
         # the frame open before the record (a beat's element 0 may open it)
         beat_opens = (kind == RecordKind.BEAT) & rec.opens
-        first_hdr = Mux(beat_opens, cur_hdr, open_hdr)
         m.d.comb += [
             built.eq(1),
-            template.eq(first_hdr),
-            src.eq(Mux(beat_opens, cur_src, open_src)),
-            dst.eq(Mux(beat_opens, cur_dst, open_dst)),
             offset.eq(Mux(beat_opens, rec.offset, open_offset)),
             n.eq(rec.n_before + cut["take"]),
             k.eq(rec.k_before + cut["prefix_take"]),
         ]
         rest_offset = rec.offset + cut["take"]
+        # a header goes to the other entry while a frame stays open with the one it has
+        stays = frame_open & ~rec.mismatch
+        entry = Mux(stays, ~opened, opened)
+        m.d.comb += [
+            hdr_write.addr.eq(entry),
+            hdr_write.data.eq(Cat(rec.hdr, rec.src, rec.dst)),   # driven in every state
+        ]
+        closes = Signal()           # a frame closes: the next one opens with the latest header
+        with m.If(advance & closes):
+            m.d.sync += opened.eq(latest)
         with m.Switch(kind):
             with m.Case(RecordKind.HEADER):
                 m.d.comb += emit.eq(rec.mismatch)
+                m.d.comb += hdr_write.en.eq(advance)
                 with m.If(advance):
-                    m.d.sync += [cur_hdr.eq(rec.hdr), cur_src.eq(rec.src),
-                                 cur_dst.eq(rec.dst)]
+                    m.d.sync += [latest.eq(entry), frame_open.eq(stays)]
             with m.Case(RecordKind.CLOSE):
-                m.d.comb += emit.eq(1)
+                m.d.comb += [emit.eq(1), closes.eq(1)]
+                with m.If(advance):
+                    m.d.sync += frame_open.eq(0)
             with m.Case(RecordKind.BYPASS):
                 m.d.comb += [emit.eq(1), built.eq(0)]
             with m.Case(RecordKind.BEAT):
+                # (both cycles of a double close: the second frame reads the latest header)
+                m.d.comb += closes.eq(cut["close1"])
                 with m.If(second):
-                    m.d.comb += [emit.eq(1), template.eq(cur_hdr), src.eq(cur_src),
-                                 dst.eq(cur_dst), offset.eq(rest_offset),
+                    m.d.comb += [emit.eq(1), offset.eq(rest_offset),
                                  n.eq(cut["rest"]), k.eq(cut["suffix_take"]), flush.eq(1)]
                 with m.Else():
                     m.d.comb += [emit.eq(cut["close1"]), flush.eq(cut["flush1"])]
                 with m.If(advance & last_of_record):
-                    with m.If(cut["rest_opens"]):
-                        m.d.sync += [open_hdr.eq(cur_hdr), open_src.eq(cur_src),
-                                     open_dst.eq(cur_dst), open_offset.eq(rest_offset)]
-                    with m.Elif(beat_opens):
-                        m.d.sync += [open_hdr.eq(cur_hdr), open_src.eq(cur_src),
-                                     open_dst.eq(cur_dst), open_offset.eq(rec.offset)]
+                    m.d.sync += frame_open.eq(~cut["close1"]
+                                              | (cut["rest_opens"] & ~cut["close2"]))
+                    with m.If(cut["rest_opens"] | beat_opens):
+                        m.d.sync += open_offset.eq(Mux(cut["rest_opens"], rest_offset,
+                                                       rec.offset))
 
         s1_valid = st.reg(rec_valid & emit, name="s1_valid", reset_less=False)
-        fields = {"built": built, "template": template, "src": src, "dst": dst,
+        fields = {"built": built, "template": open_hdr, "src": open_src, "dst": open_dst,
                   "offset": offset, "flush": flush, "size": rec.size, "sparse": rec.sparse}
         # n and k in flip-flops (stage 1 multiplies them, stage 4 adds them up for the
         # threshold sizes: no distributed-RAM read in front of that carry chain)

@@ -114,3 +114,31 @@ def test_idle_closes_between_threshold_frames():
     check_against_reference(run, frames, "tx", codecs=["threshold"], idle_timeout=T,
                             times=times)
     assert run.counters["close_idle"] >= 3
+
+
+@pytest.mark.parametrize("idle,backpressure", STALLS)
+def test_wire_frames_take_the_header_of_their_first_host_frame(idle, backpressure):
+    """Host frames of two tensors differ in a field outside the coalescing key (the IPv4
+    identification): each wire frame carries that of the host frame holding its first
+    element — kept while later headers of its tensor arrive, taken by a frame that opens
+    mid-beat or closes in the beat that opens it, and by both frames of a beat that
+    closes two."""
+    rng = np.random.default_rng([5, int(idle * 10)])
+    streams = []
+    for s in range(2):
+        frames, offset = [], int(rng.integers(0, 2**32))
+        for k in range(40):
+            n = int(rng.integers(1, 60))
+            flags = FLAG_FLUSH if rng.random() < 0.15 else 0
+            h = Header(codec=codec_info("fixed").id, param=8, src_ip=bytes([10, 0, 2, s]),
+                       ip_id=1000 * s + k, offset=offset % 2**32, flags=flags)
+            frames.append(build_host_frame(h, rng.standard_normal(n).astype(np.float32)))
+            offset += n
+        streams.append(frames)
+    frames = interleave(rng, streams, bypass_rate=0.1)
+    run = simulate_lane(TxLane(codecs=["fixed", "raw"], mtu=120), frames, idle=idle,
+                        backpressure=backpressure, seed=5)
+    wire = check_against_reference(run, frames, "tx", codecs=["fixed", "raw"], mtu=120)
+    ids = {int.from_bytes(f[18:20], "big") for f in wire if len(f) > 64 and f[23] == 17}
+    assert len(ids) > 20, "wire frames from many different host headers"
+    assert run.counters["close_full"] > 10 and run.counters["close_mismatch"] > 5
