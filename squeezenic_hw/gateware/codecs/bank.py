@@ -265,7 +265,7 @@ class DecoderBank(_Bank):
     Each codec sees only its own code width (the bits above are ignored).
 
     Latency: ``LATENCY``, two more than the longest latency of the decoders
-    built (11 cycles with ``fixed`` or ``qsgd``, else 3). ``fixed`` and ``qsgd``
+    built (10 cycles with ``fixed`` or ``qsgd``, else 3). ``fixed`` and ``qsgd``
     share one datapath of 16 products; the 1-cycle decoders take their input
     from one delay line. Throughput: one beat per cycle.
     Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``).

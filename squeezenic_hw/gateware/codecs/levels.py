@@ -192,13 +192,13 @@ def build_levels(m, stager, payload, name, draws, params=None, negated=None):
     (:func:`top_bit_select`) are registers ``ENCODE_LATENCY`` enabled cycles
     after the input beat, leaving the codec one stage to form its code.
     """
-    # Stages (counted in enabled cycles from the input beat; _X_DELAY = 2 and
-    # _U_DELAY = 0 with today's latencies, CounterRng 11 and ScaledFixedPoint 9):
+    # Stages (counted in enabled cycles from the input beat; _X_DELAY = 1 and
+    # _U_DELAY = 0 with today's latencies, CounterRng 11 and ScaledFixedPoint 10):
     #   0..X        x waits (_X_DELAY)
-    #   X..X+9      y = fl32(|x|·scale) as integer part, 32 fraction bits, sticky, zero
+    #   X..X+10     y = fl32(|x|·scale) as integer part, 32 fraction bits, sticky, zero
     #               and saturate flags; the draws u come at 11
-    #   X+9..X+10   round-up decision (nearest even, or against u); I vs the top level
-    #   X+10..X+11  I + up, saturate: the level
+    #   X+10..X+11  round-up decision (nearest even, or against u); I vs the top level
+    #   X+11..X+12  I + up, saturate: the level
     round_stage = _X_DELAY + ScaledFixedPoint.LATENCY
     params = payload.params if params is None else params
     scale = stager.delay(params.scale, _X_DELAY, name="scale")

@@ -13,9 +13,12 @@ significant bits is done on the normalised product and its result shifted once:
 * a normal result, ``Er = esum + t ≥ 1`` (:func:`~.fp32_mul.product_stages`):
   ``R = round(P, 24 bits)`` (nearest even, on ``P[47:24]`` or ``P[46:23]``), 25 bits
   with the rounding's carry; ``y = R · 2**(Er - 150)``, so ``y · 2**32`` is
-  ``(R << 23) >> r`` with ``r = 141 - Er`` (0…47; 48 for ``Er ≤ 93``, where only the
-  sticky bit is left), and the sticky bit is ``R``'s bits shifted below bit 0. A carry
-  into bit 24 makes ``y`` a power of two one binade up, which the same shift places.
+  ``R · 2**(sh - 32)`` with ``sh = Er - 86`` (7…55; 7 for ``Er ≤ 93``, where only the
+  sticky bit is left; ``Er ≥ 142`` saturates). A DSP48E2 shifts: it multiplies ``R`` by
+  ``2**(sh mod 16)``, and a 4:1 choice of a 48-bit window of that product by
+  ``sh div 16`` places it. The sticky bit is the product's bits below the window. A
+  carry into bit 24 makes ``y`` a power of two one binade up, which the same shift
+  places.
 * a subnormal or zero result, ``Er ≤ 0``: ``I = F = 0``, and the sticky bit says
   whether ``y`` is not zero: the exact product ``P · 2**(esum - 173)`` exceeds
   ``2**-150`` (half the least subnormal; the tie rounds to zero, which is even), which
@@ -28,7 +31,7 @@ them; ``I``, ``F`` and ``sticky`` are undefined under either, ``saturate`` under
 ``zero``.
 """
 
-from amaranth import Cat, Const, Module, Mux
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -47,7 +50,7 @@ class ScaledFixedPoint(wiring.Component):
     Attributes
     ----------
     LATENCY : int
-        9 enabled cycles, as the multiplier (7) and the decomposition (2) it replaces.
+        10 enabled cycles (see the notes).
     x : In(32)
         An element (its sign is ignored).
     scale : In(32)
@@ -68,14 +71,15 @@ class ScaledFixedPoint(wiring.Component):
     Notes
     -----
     Stages 1-5 are the multiplier's (unpack and normalise, the significand product on
-    DSP48E2 slices, the exponent sums); beside stages 4 and 5, the shift ``r`` and the
+    DSP48E2 slices, the exponent sums); beside stages 4 and 5, the shift ``sh`` and the
     saturation, subnormal and non-zero tests for both values of ``t = P[47]``. Stage 6:
     the 1-bit normalisation (select on ``t``), guard and sticky, the round-up decision;
-    stage 7: ``R = sig + up``; stage 8: ``R << 23`` shifted by ``r mod 8``, and the
-    sticky bit; stage 9: the shift by the rest of ``r``, the outputs.
+    stage 7: ``R = sig + up`` and ``2**(sh mod 16)`` (the DSP's input registers); stages
+    8 and 9: their product (its multiplier and output registers); stage 10: the window,
+    the sticky bit, the outputs.
     """
 
-    LATENCY = 9
+    LATENCY = 10
 
     def __init__(self):
         super().__init__({
@@ -99,9 +103,11 @@ class ScaledFixedPoint(wiring.Component):
         ps = product_stages(m, reg, comb, Cat(self.x[:31], Const(0, 1)), self.scale)
 
         # ---- stages 4, 5: what depends on the exponent alone, for t = 0 and t = 1
+        # y·2**32 = R·2**(Er - 118): sh = Er - 86 (7 for Er ≤ 93, where only the sticky
+        # bit is left; 55 for Er ≥ 141), R·2**(sh - 32)
         esum = ps["esum"]                      # [esum, esum + 1]: Er for t = 0, 1
-        s4_r = [reg(Mux(er <= 93, 48, Mux(er >= 141, 0, (141 - er)[:6])), f"s4_r{t}", 6)
-                for t, er in enumerate(esum)]
+        s4_sh = [reg(Mux(er <= 93, 7, Mux(er >= 141, 55, (er - 86)[:6])), f"s4_sh{t}", 6)
+                 for t, er in enumerate(esum)]
         s4_big = [reg(er >= 142, f"s4_big{t}") for t, er in enumerate(esum)]
         s4_sub = [reg(er <= 0, f"s4_sub{t}") for t, er in enumerate(esum)]
         # a subnormal result is not zero iff P > 2**(23 - esum)
@@ -109,7 +115,7 @@ class ScaledFixedPoint(wiring.Component):
         s4_at46 = reg(esum[0] == -23, "s4_at46")            # P > 2**46
         s4_at47 = reg(esum[0] == -24, "s4_at47")            # P > 2**47
         s4_flags = reg(ps["flags3"], "s4_flags")
-        s5_r = [reg(r, f"s5_r{t}") for t, r in enumerate(s4_r)]
+        s5_sh = [reg(r, f"s5_sh{t}") for t, r in enumerate(s4_sh)]
         s5_big = [reg(b, f"s5_big{t}") for t, b in enumerate(s4_big)]
         s5_sub = [reg(b, f"s5_sub{t}") for t, b in enumerate(s4_sub)]
         s5_beyond = reg(s4_beyond, "s5_beyond")
@@ -130,36 +136,41 @@ class ScaledFixedPoint(wiring.Component):
         sign, nan, inf, zero = s5_flags
         s6_sig = reg(sig, "s6_sig")
         s6_up = reg(up, "s6_up")
-        s6_r = reg(Mux(t, s5_r[1], s5_r[0]), "s6_r")
+        s6_sh = reg(Mux(t, s5_sh[1], s5_sh[0]), "s6_sh")
         s6_sub = reg(Mux(t, s5_sub[1], s5_sub[0]), "s6_sub")
         s6_nonzero_sub = reg(nonzero_sub, "s6_nonzero_sub")
         s6_zero = reg(sign | nan | zero, "s6_zero")
         s6_sat = reg(inf | Mux(t, s5_big[1], s5_big[0]), "s6_sat")
 
-        # ---- stage 7: the rounded significand, with its carry
+        # ---- stage 7: the rounded significand, with its carry; 2**(sh mod 16)
         s7_rounded = reg(s6_sig + s6_up, "s7_rounded", 25)
-        s7_r = reg(s6_r, "s7_r")
-        s7_sub = reg(s6_sub, "s7_sub")
-        s7_nonzero_sub = reg(s6_nonzero_sub, "s7_nonzero_sub")
-        s7_zero = reg(s6_zero, "s7_zero")
-        s7_sat = reg(s6_sat, "s7_sat")
+        s7_power = reg(Const(1, 16) << s6_sh[:4], "s7_power", 16)
+        late = {"window": s6_sh[4:], "sub": s6_sub, "nonzero_sub": s6_nonzero_sub,
+                "zero": s6_zero, "sat": s6_sat}
+        for stage in (7, 8, 9):
+            late = {key: reg(value, f"s{stage}_{key}") for key, value in late.items()}
 
-        # ---- stage 8: (R << 23) >> (r mod 8); the bits that end below 2**-32
-        wide = Cat(Const(0, 23), s7_rounded)                  # 48 bits
-        s8_fine = reg(wide >> s7_r[:3], "s8_fine", 48)
-        lost = Cat(*(s7_r > j + 23 for j in range(25)))      # R[j] ends below bit 0
-        s8_sticky = reg(Mux(s7_sub, s7_nonzero_sub, (s7_rounded & lost).any()), "s8_sticky")
-        s8_coarse = reg(s7_r[3:], "s8_coarse")
-        s8_zero = reg(s7_zero | (s7_sub & ~s7_nonzero_sub), "s8_zero")   # or underflow
-        s8_sat = reg(s7_sat, "s8_sat")
+        # ---- stages 8, 9: D = R·2**(sh mod 16), a shift on a DSP48E2's multiplier (its
+        # input, multiplier and output registers)
+        s8_d = reg(s7_rounded * s7_power, "s8_d", 40)
+        s9_d = reg(s8_d, "s9_d")
 
-        # ---- stage 9: >> 8·(r div 8); a carry to 2**15 saturates
-        shifted = comb(s8_fine >> Cat(Const(0, 3), s8_coarse), "shifted9", 48)
+        # ---- stage 10: the window of D by sh div 16 (y·2**32 = D·2**(16·(sh div 16) -
+        # 32)), the bits below it (sticky); a carry to 2**15 saturates
+        d = Cat(s9_d, Const(0, 8))
+        window = late["window"]
+        shifted = Signal(48, name="shifted10")
+        for i in range(48):
+            m.d.comb += shifted[i].eq(Array(
+                d[i + 32 - 16 * q] if 0 <= i + 32 - 16 * q < len(d) else Const(0)
+                for q in range(4))[window])
+        lost = Mux(window == 0, s9_d[:32].any(), (window == 1) & s9_d[:16].any())
         m.d.comb += [
-            self.integer.eq(reg(shifted[32:47], "s9_integer")),
-            self.frac.eq(reg(shifted[:32], "s9_frac")),
-            self.sticky.eq(reg(s8_sticky, "s9_sticky")),
-            self.zero.eq(reg(s8_zero, "s9_zero")),
-            self.saturate.eq(reg(s8_sat | shifted[47], "s9_saturate")),
+            self.integer.eq(reg(shifted[32:47], "s10_integer")),
+            self.frac.eq(reg(shifted[:32], "s10_frac")),
+            self.sticky.eq(reg(Mux(late["sub"], late["nonzero_sub"], lost), "s10_sticky")),
+            self.zero.eq(reg(late["zero"] | (late["sub"] & ~late["nonzero_sub"]),
+                             "s10_zero")),
+            self.saturate.eq(reg(late["sat"] | shifted[47], "s10_saturate")),
         ]
         return m

@@ -131,7 +131,7 @@ def test_all_codecs_mixed(encoder):
     codecs = ["raw", "fp16", "bf16", "fixed", "qsgd", "sign", "natural"]
     rng = np.random.default_rng([8, int(encoder)])
     dut = (EncoderBank if encoder else DecoderBank)(codecs, meta_shape=unsigned(4))
-    assert dut.latency == (16 if encoder else 11)
+    assert dut.latency == (16 if encoder else 10)
     beats, expected = _beats(rng, codecs, 60, encoder=encoder)
     _check(dut, beats, expected, "codes" if encoder else "elements", idle=0.3,
            backpressure=0.3, seed=9)

@@ -7,6 +7,7 @@ import pytest
 from amaranth.back import verilog
 from fp32_pairs import U32, edge_pairs, interesting_pairs, random_pairs, run_enabled_pipeline
 
+from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.codecs.scaled_fixed_point import ScaledFixedPoint
 
 _OUTPUTS = ["integer", "frac", "sticky", "zero", "saturate"]
@@ -96,4 +97,12 @@ def test_converts_to_verilog():
 
 @pytest.mark.parametrize("name", _OUTPUTS)
 def test_ports(name):
-    assert hasattr(ScaledFixedPoint(), name) and ScaledFixedPoint.LATENCY == 9
+    assert hasattr(ScaledFixedPoint(), name) and ScaledFixedPoint.LATENCY == 10
+
+
+def test_shift_on_a_dsp_and_within_budget(tmp_path):
+    # the significand product on two DSP48E2s, the shift to the binary point on a third
+    result = synth.synthesize(ScaledFixedPoint(), name="scaled", workdir=tmp_path,
+                              timing=True)
+    assert result.dsp == 3
+    assert result.timing.est_ns <= 3.2
