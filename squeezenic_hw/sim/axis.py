@@ -19,7 +19,7 @@ from amaranth.lib.data import Layout
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat
 
-__all__ = ["AxisFrame", "frame_beats", "FrameSource", "FrameSink"]
+__all__ = ["AxisFrame", "frame_beats", "FrameSource", "FrameAssembler", "FrameSink"]
 
 
 @dataclass
@@ -107,6 +107,36 @@ class FrameSource:
         self.done_cycle = t
 
 
+class FrameAssembler:
+    """Output beats into :class:`AxisFrame` s, checking the AXI-Stream rules on the way:
+    ``tkeep`` a prefix and only short on ``tlast``, ``tuser_*`` constant within a frame,
+    ``tuser_size`` equal to the bytes delivered (``AssertionError`` otherwise)."""
+
+    def __init__(self):
+        self._chunks, self._head = [], None
+
+    def add(self, cycle, data, keep, last, user):
+        """One transferred beat (``user`` = ``(size, src, dst)``); the frame it ends, or
+        ``None``."""
+        if self._head is None:
+            self._head = (user, cycle)
+        elif user != self._head[0]:
+            raise AssertionError(f"tuser changed within a frame: {self._head[0]} then {user}")
+        n = keep.bit_length()
+        if keep != (1 << n) - 1 or (not last and n != DATA_BYTES):
+            raise AssertionError(f"bad tkeep {keep:#x} (last={last})")
+        self._chunks.append(data.to_bytes(DATA_BYTES, "little")[:n])
+        if not last:
+            return None
+        payload = b"".join(self._chunks)
+        (size, src, dst), first = self._head
+        self._chunks, self._head = [], None
+        if size != len(payload):
+            raise AssertionError(f"tuser_size {size} but {len(payload)} bytes")
+        return AxisFrame(payload, src=src, dst=dst, size=size, first_cycle=first,
+                         last_cycle=cycle)
+
+
 class FrameSink:
     """Collects frames from a stream under random backpressure.
 
@@ -142,7 +172,7 @@ class FrameSink:
 
     async def run(self, ctx):
         s, t, last_beat, streak = self.stream, 0, 0, 0
-        chunks, head = [], None
+        assembler, in_frame = FrameAssembler(), False
         while not self._done(t, last_beat):
             ready = not (self.backpressure and self.rng.random() < self.backpressure)
             ctx.set(s.ready, ready)
@@ -152,30 +182,17 @@ class FrameSink:
                 raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
             if not (valid and ready):
                 streak = 0
-                if ready and head is not None:
+                if ready and in_frame:
                     self.gaps += 1
                 continue
             streak += 1
             self.max_streak = max(self.max_streak, streak)
             self.beats += 1
             last_beat = t
-            keep, last = int(payload.keep), int(payload.last)
-            user = (int(payload.size), int(payload.src), int(payload.dst))
-            if head is None:
-                head = (user, t)
-            elif user != head[0]:
-                raise AssertionError(f"tuser changed within a frame: {head[0]} then {user}")
-            n = keep.bit_length()
-            if keep != (1 << n) - 1 or (not last and n != DATA_BYTES):
-                raise AssertionError(f"bad tkeep {keep:#x} (last={last})")
-            chunks.append(int(payload.data).to_bytes(DATA_BYTES, "little")[:n])
-            if last:
-                data = b"".join(chunks)
-                size, src, dst = head[0]
-                if size != len(data):
-                    raise AssertionError(f"tuser_size {size} but {len(data)} bytes")
-                self.frames.append(AxisFrame(data, src=src, dst=dst, size=size,
-                                             first_cycle=head[1], last_cycle=t))
-                chunks, head = [], None
+            frame = assembler.add(t, int(payload.data), int(payload.keep), int(payload.last),
+                                  (int(payload.size), int(payload.src), int(payload.dst)))
+            in_frame = frame is None
+            if frame is not None:
+                self.frames.append(frame)
         ctx.set(s.ready, 0)
         self.cycles = t

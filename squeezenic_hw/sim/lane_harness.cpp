@@ -1,0 +1,131 @@
+// The compiled lane simulation's test bench: a Verilator model of a TxLane or RxLane
+// driven cycle by cycle with no Python in the loop (squeezenic_hw/sim/compiled.py builds
+// it and reads what it writes).
+//
+// It does what squeezenic_hw/sim/axis.py's FrameSource and FrameSink do: frames in at
+// their earliest arrival cycles with a random idle cycle before each beat (probability
+// `idle`), the output ready low in a cycle with probability `backpressure`; `close`
+// raised 16 cycles after the last input beat (TX); the run ends `quiet` cycles after the
+// later of the last output beat and the end of the input, or fails after `timeout`.
+// Its random numbers are its own (a seeded std::mt19937_64), so cycle numbers differ
+// from the Amaranth run's; frames and counters do not depend on them.
+//
+// argv: input file, output file, idle, backpressure, seed, quiet, timeout, close_at_end.
+// Input (little-endian): u64 frame count; per frame u64 earliest cycle, u64 beat count,
+// then each beat as PAYLOAD_WORDS u32 words. Output: u64 cycles, u64 input-done cycle,
+// u64 output beat count, per output beat u64 cycle and PAYLOAD_WORDS words; u64 accepted
+// frame count and their first-beat cycles; COUNTER_WORDS u32 words of the counters;
+// f64 seconds spent in the loop.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "Vtop.h"
+#include "lane_ports.h"
+#include "verilated.h"
+
+static uint64_t read_u64(FILE *f) {
+  uint64_t v = 0;
+  if (fread(&v, 8, 1, f) != 1) { fprintf(stderr, "short input file\n"); exit(2); }
+  return v;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 9) { fprintf(stderr, "usage: lane_model IN OUT IDLE BP SEED QUIET TIMEOUT CLOSE\n"); return 2; }
+  FILE *in = fopen(argv[1], "rb");
+  if (!in) { perror(argv[1]); return 2; }
+  const double idle = atof(argv[3]), backpressure = atof(argv[4]);
+  const uint64_t seed = strtoull(argv[5], nullptr, 10);
+  const uint64_t quiet = strtoull(argv[6], nullptr, 10), timeout = strtoull(argv[7], nullptr, 10);
+  const bool close_at_end = atoi(argv[8]) != 0;
+
+  struct Frame { uint64_t at; std::vector<uint32_t> words; uint64_t beats; };
+  std::vector<Frame> frames(read_u64(in));
+  for (auto &fr : frames) {
+    fr.at = read_u64(in);
+    fr.beats = read_u64(in);
+    fr.words.resize(fr.beats * PAYLOAD_WORDS);
+    if (fread(fr.words.data(), 4, fr.words.size(), in) != fr.words.size()) {
+      fprintf(stderr, "short input file\n"); return 2;
+    }
+  }
+  fclose(in);
+
+  VerilatedContext ctx;
+  Vtop top(&ctx);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  // no reset pulse: the registers start at their initial values, as in Amaranth's simulator
+  SET_CONFIG(top);
+  top.clk = 0; top.eval();
+
+  std::vector<uint64_t> out_cycles, accepted;
+  std::vector<uint32_t> out_words;
+  size_t frame = 0, beat = 0;
+  bool offering = false, input_done = frames.empty();
+  uint64_t t = 0, done_cycle = 0, last_beat = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    // the source: wait for the frame's arrival, then an idle draw before each beat
+    if (!offering && !input_done) {
+      if (beat > 0 || t >= frames[frame].at)
+        offering = !(idle > 0 && uniform(rng) < idle);
+    }
+    top.IN_VALID = offering;
+    if (offering) {
+      const uint32_t *w = &frames[frame].words[beat * PAYLOAD_WORDS];
+      for (int k = 0; k < PAYLOAD_WORDS; k++) top.IN_PAYLOAD[k] = w[k];
+    }
+    const bool ready = !(backpressure > 0 && uniform(rng) < backpressure);
+    top.OUT_READY = ready;
+#ifdef HAS_CLOSE
+    top.close = close_at_end && input_done && t >= done_cycle + 16;
+#endif
+    top.clk = 0; top.eval();
+    const bool took = offering && top.IN_READY;
+    const bool gave = ready && top.OUT_VALID;
+    if (gave) {
+      for (int k = 0; k < PAYLOAD_WORDS; k++) out_words.push_back(top.OUT_PAYLOAD[k]);
+    }
+    top.clk = 1; top.eval();
+    t++;
+    if (gave) { out_cycles.push_back(t); last_beat = t; }
+    if (took) {
+      if (beat == 0) accepted.push_back(t);
+      offering = false;
+      if (++beat == frames[frame].beats) {
+        beat = 0;
+        if (++frame == frames.size()) { input_done = true; done_cycle = t; }
+      }
+    }
+    if (input_done && t - (last_beat > done_cycle ? last_beat : done_cycle) >= quiet) break;
+    if (t > timeout) {
+      fprintf(stderr, "timeout: %zu output beats after %llu cycles\n", out_cycles.size(),
+              (unsigned long long)t);
+      return 3;
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  FILE *out = fopen(argv[2], "wb");
+  if (!out) { perror(argv[2]); return 2; }
+  auto put = [&](uint64_t v) { fwrite(&v, 8, 1, out); };
+  put(t); put(done_cycle); put(out_cycles.size());
+  for (size_t k = 0; k < out_cycles.size(); k++) {
+    put(out_cycles[k]);
+    fwrite(&out_words[k * PAYLOAD_WORDS], 4, PAYLOAD_WORDS, out);
+  }
+  put(accepted.size());
+  for (uint64_t c : accepted) put(c);
+  for (int k = 0; k < COUNTER_WORDS; k++) {
+    uint32_t w = COUNTER_WORD(top, k);
+    fwrite(&w, 4, 1, out);
+  }
+  fwrite(&seconds, 8, 1, out);
+  fclose(out);
+  return 0;
+}
