@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 # (a lane that rejects its parameters is never elaborated; the user sees the one-line error)
-"""``squeezenic-hw simulate tx|rx``: run the Amaranth simulation of a lane on a pcap of frames."""
+"""``squeezenic-hw simulate tx|rx``: run a lane's simulation on a pcap of frames, compiled
+(Verilator, ``docs/fastsim.md``) or on Amaranth's simulator."""
 
 import sys
 
@@ -12,7 +13,7 @@ from .output import add_format_option, render
 from .reference_cmd import add_lane_options, parse_codecs
 
 NAME = "simulate"
-HELP = "simulate the TX or RX lane hardware (Amaranth) on a pcap of frames"
+HELP = "simulate the TX or RX lane hardware on a pcap of frames (compiled or Amaranth)"
 
 
 def add_arguments(parser):
@@ -26,7 +27,12 @@ def add_arguments(parser):
     parser.add_argument("--idle", type=float, default=0.0, metavar="P",
                         help="probability of an idle input cycle before each beat")
     parser.add_argument("--seed", type=int, default=0, help="seed of the idle/backpressure draws")
-    parser.add_argument("--vcd", metavar="FILE", help="write a waveform (large and slow)")
+    parser.add_argument("--backend", choices=("compiled", "amaranth"), default=None,
+                        help="compiled: a Verilator model, built once and cached in "
+                             "build/sim-cache; amaranth: Amaranth's simulator (default: "
+                             "compiled where Verilator and a C++ compiler are present)")
+    parser.add_argument("--vcd", metavar="FILE",
+                        help="write a waveform (large and slow; Amaranth backend only)")
     parser.add_argument("--no-check", action="store_true",
                         help="do not compare the output with the numpy reference")
     parser.add_argument("--progress", action="store_true",
@@ -48,6 +54,26 @@ def _progress_printer(enabled, total_frames):
         print(f"\rcycle {cycle:>9,}  frames in {frames_in}/{total_frames}  "
               f"out {frames_out}", end="", file=sys.stderr, flush=True)
     return show
+
+
+def _backend(args):
+    """The backend asked for, or the default: compiled where this machine can build it,
+    else Amaranth, saying so on stderr. ``--vcd`` needs Amaranth."""
+    from squeezenic_hw.sim.compiled import compiled_available
+
+    if args.backend == "compiled" and args.vcd:
+        raise CliError("--vcd needs --backend amaranth (the compiled model writes no waveform)")
+    if args.backend is not None:
+        if args.backend == "compiled" and not compiled_available():
+            raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
+        return args.backend
+    if args.vcd:
+        return "amaranth"
+    if compiled_available():
+        return "compiled"
+    print("squeezenic-hw simulate: no Verilator or C++ compiler here: simulating on Amaranth",
+          file=sys.stderr)
+    return "amaranth"
 
 
 def run(args):
@@ -76,17 +102,41 @@ def run(args):
     # Frames arrive at their pcap times only when an idle timeout makes time matter;
     # otherwise back to back, the fastest the lane takes them.
     times = cycles if args.lane == "tx" and args.idle_timeout is not None else None
-    show = _progress_printer(args.progress or sys.stderr.isatty(), len(frames))
-    result = simulate_lane(lane, frames, times=times, idle=idle, backpressure=backpressure,
-                           seed=args.seed, vcd=args.vcd, progress=show)
-    if show:
-        print(file=sys.stderr)
+    backend = _backend(args)
+    progress = args.progress or sys.stderr.isatty()
+    build = None
+    if backend == "compiled":
+        from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
+
+        # (the lane, built to check its parameters, goes unused when its model is cached:
+        # main() silences Amaranth's warning about that)
+        key = (f"{args.lane} codecs={sorted(codecs) if codecs else None} mtu={args.mtu} "
+               f"port={args.port} idle_timeout={args.idle_timeout} "
+               f"max_host_elements={args.max_host_elements}")
+        if progress:
+            print("building or finding the compiled model ...", file=sys.stderr, flush=True)
+        try:
+            result = simulate_lane_compiled(lambda: lane, frames, times=times, idle=idle,
+                                            backpressure=backpressure, seed=args.seed,
+                                            key=key)
+        except CompiledBuildError as exc:
+            raise CliError(str(exc).splitlines()[0]) from None
+        build = result.extra["build"]
+    else:
+        show = _progress_printer(progress, len(frames))
+        result = simulate_lane(lane, frames, times=times, idle=idle, backpressure=backpressure,
+                               seed=args.seed, vcd=args.vcd, progress=show)
+        if show:
+            print(file=sys.stderr)
     out = [f.data for f in result.frames]
     base = result.frames[0].first_cycle if result.frames else 0
     write_frames(args.output, out, [f.first_cycle - base for f in result.frames])
 
     stats = result.as_dict()
-    summary = {"lane": args.lane, "frames_in": len(frames), "frames_out": len(out),
+    summary = {"lane": args.lane, "backend": backend,
+               "build_seconds": build["build_s"] if build else None,
+               "build_cached": build["cached"] if build else None,
+               "frames_in": len(frames), "frames_out": len(out),
                "bytes_in": sum(map(len, frames)), "bytes_out": sum(map(len, out)),
                **{k: stats[k] for k in ("cycles", "beats_in", "beats_out",
                                         "beats_per_cycle_in", "beats_per_cycle_out",

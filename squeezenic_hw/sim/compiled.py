@@ -38,8 +38,8 @@ from .lane import LaneRun
 __all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "ports_header",
            "build_lane_model", "simulate_lane_compiled"]
 
-#: C++ optimisation of the model: -O1 builds in about half the time of -O2 and runs
-#: within 20 % of it (``docs/fastsim.md``).
+#: C++ optimisation of the model: -O1 builds in three quarters of the time of -O2 and
+#: runs within 20 % of its speed; -O0 runs five times slower (``docs/fastsim.md``).
 OPT = "-O1"
 _VERILATOR_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--output-split",
                     "20000", "-Wno-fatal", "-Wno-lint", "-Wno-style"]

@@ -8,13 +8,14 @@ import pytest
 from squeezenic_hw.cli import main
 from squeezenic_hw.pcap import read_frames, write_frames
 
-JSON_KEYS = {"lane", "frames_in", "frames_out", "bytes_in", "bytes_out", "cycles", "beats_in",
+JSON_KEYS = {"lane", "backend", "build_seconds", "build_cached", "frames_in", "frames_out",
+             "bytes_in", "bytes_out", "cycles", "beats_in",
              "beats_out", "beats_per_cycle_in", "beats_per_cycle_out", "first_beat_latency",
              "sim_cycles_per_second", "matches_reference", "counters"}
 
 
-@pytest.mark.parametrize("codec", ["sign", "fp16"])
-def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec):
+@pytest.mark.parametrize("codec,backend", [("sign", "compiled"), ("fp16", "amaranth")])
+def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec, backend):
     p = lambda name: str(tmp_path / name)  # noqa: E731
     g = np.random.default_rng(2).standard_normal(1500).astype(np.float32)
     np.save(p("g.npy"), g)
@@ -23,9 +24,11 @@ def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec):
     for lane, src, dst in [("tx", "host", "wire"), ("rx", "wire", "back")]:
         assert main(["simulate", lane, p(f"{src}.pcap"), "-o", p(f"{dst}.pcap"), "--codecs",
                      codec, "--idle", "0.2", "--backpressure", "0.3", "--format",
-                     "json"]) == 0
+                     "json", "--backend", backend]) == 0
         out = json.loads(capsys.readouterr().out)
         assert set(out) == JSON_KEYS and out["lane"] == lane and out["matches_reference"]
+        assert out["backend"] == backend
+        assert (out["build_seconds"] is None) == (backend == "amaranth")
         assert main(["reference", lane, p(f"{src}.pcap"), "-o", p(f"{dst}_ref.pcap"),
                      "--codecs", codec]) == 0
         capsys.readouterr()
@@ -45,7 +48,8 @@ def test_threshold_keep_fraction_round_trip(tmp_path, capsys):
     scale = np.float32(json.loads(capsys.readouterr().out)["scale"])
     for lane, src, dst in [("tx", "host", "wire"), ("rx", "wire", "back")]:
         assert main(["simulate", lane, p(f"{src}.pcap"), "-o", p(f"{dst}.pcap"), "--codecs",
-                     "threshold", "--idle", "0.2", "--format", "json"]) == 0
+                     "threshold", "--idle", "0.2", "--format", "json",
+                     "--backend", "amaranth"]) == 0
         assert json.loads(capsys.readouterr().out)["matches_reference"]
     assert main(["tensor", p("back.pcap"), "-o", p("out.npy")]) == 0
     keep = np.abs(g) > scale
@@ -59,11 +63,12 @@ def test_simulate_table_and_csv(tmp_path, capsys):
     np.save(p("g.npy"), np.ones(40, np.float32))
     main(["frames", p("g.npy"), "--codec", "raw", "-o", p("host.pcap")])
     capsys.readouterr()
-    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw"]) == 0
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
+                 "--backend", "amaranth"]) == 0
     table = capsys.readouterr().out
     assert "first_beat_latency" in table and "close_end" in table
     assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
-                 "--format", "csv"]) == 0
+                 "--format", "csv", "--backend", "amaranth"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "name,value"
 
 
@@ -73,6 +78,7 @@ def test_simulate_table_and_csv(tmp_path, capsys):
     (["--idle", "1.5"], 2, "--idle"),
     (["--backpressure", "-0.1"], 2, "--backpressure"),
     (["--port", "0"], 2, "--port"),
+    (["--backend", "compiled", "--vcd", "w.vcd"], 2, "--vcd needs --backend amaranth"),
 ])
 def test_simulate_bad_options(tmp_path, capsys, args, status, message):
     write_frames(tmp_path / "in.pcap", [bytes(70)])
@@ -82,6 +88,13 @@ def test_simulate_bad_options(tmp_path, capsys, args, status, message):
     assert code == status and message in err and len(err.strip().splitlines()) == 1
 
 
+def test_simulate_unknown_backend(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "tx", str(tmp_path / "in.pcap"), "-o", str(tmp_path / "o.pcap"),
+              "--backend", "gpu"])
+    assert exc.value.code == 2 and "--backend: invalid choice" in capsys.readouterr().err
+
+
 def test_simulate_bad_file(tmp_path, capsys):
     (tmp_path / "bad.pcap").write_bytes(b"not a pcap at all")
     code = main(["simulate", "rx", str(tmp_path / "bad.pcap"), "-o", str(tmp_path / "o.pcap")])
@@ -89,3 +102,43 @@ def test_simulate_bad_file(tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1
     code = main(["simulate", "rx", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "o")])
     assert code == 2 and "missing.pcap" in capsys.readouterr().err
+
+
+def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, monkeypatch):
+    """Without --backend: the compiled model where Verilator is present (this project's
+    machines), built once; the second run finds it in build/sim-cache."""
+    from squeezenic_hw.sim.compiled import compiled_available
+
+    assert compiled_available()
+    monkeypatch.chdir(tmp_path)
+    np.save("g.npy", np.arange(300, dtype=np.float32))
+    assert main(["frames", "g.npy", "--codec", "natural", "-o", "host.pcap"]) == 0
+    capsys.readouterr()
+    runs = []
+    for _ in range(2):
+        assert main(["simulate", "tx", "host.pcap", "-o", "w.pcap", "--codecs", "natural",
+                     "--format", "json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert [r["backend"] for r in runs] == ["compiled", "compiled"]
+    assert not runs[0]["build_cached"] and runs[1]["build_cached"]
+    assert runs[1]["build_seconds"] < 2 and all(r["matches_reference"] for r in runs)
+    assert (tmp_path / "build" / "sim-cache").is_dir()
+
+
+def test_without_verilator_simulates_on_amaranth_and_says_so(tmp_path, capsys, monkeypatch):
+    import squeezenic_hw.sim.compiled as compiled
+
+    monkeypatch.setattr(compiled, "compiled_available", lambda: False)
+    p = lambda name: str(tmp_path / name)  # noqa: E731
+    np.save(p("g.npy"), np.ones(40, np.float32))
+    main(["frames", p("g.npy"), "--codec", "raw", "-o", p("host.pcap")])
+    capsys.readouterr()
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
+                 "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["backend"] == "amaranth" and json.loads(out)["matches_reference"]
+    assert err.strip() == ("squeezenic-hw simulate: no Verilator or C++ compiler here: "
+                           "simulating on Amaranth")
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
+                 "--backend", "compiled"]) == 2
+    assert "needs Verilator" in capsys.readouterr().err
