@@ -58,11 +58,17 @@ def test_threshold_keep_fraction_round_trip(tmp_path, capsys):
                           np.where(keep, g, np.float32(0)).view(np.uint32))
 
 
-def test_simulate_table_and_csv(tmp_path, capsys):
+def _raw_host_pcap(tmp_path, capsys):
+    """A pcap of host frames of forty 1.0s (raw); a path maker for ``tmp_path``."""
     p = lambda name: str(tmp_path / name)  # noqa: E731
     np.save(p("g.npy"), np.ones(40, np.float32))
     main(["frames", p("g.npy"), "--codec", "raw", "-o", p("host.pcap")])
     capsys.readouterr()
+    return p
+
+
+def test_simulate_table_and_csv(tmp_path, capsys):
+    p = _raw_host_pcap(tmp_path, capsys)
     assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
                  "--backend", "amaranth"]) == 0
     table = capsys.readouterr().out
@@ -129,10 +135,7 @@ def test_without_verilator_simulates_on_amaranth_and_says_so(tmp_path, capsys, m
     import squeezenic_hw.sim.compiled as compiled
 
     monkeypatch.setattr(compiled, "compiled_available", lambda: False)
-    p = lambda name: str(tmp_path / name)  # noqa: E731
-    np.save(p("g.npy"), np.ones(40, np.float32))
-    main(["frames", p("g.npy"), "--codec", "raw", "-o", p("host.pcap")])
-    capsys.readouterr()
+    p = _raw_host_pcap(tmp_path, capsys)
     assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
                  "--format", "json"]) == 0
     out, err = capsys.readouterr()
