@@ -264,3 +264,25 @@ def _is_built_output(data, lane):
 
 
 __all__ += ["check_tuser"]
+
+
+def idle_gap_traffic(rng, T, *, n_total=500, codec="fp16"):
+    """Host frames of one ``codec`` tensor with bypass frames between some of them, and
+    their arrival cycles: gaps of 0, 3, T-2, T-1, T, T+1 and 300 cycles after each
+    frame's beats, either side of an idle timeout of ``T``. Returns ``(frames, times)``."""
+    from squeezenic_hw.reference import lane as lr
+
+    bad = list(bad_frames("tx").values())
+    frames = []
+    for f in host_stream(rng, codec, n_total=n_total, max_k=40):
+        frames.append(f)
+        if rng.random() < 0.2:
+            frames.append(bad[int(rng.integers(len(bad)))])
+    times, t = [], 5
+    for f in frames:
+        times.append(t)
+        t += lr.frame_beats(f) + int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 300]))
+    return frames, times
+
+
+__all__ += ["idle_gap_traffic"]

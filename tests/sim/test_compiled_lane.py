@@ -12,6 +12,7 @@ from lane_scenarios import (
     check_against_reference,
     check_tuser,
     host_stream,
+    idle_gap_traffic,
     interleave,
     wire_of,
 )
@@ -136,3 +137,16 @@ def test_rejects_a_lane_with_other_beats():
     from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
     with pytest.raises(ValueError, match="lane: .*NarrowTxLane has no 'o'"):
         build_lane_model(NarrowTxLane("sign", bare=True))
+
+
+def test_arrival_times_and_idle_closes(cache):
+    """Frames at given arrival cycles, gaps either side of the idle timeout: the compiled
+    bench keeps the times as the Amaranth source does, so the idle closes are the
+    reference's."""
+    T = 50
+    frames, times = idle_gap_traffic(np.random.default_rng(4), T, n_total=600)
+    run = simulate_lane_compiled(TxLane(codecs=["fp16"], idle_timeout=T), frames, times=times,
+                                 cache_dir=cache)
+    check_against_reference(run, frames, "tx", codecs=["fp16"], idle_timeout=T, times=times)
+    assert run.counters["close_idle"] >= 5
+    assert run.extra["input_first_cycles"][:3] == [t + 1 for t in times[:3]]

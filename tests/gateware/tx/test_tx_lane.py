@@ -8,6 +8,7 @@ from lane_scenarios import (
     check_against_reference,
     check_tuser,
     host_stream,
+    idle_gap_traffic,
     mixed_traffic,
 )
 
@@ -115,18 +116,7 @@ def test_tx_idle_timeout_exact_boundaries():
     """Gaps of T-2, T-1, T, T+1 cycles, bypass frames in between: closes as the reference."""
     T = 50
     for seed in range(2):
-        rng = np.random.default_rng(seed)
-        frames = host_stream(rng, "fp16", n_total=500, max_k=40)
-        bad = list(bad_frames("tx").values())
-        mixed = []
-        for f in frames:
-            mixed.append(f)
-            if rng.random() < 0.2:
-                mixed.append(bad[int(rng.integers(len(bad)))])
-        times, t = [], 5
-        for f in mixed:
-            times.append(t)
-            t += lr.frame_beats(f) + int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 300]))
+        mixed, times = idle_gap_traffic(np.random.default_rng(seed), T)
         run = simulate_lane(TxLane(codecs=["fp16"], idle_timeout=T), mixed, times=times,
                             seed=seed)
         check_against_reference(run, mixed, "tx", codecs=["fp16"], idle_timeout=T,
