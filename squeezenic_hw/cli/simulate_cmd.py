@@ -7,6 +7,7 @@ import sys
 
 from squeezenic_hw.pcap import read_frames, write_frames
 from squeezenic_hw.reference import lane as lane_reference
+from squeezenic_hw.spec.codecs import resolve_codecs
 
 from . import CliError
 from .output import add_format_option, render
@@ -110,7 +111,8 @@ def run(args):
 
         # (the lane, built to check its parameters, goes unused when its model is cached:
         # main() silences Amaranth's warning about that)
-        key = (f"{args.lane} codecs={sorted(codecs) if codecs else None} mtu={args.mtu} "
+        key = (f"{args.lane} codecs={sorted(resolve_codecs(codecs)) if codecs else None} "
+               f"mtu={args.mtu} "
                f"port={args.port} idle_timeout={args.idle_timeout} "
                f"max_host_elements={args.max_host_elements}")
         if progress:

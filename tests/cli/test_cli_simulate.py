@@ -121,8 +121,9 @@ def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, m
     assert main(["frames", "g.npy", "--codec", "natural", "-o", "host.pcap"]) == 0
     capsys.readouterr()
     runs = []
-    for _ in range(2):
-        assert main(["simulate", "tx", "host.pcap", "-o", "w.pcap", "--codecs", "natural",
+    # the same lane asked for by name, then by id and name: one model
+    for codecs in ("natural", "6,natural"):
+        assert main(["simulate", "tx", "host.pcap", "-o", "w.pcap", "--codecs", codecs,
                      "--format", "json"]) == 0
         runs.append(json.loads(capsys.readouterr().out))
     assert [r["backend"] for r in runs] == ["compiled", "compiled"]
