@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 
 from .axis import AxisFrame, FrameSink, FrameSource
 
-__all__ = ["LaneRun", "simulate_lane"]
+__all__ = ["LaneRun", "simulate_lane", "default_quiet"]
 
 
 @dataclass
@@ -45,6 +45,19 @@ class LaneRun:
     @property
     def sim_cycles_per_second(self):
         return self.extra.get("sim_cycles", 0) / self.wall_seconds if self.wall_seconds else 0.0
+
+    def time_from(self, accepted_cycles, input_done):
+        """Set ``first_beat_latency``, ``cycles`` and ``input_cycles`` from the cycles the
+        input frames' first beats were accepted and the cycle the input was done (``None``
+        while it was not), and the output frames' cycles."""
+        if not accepted_cycles:
+            return
+        first_in = accepted_cycles[0]
+        if self.frames:
+            self.first_beat_latency = self.frames[0].first_cycle - first_in
+            self.cycles = self.frames[-1].last_cycle - first_in + 1
+        if input_done is not None:
+            self.input_cycles = input_done - first_in + 1
 
     def as_dict(self):
         return {
@@ -85,7 +98,7 @@ def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=
     frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
     source = FrameSource(lane.i, frames, times=times, idle=idle, seed=seed)
     if quiet is None:
-        quiet = 200 + int(400 * backpressure / max(0.05, 1 - backpressure))
+        quiet = default_quiet(backpressure)
     sink = FrameSink(lane.o, backpressure=backpressure, seed=seed, quiet=quiet, source=source,
                      timeout=timeout)
     counters = {}
@@ -128,17 +141,16 @@ def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=
         sim.run()
     wall = time.perf_counter() - start
     beats_in = sum(max(1, -(-len(f.data) // 64)) for f in frames)
-    first_in = source.accepted_cycles[0] if source.accepted_cycles else None
-    out = sink.frames
-    last_out = out[-1].last_cycle if out else None
-    run = LaneRun(frames=out, counters=counters, beats_in=beats_in, beats_out=sink.beats,
-                  max_out_streak=sink.max_streak, gaps_in_frames=sink.gaps,
-                  wall_seconds=wall,
+    run = LaneRun(frames=sink.frames, counters=counters, beats_in=beats_in,
+                  beats_out=sink.beats, max_out_streak=sink.max_streak,
+                  gaps_in_frames=sink.gaps, wall_seconds=wall,
                   extra={"sim_cycles": sink.cycles,
                          "input_first_cycles": list(source.accepted_cycles)})
-    if first_in is not None and out:
-        run.first_beat_latency = out[0].first_cycle - first_in
-        run.cycles = last_out - first_in + 1
-    if first_in is not None and source.done_cycle is not None:
-        run.input_cycles = source.done_cycle - first_in + 1
+    run.time_from(source.accepted_cycles, source.done_cycle)
     return run
+
+
+def default_quiet(backpressure):
+    """Cycles without output, after the input is done, that end a run by default: enough
+    for the lane's pipeline to drain under ``backpressure``."""
+    return 200 + int(400 * backpressure / max(0.05, 1 - backpressure))

@@ -12,7 +12,7 @@ record becomes its token (``built = 0``) at its place in the order.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -26,6 +26,11 @@ from .coalescer import Cut, RecordKind, close_record_layout
 from .job_shaper import index_layout_shorter
 
 __all__ = ["TxCloseSizer"]
+
+
+#: One entry of the sizer's header store: a host header and its tuser_src / tuser_dst.
+_HEADER_ENTRY = data.StructLayout({"hdr": unsigned(512), "src": unsigned(16),
+                                   "dst": unsigned(16)})
 
 
 class TxCloseSizer(wiring.Component):
@@ -93,7 +98,7 @@ class TxCloseSizer(wiring.Component):
         # open with an older one, else over `opened`; a close points `opened` at the
         # latest (the next frame opens with it). So there is no multiplexer over the 512
         # bits, and no copy from register to register.
-        headers = Memory(shape=unsigned(512 + 32), depth=2, init=[])
+        headers = Memory(shape=_HEADER_ENTRY, depth=2, init=[])
         m.submodules.headers = headers
         hdr_write = headers.write_port()
         hdr_read = headers.read_port(domain="comb")
@@ -102,8 +107,7 @@ class TxCloseSizer(wiring.Component):
         frame_open = Signal()       # a frame is open after the records so far
         open_offset = Signal(32, reset_less=True)
         m.d.comb += hdr_read.addr.eq(opened)
-        open_hdr, open_src, open_dst = (hdr_read.data[:512], hdr_read.data[512:528],
-                                        hdr_read.data[528:])
+        opened_entry = hdr_read.data
 
         second = Signal()           # the second close of a record that closes two frames
         double = (kind == RecordKind.BEAT) & cut["close2"]
@@ -137,7 +141,10 @@ class TxCloseSizer(wiring.Component):
         entry = Mux(stays, ~opened, opened)
         m.d.comb += [
             hdr_write.addr.eq(entry),
-            hdr_write.data.eq(Cat(rec.hdr, rec.src, rec.dst)),   # driven in every state
+            # driven in every state
+            hdr_write.data.hdr.eq(rec.hdr),
+            hdr_write.data.src.eq(rec.src),
+            hdr_write.data.dst.eq(rec.dst),
         ]
         closes = Signal()           # a frame closes: the next one opens with the latest header
         with m.If(advance & closes):
@@ -170,7 +177,8 @@ class TxCloseSizer(wiring.Component):
                                                        rec.offset))
 
         s1_valid = st.reg(rec_valid & emit, name="s1_valid", reset_less=False)
-        fields = {"built": built, "template": open_hdr, "src": open_src, "dst": open_dst,
+        fields = {"built": built, "template": opened_entry.hdr, "src": opened_entry.src,
+                  "dst": opened_entry.dst,
                   "offset": offset, "flush": flush, "size": rec.size, "sparse": rec.sparse}
         # n and k in flip-flops (stage 1 multiplies them, stage 4 adds them up for the
         # threshold sizes: no distributed-RAM read in front of that carry chain)
