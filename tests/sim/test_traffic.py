@@ -1,0 +1,216 @@
+# amaranth: UnusedElaboratable=no
+"""The traffic strategies of ``sim/traffic.py``: every malformed kind bypasses for its
+reason, recipes make exactly their frames, the reference TX → RX round trip keeps its
+promises on them, the expectations (``tuser``, wrong ``tuser_size``) and the comparison;
+and the compiled lanes driven by the strategies."""
+
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.reference.codecs import decode, encode
+from squeezenic_hw.reference.threshold import keep_mask
+from squeezenic_hw.sim import traffic
+from squeezenic_hw.sim.axis import AxisFrame
+from squeezenic_hw.sim.compiled import compiled_available, simulate_lane_compiled
+from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.frames import (
+    BypassReason,
+    Header,
+    build_host_frame,
+    classify_host_frame,
+    classify_wire_frame,
+    parse,
+)
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, FLAG_FLUSH, HEADER_LEN
+
+#: Fast property runs: no deadline, no example database, a modest number of examples.
+QUICK = settings(max_examples=30, deadline=None, database=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+ALL_CODECS = list(range(8))
+
+
+def _small_batches(codecs=None, most=40):
+    return st.integers(1, most).flatmap(lambda n: traffic.traffic_recipes(codecs, frames=n))
+
+
+@pytest.mark.parametrize("lane", ["tx", "rx"])
+@pytest.mark.parametrize("codecs", [None, ALL_CODECS, ["raw"]])
+@QUICK
+@given(data=st.data())
+def test_every_malformed_kind_bypasses_for_its_reason(lane, codecs, data):
+    recipe = data.draw(traffic.malformed_recipes(lane, codecs))
+    frame = traffic.malformed_frame(recipe, lane, codecs=codecs)   # raises if not
+    classify = classify_host_frame if lane == "tx" else classify_wire_frame
+    built = {codec_info(c).id for c in codecs} if codecs else set(range(7))
+    _, reason = classify(frame, codecs_built_in=built)
+    if recipe.kind in ("ipv6", "vlan"):
+        assert reason is BypassReason.NOT_IPV4
+    elif recipe.kind == "arp":
+        assert reason in (BypassReason.NOT_IPV4, BypassReason.SHORT_FRAME)
+    else:
+        assert reason is BypassReason(recipe.kind)
+
+
+def test_malformed_kinds_are_every_bypass_reason():
+    for lane, kinds in traffic.MALFORMED_KINDS.items():
+        reasons = {BypassReason(k) for k in kinds if k not in ("arp", "ipv6", "vlan")}
+        assert reasons == set(BypassReason) - {
+            BypassReason.NOT_ENCODED if lane == "tx" else BypassReason.ALREADY_ENCODED}
+    with pytest.raises(ValueError, match="recipe"):
+        traffic.malformed_frame(traffic.MalformedRecipe("not_encoded", 0, 1), "tx")
+    with pytest.raises(ValueError, match="lane"):
+        traffic.malformed_recipes("wire")
+
+
+@QUICK
+@given(recipe=_small_batches(ALL_CODECS))
+def test_a_recipe_makes_exactly_its_frames(recipe):
+    frames = traffic.host_traffic(recipe, codecs=ALL_CODECS)
+    assert len(frames) == recipe.frames
+    views = [traffic.lane_view(f) for f in frames]
+    processed = [classify_host_frame(v, codecs_built_in=set(ALL_CODECS))[1] is None
+                 for v in views]
+    assert sum(processed) == sum(s.frames for s in recipe.streams)
+    assert sum(f.size is not None and f.size != len(f.data) for f in frames) == min(
+        recipe.size_errors, sum(processed))
+    for f, v, p in zip(frames, views, processed, strict=True):
+        if p:
+            assert 1 <= parse(v).n <= traffic.MAX_ELEMENTS and parse(v).ip_id < 0x8000
+        else:
+            assert f.size is None
+
+
+def _decoded(view):
+    """What RX must return of a host frame the TX lane encodes: the codec's reference
+    decode of its encode (threshold: the kept values, +0 elsewhere), as bits."""
+    h = parse(view)
+    x = np.frombuffer(view, dtype="<u4", count=h.n, offset=HEADER_LEN).view(np.float32)
+    info = codec_info(h.codec)
+    if info.variable:
+        return np.where(keep_mask(x, h.scale), x, np.float32(0)).view(np.uint32)
+    codes = encode(x, info, param=h.param, scale=h.scale, aux=h.aux, seed=h.seed,
+                   offset=h.offset, stochastic=h.stochastic)
+    return decode(codes, info, param=h.param, scale=h.scale, aux=h.aux).view(np.uint32)
+
+
+@QUICK
+@given(recipe=_small_batches(ALL_CODECS), codecs=st.sampled_from([None, ALL_CODECS]))
+def test_reference_round_trip(recipe, codecs):
+    """Through the reference TX then RX: bypassed frames come out unchanged and in order,
+    every element comes back as its codec's decode of its encode, and the counters add
+    up."""
+    built = set(codecs or range(7))
+    recipe = replace(recipe, streams=tuple(s for s in recipe.streams if s.codec in built),
+                     malformed=tuple(m for m in recipe.malformed if m.codec in built))
+    frames = traffic.host_traffic(recipe, codecs=codecs)
+    views = [traffic.lane_view(f) for f in frames]
+    processed = [classify_host_frame(v, codecs_built_in=built)[1] is None for v in views]
+    out, tx = lr.tx(views, codecs=codecs)
+    # a frame the lane builds is a wire frame without the malformed frames' mark
+    built_out = [o for o in out if classify_wire_frame(o, codecs_built_in=built)[1] is None
+                 and parse(o).ip_id < 0x8000]
+    passed = [o for o in out if o not in built_out]
+    assert passed == [v for v, p in zip(views, processed, strict=True) if not p]
+    assert len(built_out) == tx["wire_frames"]
+    assert tx["host_frames"] + tx["bypass_frames"] == len(frames)
+    assert tx["wire_frames"] == sum(tx[k] for k in tx if k.startswith("close_"))
+    assert tx["bypass_frames"] == sum(tx[k] for k in tx if k.startswith("bypass_")) - tx[
+        "bypass_frames"]
+    assert tx["elements"] == sum(parse(v).n for v, p in zip(views, processed, strict=True) if p)
+
+    host, rx = lr.rx(built_out, codecs=codecs)
+    assert rx["bypass_frames"] == 0 and rx["wire_frames"] == len(built_out)
+    assert rx["elements"] == tx["elements"] and rx["host_frames"] == len(host)
+    assert rx["host_frames"] == sum(-(-parse(w).n // DEFAULT_HOST_ELEMENTS) for w in built_out)
+    got = [np.frombuffer(h, "<u4", offset=HEADER_LEN) for h in host]
+    want = [_decoded(v) for v, p in zip(views, processed, strict=True) if p]
+    if want:
+        assert np.array_equal(np.concatenate(got), np.concatenate(want))
+
+
+def _host(offset, n, **kw):
+    return build_host_frame(Header(codec=1, offset=offset, **kw),
+                            np.linspace(-1, 1, n, dtype=np.float32))
+
+
+def test_expected_tx_tuser_and_wrong_sizes():
+    """A wire frame takes the tuser of the host frame holding its first element, a
+    bypassed frame keeps its own; a frame that ends early reads as zeros, and it and one
+    whose beats go on are counted in size_errors."""
+    a, b, c = _host(0, 40), _host(40, 60, flags=FLAG_FLUSH), _host(100, 30)
+    bad = b"\x01" * 70
+    frames = [AxisFrame(a[:100], src=1, dst=2, size=len(a)),
+              AxisFrame(bad, src=3, dst=4),
+              AxisFrame(b + bytes(130), src=5, dst=6, size=len(b)),
+              AxisFrame(c, src=7, dst=8)]
+    e = traffic.expected_tx(frames)
+    repaired = [a[:100] + bytes(len(a) - 100), bad, b, c]
+    assert [f.data for f in e.frames] == lr.tx(repaired)[0]
+    assert [(f.src, f.dst) for f in e.frames] == [(3, 4), (1, 2), (7, 8)]
+    assert e.counters["size_errors"] == 2
+    with pytest.raises(ValueError, match="frames: frame 0"):
+        traffic.expected_tx([AxisFrame(bad, size=80)])
+
+
+def test_expected_rx_tuser():
+    wire = lr.tx([_host(0, 363), _host(363, 363)], mtu=9600)[0]
+    assert len(wire) == 1
+    e = traffic.expected_rx([AxisFrame(wire[0], src=9, dst=10), AxisFrame(b"\0" * 60, src=1)])
+    assert [(f.src, f.dst) for f in e.frames] == [(9, 10), (9, 10), (1, 0)]
+
+
+def test_differences_name_what_differs():
+    e = traffic.expected_rx([AxisFrame(_host(0, 4), src=1)])
+    same = [AxisFrame(f.data, src=f.src, dst=f.dst) for f in e.frames]
+    assert traffic.differences("rx", same, e.counters, e) == []
+    frame = bytearray(same[0].data)
+    frame[46] ^= 1
+    got = [AxisFrame(bytes(frame), src=1)]
+    found = traffic.differences("rx", got, {**e.counters, "elements": 99}, e)
+    assert found[0] == traffic.Difference("rx", 0, "byte 46 (n): got 0x05, expected 0x04")
+    assert found[1].frame is None and found[1].what.startswith("counter")
+    assert traffic.differences("rx", [AxisFrame(same[0].data, src=2)], e.counters, e)[0].what \
+        == "tuser src/dst (2, 0), expected (1, 0)"
+    assert traffic.differences("rx", [], e.counters, e)[0].what == "0 frames out, expected 1"
+
+
+def test_draw_example_is_the_same_for_a_seed():
+    strategy = traffic.traffic_recipes(frames=50)
+    first = traffic.draw_example(strategy, 11)
+    assert first == traffic.draw_example(strategy, 11) != traffic.draw_example(strategy, 12)
+    assert first.frames == 50
+    assert traffic.host_traffic(first) == traffic.host_traffic(first)
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    """The compiled models' cache of the session (shared with tests/sim/test_compiled_lane.py:
+    the same lanes are built once)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
+
+
+@pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler")
+def test_compiled_lanes_on_drawn_traffic(cache):
+    """The compiled TX and RX lanes (codecs 0–6) equal the reference on batches drawn by
+    the strategies, with random idle cycles and backpressure."""
+    builders = traffic.lane_builders()
+
+    def run_lane(lane, frames):
+        build, key = builders[lane]
+        return simulate_lane_compiled(build, frames, idle=0.2, backpressure=0.3, seed=len(frames),
+                                      key=key, cache_dir=cache)
+
+    @settings(QUICK, max_examples=6)
+    @given(recipe=_small_batches(most=120))
+    def check(recipe):
+        for lane_check in traffic.round_trip(recipe, run_lane).values():
+            assert lane_check.differences == []
+
+    check()
