@@ -1,0 +1,259 @@
+# amaranth: UnusedElaboratable=no
+# (a lane that rejects its parameters is never elaborated; the user sees the one-line error)
+"""``squeezenic-hw fuzz``: random traffic through the TX lane, then the RX lane, in the
+hardware's simulation, compared frame for frame with the numpy reference
+(``docs/fuzz.md``)."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from squeezenic_hw.pcap import write_frames
+from squeezenic_hw.spec.codecs import resolve_codecs
+
+from . import CliError
+from .output import add_format_option, render
+from .reference_cmd import parse_codecs
+from .simulate_cmd import _probability
+
+NAME = "fuzz"
+HELP = ("random traffic (hypothesis strategies) through the TX then the RX lane's "
+        "simulation, compared with the reference frame for frame")
+
+DEFAULT_FAILURE_DIR = "build/fuzz"
+
+
+def add_arguments(parser):
+    parser.add_argument("--codecs", help="comma-separated codec names or ids built into both "
+                                         "lanes and drawn (default: all of 0-6)")
+    parser.add_argument("--frames", type=int, default=100_000, metavar="N",
+                        help="host frames into the TX lane, rounded up to whole batches "
+                             "(default 100000)")
+    parser.add_argument("--batch", type=int, default=1000, metavar="B",
+                        help="host frames per batch: one TX and one RX model run each "
+                             "(default 1000)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the traffic and of the idle/backpressure draws")
+    parser.add_argument("--idle", type=float, default=0.1, metavar="P",
+                        help="probability of an idle input cycle before each beat (default 0.1)")
+    parser.add_argument("--backpressure", type=float, default=0.2, metavar="P",
+                        help="probability that the output is not ready in a cycle "
+                             "(default 0.2)")
+    parser.add_argument("--backend", choices=("compiled", "amaranth"), default=None,
+                        help="compiled: Verilator models, built once and cached; amaranth: "
+                             "Amaranth's simulator (default: compiled where Verilator and "
+                             "a C++ compiler are present)")
+    parser.add_argument("--cache-dir", default="build/sim-cache", metavar="DIR",
+                        help="where the compiled models are built and cached "
+                             "(default build/sim-cache)")
+    parser.add_argument("--only-batch", type=int, metavar="K",
+                        help="run batch K alone (0-based; the same traffic as in the whole "
+                             "campaign of this seed, --batch and --codecs)")
+    parser.add_argument("-o", "--output", default=DEFAULT_FAILURE_DIR, metavar="DIR",
+                        help="where the first mismatching batch's pcaps and description go "
+                             f"(default {DEFAULT_FAILURE_DIR}; written only on a mismatch)")
+    parser.add_argument("--progress", action="store_true",
+                        help="print progress on stderr (default: when stderr is a terminal)")
+    add_format_option(parser)
+
+
+def _backend(choice):
+    """The backend asked for, or compiled where this machine can build it, else Amaranth
+    (saying so on stderr)."""
+    from squeezenic_hw.sim.compiled import compiled_available
+
+    if choice == "compiled" and not compiled_available():
+        raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
+    if choice is not None:
+        return choice
+    if compiled_available():
+        return "compiled"
+    print(f"squeezenic-hw {NAME}: no Verilator or C++ compiler here: simulating on Amaranth",
+          file=sys.stderr)
+    return "amaranth"
+
+
+def _derived_seed(*parts):
+    """A 32-bit seed of ``parts`` (the campaign's seed, a batch or chunk number, a purpose)."""
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+class _LaneRunner:
+    """Runs a batch's lane on the chosen backend; remembers the compiled builds."""
+
+    def __init__(self, backend, codecs, args):
+        from squeezenic_hw.sim.traffic import lane_builders
+
+        self.backend, self.args = backend, args
+        self.builders = lane_builders(codecs)
+        self.builds = {}
+        self.batch = 0
+        self.cycles = 0
+        self.loop_seconds = 0.0
+
+    def _timeout(self, frames):
+        beats = sum(max(1, -(-len(f.data) // 64)) for f in frames)
+        return 200_000 + int(64 * beats / ((1 - self.args.idle) * (1 - self.args.backpressure)))
+
+    def __call__(self, lane, frames):
+        build, key = self.builders[lane]
+        kw = dict(idle=self.args.idle, backpressure=self.args.backpressure,
+                  seed=_derived_seed(self.args.seed, self.batch, 1),
+                  timeout=self._timeout(frames))
+        if self.backend == "compiled":
+            from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
+
+            try:
+                run = simulate_lane_compiled(build, frames, key=key,
+                                             cache_dir=self.args.cache_dir, **kw)
+            except CompiledBuildError as exc:
+                raise CliError(str(exc).splitlines()[0]) from None
+            self.builds.setdefault(lane, run.extra["build"])
+        else:
+            from squeezenic_hw.sim.lane import simulate_lane
+
+            run = simulate_lane(build(), frames, **kw)
+        self.cycles += run.extra.get("sim_cycles", 0)
+        self.loop_seconds += run.wall_seconds
+        return run
+
+    @property
+    def build_seconds(self):
+        return round(sum(b["build_s"] for b in self.builds.values()), 2) if self.builds else None
+
+    @property
+    def build_cached(self):
+        return all(b["cached"] for b in self.builds.values()) if self.builds else None
+
+
+def _write_failure(directory, batch, recipe, check, args, codecs):
+    """The batch's input, expected and got frames of ``check``'s lane as pcaps, and a JSON
+    file with each frame's side-band, the batch's recipe and how to run the batch again.
+    Returns the paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = f"batch{batch}-{check.lane}"
+    paths = {"input": directory / f"{stem}-input.pcap",
+             "expected": directory / f"{stem}-expected.pcap"}
+    write_frames(paths["input"], [f.data for f in check.inputs])
+    write_frames(paths["expected"], [f.data for f in check.expected.frames])
+    if check.run is not None:
+        paths["got"] = directory / f"{stem}-got.pcap"
+        write_frames(paths["got"], [f.data for f in check.run.frames])
+
+    def sideband(frames):
+        return [{"size": len(f.data) if f.size is None else f.size, "bytes": len(f.data),
+                 "src": f.src, "dst": f.dst} for f in frames]
+
+    first = check.differences[0]
+    again = (f"squeezenic-hw fuzz --seed {args.seed} --frames {args.frames} --batch {args.batch} "
+             f"--only-batch {batch} --idle {args.idle} --backpressure {args.backpressure}"
+             + (f" --codecs {','.join(map(str, codecs))}" if args.codecs else ""))
+    info = {"batch": batch, "lane": check.lane, "frame": first.frame, "what": first.what,
+            "differences": [{"frame": d.frame, "what": d.what} for d in check.differences],
+            "again": again, "recipe": repr(recipe), "files": {k: str(p) for k, p in paths.items()},
+            "input": sideband(check.inputs), "expected": sideband(check.expected.frames),
+            "got": sideband(check.run.frames) if check.run is not None else None,
+            "expected_counters": check.expected.counters,
+            "got_counters": check.run.counters if check.run is not None else None}
+    paths["description"] = directory / f"{stem}.json"
+    paths["description"].write_text(json.dumps(info, indent=1) + "\n")
+    return [str(p) for p in paths.values()]
+
+
+def _add_counters(total, counters):
+    for name, value in counters.items():
+        total[name] = total.get(name, 0) + value
+
+
+def run(args):
+    from squeezenic_hw.sim.traffic import draw_example, round_trip, traffic_recipes
+
+    codecs = parse_codecs(args.codecs)
+    ids = sorted(resolve_codecs(codecs))
+    _probability("idle", args.idle)
+    _probability("backpressure", args.backpressure)
+    if args.frames < 1:
+        raise CliError(f"--frames must be at least 1, got {args.frames}")
+    if args.batch < 1:
+        raise CliError(f"--batch must be at least 1, got {args.batch}")
+    batches = -(-args.frames // args.batch)
+    if args.only_batch is not None:
+        if not 0 <= args.only_batch < batches:
+            raise CliError(f"--only-batch must be from 0 to {batches - 1} (the campaign's "
+                           f"batches), got {args.only_batch}")
+        todo = [args.only_batch]
+    else:
+        todo = list(range(batches))
+    backend = _backend(args.backend)
+    runner = _LaneRunner(backend, ids, args)
+    progress = args.progress or sys.stderr.isatty()
+    strategy = traffic_recipes(ids, frames=args.batch)
+
+    start = time.perf_counter()
+    generate_s = reference_s = model_s = 0.0
+    frames_in = {"tx": 0, "rx": 0}
+    counters = {"tx": {}, "rx": {}}
+    mismatches, first = 0, None
+    for done, batch in enumerate(todo):
+        t = time.perf_counter()
+        recipe = draw_example(strategy, _derived_seed(args.seed, batch, 0))
+        generate_s += time.perf_counter() - t
+        runner.batch = batch
+        checks = round_trip(recipe, runner, codecs=ids)
+        for check in checks.values():
+            frames_in[check.lane] += len(check.inputs)
+            reference_s += check.reference_seconds
+            model_s += check.model_seconds
+            if check.run is not None:
+                _add_counters(counters[check.lane], check.run.counters)
+            if check.differences:
+                mismatches += 1
+                if first is None:
+                    d = check.differences[0]
+                    first = {"batch": batch, "lane": d.lane, "frame": d.frame, "what": d.what,
+                             "files": _write_failure(args.output, batch, recipe, check, args,
+                                                      ids)}
+        if progress:
+            elapsed = time.perf_counter() - start
+            print(f"\rbatch {done + 1}/{len(todo)}  frames {frames_in['tx']:,}  "
+                  f"mismatches {mismatches}  {elapsed:.0f} s", end="", file=sys.stderr,
+                  flush=True)
+    if progress:
+        print(file=sys.stderr)
+    wall = time.perf_counter() - start
+    build_s = runner.build_seconds or 0.0
+    summary = {
+        "backend": backend, "codecs": ids, "seed": args.seed, "batch": args.batch,
+        "idle": args.idle, "backpressure": args.backpressure,
+        "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
+        "mismatches": mismatches, "first_mismatch": first,
+        "cycles": runner.cycles,
+        "sim_cycles_per_second": round(runner.cycles / runner.loop_seconds, 1)
+        if runner.loop_seconds else None,
+        "wall_seconds": round(wall, 2),
+        "generate_seconds": round(generate_s, 2),
+        "reference_seconds": round(reference_s, 2),
+        "model_seconds": round(model_s - build_s, 2),
+        "build_seconds": runner.build_seconds, "build_cached": runner.build_cached,
+    }
+    rows = [{"name": k, "value": v} for k, v in summary.items() if k != "first_mismatch"]
+    if first is not None:
+        rows += [{"name": f"first_mismatch.{k}", "value": v if k != "files" else " ".join(v)}
+                 for k, v in first.items()]
+    rows += [{"name": f"{lane}.{k}", "value": v}
+             for lane in ("tx", "rx") for k, v in counters[lane].items()]
+    rows = [{**r, "value": ",".join(map(str, r["value"])) if isinstance(r["value"], list)
+             else r["value"]} for r in rows]
+    print(render(rows, ["name", "value"], args.format,
+                 json_obj={**summary, "counters": counters}), end="")
+    if mismatches:
+        print(f"squeezenic-hw {NAME}: error: {mismatches} lane run(s) differ from the "
+              f"reference; first: batch {first['batch']}, {first['lane']} "
+              f"{'' if first['frame'] is None else 'frame ' + str(first['frame']) + ': '}"
+              f"{first['what']} (frames in {args.output})", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,150 @@
+"""``squeezenic-hw fuzz``: a small campaign on the compiled lanes; and, with the reference
+standing in for the model, its report of a mismatch (pcaps, exit 1), of a hung lane,
+``--only-batch``, the Amaranth fallback and user errors."""
+
+import json
+import os
+
+import pytest
+
+from squeezenic_hw.cli import main
+from squeezenic_hw.pcap import read_frames
+from squeezenic_hw.sim import compiled, traffic
+from squeezenic_hw.sim.axis import AxisFrame
+from squeezenic_hw.sim.lane import LaneRun
+
+KEYS = ["backend", "codecs", "seed", "batch", "idle", "backpressure", "frames", "rx_frames",
+        "batches", "mismatches", "first_mismatch", "cycles", "sim_cycles_per_second",
+        "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
+        "build_seconds", "build_cached", "counters"]
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    """The compiled models' cache of the session (the lanes of tests/sim are the same)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
+
+
+def _json(capsys):
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.skipif(not compiled.compiled_available(), reason="no Verilator or C++ compiler")
+def test_small_campaign_on_the_compiled_lanes(cache, capsys):
+    assert main(["fuzz", "--frames", "50", "--batch", "25", "--seed", "3",
+                 "--cache-dir", str(cache), "--format", "json"]) == 0
+    out = _json(capsys)
+    assert list(out) == KEYS
+    assert out["backend"] == "compiled" and out["codecs"] == list(range(7))
+    assert out["frames"] == 50 and out["batches"] == 2 and out["mismatches"] == 0
+    assert out["first_mismatch"] is None and out["cycles"] > 0
+    assert out["counters"]["tx"]["host_frames"] + out["counters"]["tx"]["bypass_frames"] == 50
+
+
+@pytest.fixture
+def reference_model(monkeypatch):
+    """The reference in the compiled model's place; ``seen`` records every run's input,
+    ``corrupt`` names a lane whose first output frame gets its last byte wrong, ``hang`` a lane
+    that times out."""
+    state = {"seen": [], "corrupt": None, "hang": None}
+
+    def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout):
+        lane = "tx" if key.startswith("TxLane") else "rx"
+        state["seen"].append((lane, [(f.data, f.size, f.src, f.dst) for f in frames]))
+        if lane == state["hang"]:
+            raise TimeoutError("3 frames after 200000 cycles")
+        expected = (traffic.expected_tx if lane == "tx" else traffic.expected_rx)(frames)
+        out = [AxisFrame(f.data, src=f.src, dst=f.dst) for f in expected.frames]
+        if lane == state["corrupt"]:
+            data = out[0].data
+            out[0] = AxisFrame(data[:-1] + bytes([data[-1] ^ 0xFF]), src=out[0].src,
+                               dst=out[0].dst)
+        return LaneRun(frames=out, counters=dict(expected.counters), wall_seconds=0.01,
+                       extra={"build": {"build_s": 0.5, "cached": True}, "sim_cycles": 100})
+
+    monkeypatch.setattr(compiled, "compiled_available", lambda: True)
+    monkeypatch.setattr(compiled, "simulate_lane_compiled", run)
+    return state
+
+
+def test_mismatch_writes_pcaps_and_exits_1(reference_model, tmp_path, capsys):
+    reference_model["corrupt"] = "tx"
+    assert main(["fuzz", "--frames", "20", "--batch", "10", "-o", str(tmp_path),
+                 "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["mismatches"] == 2 and out["batches"] == 2
+    first = out["first_mismatch"]
+    assert (first["batch"], first["lane"], first["frame"]) == (0, "tx", 0)
+    assert first["what"].startswith("byte ")
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("squeezenic-hw fuzz: error: 2 lane run(s)")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["batch0-tx-expected.pcap", "batch0-tx-got.pcap", "batch0-tx-input.pcap",
+                     "batch0-tx.json"]
+    tx_input = reference_model["seen"][0][1]
+    assert read_frames(tmp_path / "batch0-tx-input.pcap")[0] == [f[0] for f in tx_input]
+    got, expected = (read_frames(tmp_path / f"batch0-tx-{k}.pcap")[0]
+                     for k in ("got", "expected"))
+    assert got[0] != expected[0] and got[1:] == expected[1:]
+    description = json.loads((tmp_path / "batch0-tx.json").read_text())
+    assert description["again"].endswith("--only-batch 0 --idle 0.1 --backpressure 0.2")
+    assert [s["size"] for s in description["input"]] == [f[1] or len(f[0]) for f in tx_input]
+    # the recipe, read back, makes the batch again
+    recipe = eval(description["recipe"], vars(traffic))
+    assert [f.data for f in traffic.host_traffic(recipe)] == [f[0] for f in tx_input]
+
+
+def test_a_hung_lane_is_reported(reference_model, tmp_path, capsys):
+    reference_model["hang"] = "rx"
+    assert main(["fuzz", "--frames", "8", "--batch", "8", "-o", str(tmp_path),
+                 "--format", "json"]) == 1
+    out = _json(capsys)
+    assert out["first_mismatch"]["lane"] == "rx" and out["first_mismatch"]["frame"] is None
+    assert out["first_mismatch"]["what"].startswith("the lane hung: 3 frames")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "batch0-rx-expected.pcap", "batch0-rx-input.pcap", "batch0-rx.json"]
+
+
+def test_only_batch_runs_the_campaigns_batch(reference_model, capsys):
+    assert main(["fuzz", "--frames", "30", "--batch", "10", "--seed", "5"]) == 0
+    campaign = reference_model["seen"][2:4]
+    reference_model["seen"].clear()
+    assert main(["fuzz", "--frames", "30", "--batch", "10", "--seed", "5",
+                 "--only-batch", "1"]) == 0
+    assert reference_model["seen"] == campaign
+    table = capsys.readouterr().out
+    assert "mismatches" in table and "tx.bypass_codec" in table
+
+
+def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, capsys):
+    import squeezenic_hw.sim.lane as amaranth_lane
+
+    monkeypatch.setattr(compiled, "compiled_available", lambda: False)
+
+    def run(lane, frames, **kw):
+        return compiled.simulate_lane_compiled(lane, frames, key=type(lane).__name__,
+                                               cache_dir=None, **kw)
+
+    monkeypatch.setattr(amaranth_lane, "simulate_lane", run)
+    assert main(["fuzz", "--frames", "3", "--batch", "3", "--codecs", "raw",
+                 "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["backend"] == "amaranth"
+    assert captured.err.strip().splitlines() == [
+        "squeezenic-hw fuzz: no Verilator or C++ compiler here: simulating on Amaranth"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--frames", "0"], "--frames must be at least 1"),
+    (["--batch", "0"], "--batch must be at least 1"),
+    (["--idle", "1.5"], "--idle must be in [0, 1)"),
+    (["--backpressure", "-0.1"], "--backpressure must be in [0, 1)"),
+    (["--codecs", "zip"], "--codecs:"),
+    (["--frames", "10", "--batch", "10", "--only-batch", "1"], "--only-batch must be from 0 to 0"),
+])
+def test_user_errors_exit_2_with_one_line(argv, message, capsys):
+    assert main(["fuzz", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"squeezenic-hw fuzz: error: {message}"), err
