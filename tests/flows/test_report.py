@@ -651,16 +651,40 @@ def test_records_carry_the_timing_estimate(tmp_path, fake_yosys):
     assert rec["schema"] == 2
 
 
-def test_growth_target_needs_every_row_within_it():
+@pytest.mark.parametrize("within", [True, False])
+def test_growth_target_needs_every_added_lane_within_its_budget(within):
     """A sweep whose costly lanes are at the low bandwidths fits a falling line: the slope
-    alone would meet the target; the rows' own per-lane costs do not."""
+    alone would meet the target; a row whose added lane is over its codec's budget does
+    not."""
     rows = [{"host_bw": 100 * n, "lanes": n, "LUT": lut, "FF": 1000 * n, "CLB_est": 10 * n,
-             "LUT_per_lane": per, "FF_per_lane": 1000.0}
+             "LUT_per_lane": per, "FF_per_lane": 1000.0,
+             "lane_within_budget": within or n > 4}
             for n, lut, per in ((4, 120_000, 29_000.0), (16, 450_000, 28_000.0),
                                 (32, 130_000, 3_000.0), (64, 236_000, 3_000.0))]
     growth = {g["resource"]: g for g in report_build._growth(rows)}
     assert growth["LUT"]["ours_per_lane"] < 1600
     assert growth["LUT"]["ours_max_per_lane"] == 29_000.0
     assert growth["LUT"]["max_at_host_bw"] == 400
-    assert growth["LUT"]["meets_target"] is False
+    assert growth["LUT"]["meets_target"] is within
     assert growth["FF"]["meets_target"] is True
+
+
+def test_added_lane_is_the_generator_lane_and_its_shares(fake_blocks, tmp_path):
+    rep = report.build_report([400, 6400], cache_dir=tmp_path)
+    r400, r6400 = rep["rows"]
+    by_label = {(b["host_bw"], b["block"]): b for b in rep["blocks"]}
+    gl, fb = (by_label[(6400, label)] for label in ("gen_lane(sign)", "frame_bus(64)"))
+    rings = [b for (bw, label), b in by_label.items()
+             if bw == 6400 and label.startswith("ring_cluster")]
+    want = gl["LUT_each"] + (fb["LUT"] + sum(r["LUT"] for r in rings)) / 64
+    assert r6400["added_lane_LUT"] == pytest.approx(want, abs=0.1)
+    assert r6400["added_lane_BRAM"] == pytest.approx(sum(r["BRAM"] for r in rings) / 64,
+                                                     abs=0.1)
+    assert r6400["lane_budget_LUT"] == 1600 and r400["lane_budget_LUT"] == 4000
+    # fake gen_lane: 4,100 LUT with its memory, over the sign budget, within fixed's
+    assert r6400["lane_within_budget"] is False
+    assert r400["added_lane_LUT"] == pytest.approx(
+        _FAKE["gen_lane"][0] + _FAKE["gen_lane"][3] + _FAKE["frame_bus"][0] * 4 / 4, abs=0.1)
+    assert r400["lane_within_budget"] is (r400["added_lane_LUT"] <= 4000)
+    growth = {g["resource"]: g for g in rep["growth"]}
+    assert growth["LUT"]["meets_target"] is False
