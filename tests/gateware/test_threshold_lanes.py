@@ -167,6 +167,20 @@ def test_rx_threshold_malformed_frames_counted_not_dropped():
     assert run.counters["bypass_length"] == 2 and run.counters["bypass_param"] == 1
 
 
+def test_rx_threshold_lane_keeps_the_parameters_of_odd_width_codes():
+    """An RX lane with ``threshold`` built in decodes ``fixed`` and ``qsgd`` frames of odd
+    widths: their parameter's bit 0 is not the index-list layout of a threshold frame."""
+    rng = np.random.default_rng(8)
+    codecs = ["fixed", "qsgd", "threshold"]
+    frames = [build_wire_frame(
+        Header(codec=codec, param=param, flags=FLAG_ENCODED, n=20, aux_bits=0xBF800000),
+        rng.integers(0, 256, -(-20 * param // 8), dtype=np.uint8))
+        for codec in (3, 4) for param in (2, 3, 5, 16)]
+    frames += list(_bad_wire_frames().values())[5:7]        # threshold index-list frames
+    run = simulate_lane(RxLane(codecs=codecs), frames)
+    check_against_reference(run, frames, "rx", codecs=codecs)
+
+
 @pytest.mark.parametrize("density", [1.0, 0.1, 0.05, 0.01])
 def test_rx_threshold_full_rate(density):
     """Bitmap (≥ 6.25 %) and index-list frames: the host side gets one beat per cycle, except

@@ -449,8 +449,11 @@ class FrameClassifier(wiring.Component):
         if self.lane == "tx" or THRESHOLD_ID not in self.codecs:
             return {}
         n = field_le(d, *HDR.N)
-        sparse1 = st.reg(_byte(d, HDR.CODEC[0]) == THRESHOLD_ID, name="sparse_s1")
-        index1 = st.reg(_byte(d, HDR.PARAM[0])[0], name="index_s1")
+        threshold = _byte(d, HDR.CODEC[0]) == THRESHOLD_ID
+        sparse1 = st.reg(threshold, name="sparse_s1")
+        # param bit 0 is the layout of a threshold frame only: the other codecs' odd
+        # parameters are code widths
+        index1 = st.reg(_byte(d, HDR.PARAM[0])[0] & threshold, name="index_s1")
         bitmap1 = st.reg((n + 7) >> 3, name="bitmap_bytes_s1")     # ⌈n/8⌉
         # x / 6 for x a multiple of 6 below 2**16: x·43691 / 2**18 is exact; a registered
         # multiply (input, M and P registers: stages 1, 2, 3)
