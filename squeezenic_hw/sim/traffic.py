@@ -46,6 +46,7 @@ from squeezenic_hw.spec.frames import (
     BypassReason,
     Header,
     build_host_frame,
+    build_wire_frame,
     classify_host_frame,
     classify_wire_frame,
     ipv4_checksum,
@@ -485,12 +486,19 @@ def _arp_frame(rng):
 
 
 def _length_mismatch(good, lane, rng, port, built):
-    """``good`` with an ``n`` its length does not fit."""
-    n = parse(good).n
-    while True:
-        frame = _patch(good, _at("N"), struct.pack("<H", _other_than(rng, {0, n}, 1, 65536)))
-        if _reason(frame, lane, port, built) is BypassReason.LENGTH:
-            return frame
+    """``good`` with an ``n`` its length does not fit, or a payload 1–3 bytes shorter or
+    longer (a threshold index list's length does not depend on ``n``)."""
+    h = parse(good)
+    if rng.random() < 0.5:
+        for _ in range(8):
+            n = _other_than(rng, {0, h.n}, 1, 65536)
+            frame = _patch(good, _at("N"), struct.pack("<H", n))
+            if _reason(frame, lane, port, built) is BypassReason.LENGTH:
+                return frame
+    payload, change = good[HEADER_LEN:], int(rng.integers(1, 4))
+    if len(payload) > change and rng.random() < 0.5:
+        return build_wire_frame(h, payload[:-change])
+    return build_wire_frame(h, payload + rng.bytes(change))
 
 
 def _bad_param(codec, lane, rng):

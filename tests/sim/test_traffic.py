@@ -57,6 +57,17 @@ def test_every_malformed_kind_bypasses_for_its_reason(lane, codecs, data):
         assert reason is BypassReason(recipe.kind)
 
 
+@pytest.mark.parametrize("lane", ["tx", "rx"])
+def test_every_malformed_kind_of_every_codec(lane):
+    """Each kind made from a frame of each codec (threshold's bitmap and index-list wire
+    frames among them), a few seeds each: ``malformed_frame`` checks the reason."""
+    for kind in traffic.MALFORMED_KINDS[lane]:
+        for codec in ALL_CODECS:
+            for seed in range(4):
+                traffic.malformed_frame(traffic.MalformedRecipe(kind, codec, seed), lane,
+                                        codecs=ALL_CODECS)
+
+
 def test_malformed_kinds_are_every_bypass_reason():
     for lane, kinds in traffic.MALFORMED_KINDS.items():
         reasons = {BypassReason(k) for k in kinds if k not in ("arp", "ipv6", "vlan")}
