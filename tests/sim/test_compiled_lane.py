@@ -3,8 +3,6 @@
 numpy reference and the Amaranth simulation: every codec, every bypass reason, random idle
 cycles and backpressure; and its build cache."""
 
-import os
-
 import numpy as np
 import pytest
 from lane_scenarios import (
@@ -34,14 +32,6 @@ pytestmark = pytest.mark.skipif(not compiled_available(),
 
 CODECS = ["raw", "fp16", "bf16", "fixed", "qsgd", "sign", "natural"]
 STALLS = [(0.0, 0.0), (0.3, 0.4)]
-
-
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    """One build cache for the session, shared by the xdist workers (the parent of each
-    worker's base directory): a model is built once, whichever test asks first."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
 
 
 def _traffic(rng, codecs, lane, *, elements=(100, 900)):
