@@ -10,6 +10,7 @@ from squeezenic_hw.reference import lane as lane_reference
 from squeezenic_hw.spec.codecs import resolve_codecs
 
 from . import CliError
+from .backend import add_backend_option, simulation_backend
 from .output import add_format_option, render
 from .reference_cmd import add_lane_options, parse_codecs
 
@@ -28,10 +29,7 @@ def add_arguments(parser):
     parser.add_argument("--idle", type=float, default=0.0, metavar="P",
                         help="probability of an idle input cycle before each beat")
     parser.add_argument("--seed", type=int, default=0, help="seed of the idle/backpressure draws")
-    parser.add_argument("--backend", choices=("compiled", "amaranth"), default=None,
-                        help="compiled: a Verilator model, built once and cached in "
-                             "build/sim-cache; amaranth: Amaranth's simulator (default: "
-                             "compiled where Verilator and a C++ compiler are present)")
+    add_backend_option(parser)
     parser.add_argument("--vcd", metavar="FILE",
                         help="write a waveform (large and slow; Amaranth backend only)")
     parser.add_argument("--no-check", action="store_true",
@@ -60,21 +58,11 @@ def _progress_printer(enabled, total_frames):
 def _backend(args):
     """The backend asked for, or the default: compiled where this machine can build it,
     else Amaranth, saying so on stderr. ``--vcd`` needs Amaranth."""
-    from squeezenic_hw.sim.compiled import compiled_available
-
     if args.backend == "compiled" and args.vcd:
         raise CliError("--vcd needs --backend amaranth (the compiled model writes no waveform)")
-    if args.backend is not None:
-        if args.backend == "compiled" and not compiled_available():
-            raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
-        return args.backend
-    if args.vcd:
+    if args.backend is None and args.vcd:
         return "amaranth"
-    if compiled_available():
-        return "compiled"
-    print("squeezenic-hw simulate: no Verilator or C++ compiler here: simulating on Amaranth",
-          file=sys.stderr)
-    return "amaranth"
+    return simulation_backend(NAME, args.backend)
 
 
 def run(args):

@@ -1,0 +1,31 @@
+"""The ``--backend compiled|amaranth`` option the simulating commands share."""
+
+import sys
+
+from . import CliError
+
+BACKENDS = ("compiled", "amaranth")
+
+
+def add_backend_option(parser):
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="compiled: a Verilator model, built once and cached in "
+                             "build/sim-cache; amaranth: Amaranth's simulator (default: "
+                             "compiled where Verilator and a C++ compiler are present)")
+
+
+def simulation_backend(command, asked):
+    """The backend ``asked`` (``"compiled"``, ``"amaranth"`` or ``None`` for the default):
+    compiled where this machine can build it, else Amaranth, saying so in one line on
+    stderr. ``--backend compiled`` on a machine without Verilator is a user error."""
+    from squeezenic_hw.sim.compiled import compiled_available
+
+    if asked is not None:
+        if asked == "compiled" and not compiled_available():
+            raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
+        return asked
+    if compiled_available():
+        return "compiled"
+    print(f"squeezenic-hw {command}: no Verilator or C++ compiler here: simulating on Amaranth",
+          file=sys.stderr)
+    return "amaranth"
