@@ -1,12 +1,19 @@
 """``squeezenic-hw throughput``: cycle-accurate host/wire Gb/s (the paper's Table 5) and the
-host_bw sweep, from Amaranth simulation."""
+host_bw sweep, simulated compiled (Verilator, ``docs/fastsim.md``) or on Amaranth."""
 
 import sys
+import time
 
-from squeezenic_hw.flows.throughput import by_frame_length, by_host_bw, codec_setting
+from squeezenic_hw.flows.throughput import (
+    by_frame_length,
+    by_host_bw,
+    codec_setting,
+    frame_elements,
+)
 from squeezenic_hw.spec.scaling import lanes_for
 
 from . import CliError
+from .backend import add_backend_option, simulation_backend
 from .output import add_format_option, render
 
 NAME = "throughput"
@@ -28,56 +35,116 @@ def add_arguments(parser):
                              "(default raw,fp16,fixed:4,sign)")
     parser.add_argument("--host-bw", default="400,800", metavar="GBPS,...",
                         help="host bandwidths for the array sweep (multiples of 100 up to "
-                             "6400; the simulation slows with the lane count: 8 lanes run "
-                             "~100 cycles/s, 64 lanes ~9, so 6400 at 12000 cycles takes "
-                             "~25 min); 'none' to skip")
+                             "6400); 'none' to skip. Compiled, 64 lanes run ~2,000 "
+                             "cycles/s after a build of ~3 min (then cached); on Amaranth "
+                             "the simulation slows with the lane count: 8 lanes ~100 "
+                             "cycles/s, 64 lanes ~9, so 6400 at 12000 cycles takes ~25 min")
     parser.add_argument("--sweep-codec", default="sign", help="codec of the host_bw sweep")
     parser.add_argument("--sweep-frame-length", type=int, default=1516, metavar="L")
     parser.add_argument("--cycles", type=int, default=3000,
                         help="measured cycles per host_bw point (after 300 of warm-up)")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the tables")
+    add_backend_option(parser)
+    parser.add_argument("--progress", action="store_true",
+                        help="print each run's cycle on stderr as it runs (default: when "
+                             "stderr is a terminal)")
     add_format_option(parser)
+
+
+def _progress_printer(enabled, total=None):
+    """A ``progress(cycle)`` that shows a run's cycle on stderr: rewritten in place on a
+    terminal, else a line every 10 s."""
+    if not enabled:
+        return None
+    tty = sys.stderr.isatty()
+    start = shown = time.perf_counter()
+
+    def show(cycle):
+        nonlocal shown
+        now = time.perf_counter()
+        if not tty and now - shown < 10:
+            return
+        shown = now
+        of = f" of {total:,}" if total else ""
+        text = f"  cycle {cycle:,}{of} ({cycle / max(now - start, 1e-9):,.0f} cycles/s)"
+        print(f"\r{text}" if tty else text, end="" if tty else "\n", file=sys.stderr,
+              flush=True)
+    return show
+
+
+def _measured(measure, *args, **kwargs):
+    """``measure(*args, **kwargs)``, a compiled model that did not build reported as one
+    line."""
+    from squeezenic_hw.sim.compiled import CompiledBuildError
+
+    try:
+        return measure(*args, **kwargs)
+    except CompiledBuildError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+
+
+def _build_columns(r):
+    return {"backend": r.backend, "build_seconds": r.build_seconds,
+            "build_cached": r.build_cached,
+            "sim_cycles_per_s": round(r.sim_cycles_per_s, 1)}
 
 
 def run(args):
     lengths = _ints(args.frame_lengths, "frame-lengths")
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
-    for c in codecs + [args.sweep_codec]:
+    for option, c in [*(("--codecs", c) for c in codecs), ("--sweep-codec", args.sweep_codec)]:
         try:
             codec_setting(c)
         except ValueError as exc:
-            raise CliError(f"--codecs: {exc}") from None
+            raise CliError(f"{option}: {exc}") from None
     sweep = [] if args.host_bw == "none" else _ints(args.host_bw, "host-bw")
     if args.cycles < 100:
         raise CliError(f"--cycles must be at least 100, got {args.cycles}")
-    for bw in sweep:   # every point checked before the first simulation starts
-        try:
-            lanes_for(bw)
-        except ValueError as exc:
-            raise CliError(f"--host-bw: {exc}") from None
+    # every point checked before the first simulation starts
+    for option, check, values in (("--frame-lengths", frame_elements, lengths),
+                                  ("--host-bw", lanes_for, sweep),
+                                  ("--sweep-frame-length", frame_elements,
+                                   [args.sweep_frame_length] if sweep else [])):
+        for value in values:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise CliError(f"{option}: {exc}") from None
+    backend = simulation_backend(NAME, args.backend)
+    progress = args.progress or sys.stderr.isatty()
     rows = []
     total = len(lengths) * len(codecs) + len(sweep)
     done = 0
+
+    def start(what):
+        nonlocal done
+        done += 1
+        print(f"[{done}/{total}] {what} ({backend}) ...", file=sys.stderr, flush=True)
+
+    def finished(show, r):
+        if show and sys.stderr.isatty():
+            print(file=sys.stderr)
+        if progress and r.build_seconds is not None:
+            print(f"  model {'found in the cache' if r.build_cached else 'built'} in "
+                  f"{r.build_seconds} s; {r.sim_cycles_per_s:,.0f} cycles/s", file=sys.stderr)
+
     for length in lengths:
         for c in codecs:
-            done += 1
-            print(f"[{done}/{total}] {c} at {length} B ...", file=sys.stderr, flush=True)
-            try:
-                r = by_frame_length(c, length)
-            except ValueError as exc:
-                raise CliError(str(exc)) from None
+            start(f"{c} at {length} B")
+            show = _progress_printer(progress)
+            r = _measured(by_frame_length, c, length, backend=backend, progress=show)
+            finished(show, r)
             rows.append({"codec": r.codec, "frame_bytes": r.frame_bytes,
                          "host_gbps": round(r.host_gbps, 2), "wire_gbps": round(r.wire_gbps, 2),
                          "bus_ceiling_gbps": round(r.ceiling_gbps, 2),
-                         "ratio": round(r.ratio, 3)})
+                         "ratio": round(r.ratio, 3), **_build_columns(r)})
     sweep_rows = []
     for bw in sweep:
-        done += 1
-        print(f"[{done}/{total}] host_bw {bw} Gb/s ...", file=sys.stderr, flush=True)
-        try:
-            r = by_host_bw(bw, args.sweep_codec, args.sweep_frame_length, cycles=args.cycles)
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
+        start(f"host_bw {bw} Gb/s")
+        show = _progress_printer(progress, 300 + args.cycles)
+        r = _measured(by_host_bw, bw, args.sweep_codec, args.sweep_frame_length,
+                      cycles=args.cycles, backend=backend, progress=show)
+        finished(show, r)
         sweep_rows.append({"host_bw": r.host_bw, "lanes": r.lanes, "codec": r.codec,
                            "frame_bytes": r.frame_bytes,
                            "generator_gbps_min": round(r.generator_gbps_min, 2),
@@ -85,8 +152,7 @@ def run(args):
                            "wire_utilisation": round(r.wire_utilisation, 4),
                            "wire_gbps": round(r.wire_gbps, 2),
                            "ratio_needed": round(r.ratio_needed, 3),
-                           "ratio_codec": round(r.ratio_codec, 3),
-                           "sim_cycles_per_s": round(r.sim_cycles_per_s, 1)})
+                           "ratio_codec": round(r.ratio_codec, 3), **_build_columns(r)})
     if args.format == "json":
         import json
         print(json.dumps({"by_frame_length": rows, "by_host_bw": sweep_rows}, indent=2))

@@ -1,12 +1,24 @@
 # amaranth: UnusedElaboratable=no
-"""The throughput bench: measured figures behave as the bus and the codecs say they must."""
+"""The throughput bench: measured figures behave as the bus and the codecs say they must;
+the command's backends and errors. (Both backends against each other:
+``tests/sim/test_compiled_arrays.py``.)"""
 
 import json
 
 import pytest
 
+import squeezenic_hw.cli.throughput_cmd as throughput_cmd
+import squeezenic_hw.sim.compiled as compiled
 from squeezenic_hw.cli import main
-from squeezenic_hw.flows.throughput import bus_ceiling_gbps, by_frame_length, by_host_bw
+from squeezenic_hw.flows.throughput import (
+    FrameLengthResult,
+    HostBwResult,
+    bus_ceiling_gbps,
+    by_frame_length,
+    by_host_bw,
+    frame_elements,
+)
+from squeezenic_hw.spec.generator import MAX_ELEMENTS
 
 
 def test_bus_ceiling():
@@ -39,3 +51,85 @@ def test_cli_json_and_errors(capsys):
     assert "--codecs" in capsys.readouterr().err
     assert main(["throughput", "--frame-lengths", "102", "--codecs", "raw", "--host-bw",
                  "none"]) == 2
+
+
+NEW_KEYS = {"backend", "build_seconds", "build_cached", "sim_cycles_per_s"}
+
+
+def test_amaranth_backend_json_keys(capsys):
+    assert main(["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw",
+                 "none", "--backend", "amaranth", "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)["by_frame_length"][0]
+    assert NEW_KEYS <= set(row) and row["backend"] == "amaranth"
+    assert row["build_seconds"] is None and row["build_cached"] is None
+    assert row["wire_gbps"] == 5.2 and row["sim_cycles_per_s"] > 0
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The command's measurements replaced by stubs that record the backend asked for."""
+    backends = []
+
+    def frame_length(codec, length, *, backend, progress=None):
+        backends.append(backend)
+        return FrameLengthResult(codec, length, 1.0, 1.0, 1.0, 1.0, 10, backend, 0.5, True,
+                                 100.0)
+
+    def host_bw(bw, codec, length, *, cycles, backend, progress=None):
+        backends.append(backend)
+        return HostBwResult(bw, codec, bw // 100, length, 100.0, True, 0.5, 60.0, 2.0, 32.0,
+                            cycles, 1000.0, backend, 0.5, True)
+
+    monkeypatch.setattr(throughput_cmd, "by_frame_length", frame_length)
+    monkeypatch.setattr(throughput_cmd, "by_host_bw", host_bw)
+    return backends
+
+
+def test_default_backend_is_compiled_where_available(recorded, capsys, monkeypatch):
+    monkeypatch.setattr(compiled, "compiled_available", lambda: True)
+    assert main(["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw",
+                 "6400", "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert recorded == ["compiled", "compiled"] and "no Verilator" not in err
+    header = out.splitlines()[0].split(",")
+    assert header[-4:] == ["backend", "build_seconds", "build_cached", "sim_cycles_per_s"]
+
+
+def test_without_verilator_runs_on_amaranth_and_says_so(recorded, capsys, monkeypatch):
+    monkeypatch.setattr(compiled, "compiled_available", lambda: False)
+    assert main(["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw",
+                 "200", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert recorded == ["amaranth", "amaranth"]
+    said = [line for line in err.splitlines() if not line.startswith("[")]
+    assert said == ["squeezenic-hw throughput: no Verilator or C++ compiler here: "
+                    "simulating on Amaranth"]
+    assert json.loads(out)["by_host_bw"][0]["backend"] == "amaranth"
+    assert main(["throughput", "--host-bw", "200", "--backend", "compiled"]) == 2
+    err = capsys.readouterr().err
+    assert "needs Verilator" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--frame-lengths", "102"], "--frame-lengths: frame length must be 64 + 4n"),
+    (["--frame-lengths", "x"], "--frame-lengths: expected comma-separated integers"),
+    (["--host-bw", "130"], "--host-bw"),
+    (["--sweep-frame-length", "65"], "--sweep-frame-length: frame length"),
+    (["--cycles", "50"], "--cycles must be at least 100"),
+    (["--sweep-codec", "zip"], "--sweep-codec"),
+])
+def test_bad_parameters_exit_2_before_any_run(recorded, capsys, args, message):
+    assert main(["throughput", "--backend", "amaranth", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and recorded == []
+
+
+def test_library_parameters_are_named():
+    with pytest.raises(ValueError, match="backend must be one of compiled, amaranth"):
+        by_frame_length("raw", 308, backend="gpu")
+    with pytest.raises(ValueError, match="frame length must be 64 \\+ 4n"):
+        frame_elements(64 + 4 * (MAX_ELEMENTS + 1))
+    with pytest.raises(ValueError, match="frames must be"):
+        by_frame_length("raw", 308, frames=0)
+    with pytest.raises(ValueError, match="cycles must be"):
+        by_host_bw(200, "sign", 308, cycles=0)
