@@ -197,7 +197,7 @@ def run(args):
     generate_s = reference_s = model_s = 0.0
     frames_in = {"tx": 0, "rx": 0}
     counters = {"tx": {}, "rx": {}}
-    mismatches, first = 0, None
+    mismatched, first = [], None
     for done, batch in enumerate(todo):
         t = time.perf_counter()
         recipe = draw_example(strategy, _derived_seed(args.seed, batch, 0))
@@ -211,16 +211,17 @@ def run(args):
             if check.run is not None:
                 _add_counters(counters[check.lane], check.run.counters)
             if check.differences:
-                mismatches += 1
+                d = check.differences[0]
+                mismatched.append({"batch": batch, "lane": d.lane, "frame": d.frame,
+                                   "what": d.what})
                 if first is None:
-                    d = check.differences[0]
-                    first = {"batch": batch, "lane": d.lane, "frame": d.frame, "what": d.what,
+                    first = {**mismatched[-1],
                              "files": _write_failure(args.output, batch, recipe, check, args,
-                                                      ids)}
+                                                     ids)}
         if progress:
             elapsed = time.perf_counter() - start
             print(f"\rbatch {done + 1}/{len(todo)}  frames {frames_in['tx']:,}  "
-                  f"mismatches {mismatches}  {elapsed:.0f} s", end="", file=sys.stderr,
+                  f"mismatches {len(mismatched)}  {elapsed:.0f} s", end="", file=sys.stderr,
                   flush=True)
     if progress:
         print(file=sys.stderr)
@@ -230,7 +231,7 @@ def run(args):
         "backend": backend, "codecs": ids, "seed": args.seed, "batch": args.batch,
         "idle": args.idle, "backpressure": args.backpressure,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
-        "mismatches": mismatches, "first_mismatch": first,
+        "mismatches": len(mismatched), "first_mismatch": first,
         "cycles": runner.cycles,
         "sim_cycles_per_second": round(runner.cycles / runner.loop_seconds, 1)
         if runner.loop_seconds else None,
@@ -249,9 +250,10 @@ def run(args):
     rows = [{**r, "value": ",".join(map(str, r["value"])) if isinstance(r["value"], list)
              else r["value"]} for r in rows]
     print(render(rows, ["name", "value"], args.format,
-                 json_obj={**summary, "counters": counters}), end="")
-    if mismatches:
-        print(f"squeezenic-hw {NAME}: error: {mismatches} lane run(s) differ from the "
+                 json_obj={**summary, "counters": counters, "mismatched_runs": mismatched}),
+          end="")
+    if mismatched:
+        print(f"squeezenic-hw {NAME}: error: {len(mismatched)} lane run(s) differ from the "
               f"reference; first: batch {first['batch']}, {first['lane']} "
               f"{'' if first['frame'] is None else 'frame ' + str(first['frame']) + ': '}"
               f"{first['what']} (frames in {args.output})", file=sys.stderr)

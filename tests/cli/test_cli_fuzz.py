@@ -16,7 +16,7 @@ from squeezenic_hw.sim.lane import LaneRun
 KEYS = ["backend", "codecs", "seed", "batch", "idle", "backpressure", "frames", "rx_frames",
         "batches", "mismatches", "first_mismatch", "cycles", "sim_cycles_per_second",
         "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
-        "build_seconds", "build_cached", "counters"]
+        "build_seconds", "build_cached", "counters", "mismatched_runs"]
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +78,7 @@ def test_mismatch_writes_pcaps_and_exits_1(reference_model, tmp_path, capsys):
     first = out["first_mismatch"]
     assert (first["batch"], first["lane"], first["frame"]) == (0, "tx", 0)
     assert first["what"].startswith("byte ")
+    assert [(r["batch"], r["lane"]) for r in out["mismatched_runs"]] == [(0, "tx"), (1, "tx")]
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("squeezenic-hw fuzz: error: 2 lane run(s)")
     names = sorted(p.name for p in tmp_path.iterdir())
