@@ -15,6 +15,7 @@ from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.spec.codecs import resolve_codecs
 
 from . import CliError
+from .backend import add_backend_option, simulation_backend
 from .output import add_format_option, render
 from .reference_cmd import parse_codecs
 from .simulate_cmd import _probability
@@ -42,10 +43,7 @@ def add_arguments(parser):
     parser.add_argument("--backpressure", type=float, default=0.2, metavar="P",
                         help="probability that the output is not ready in a cycle "
                              "(default 0.2)")
-    parser.add_argument("--backend", choices=("compiled", "amaranth"), default=None,
-                        help="compiled: Verilator models, built once and cached; amaranth: "
-                             "Amaranth's simulator (default: compiled where Verilator and "
-                             "a C++ compiler are present)")
+    add_backend_option(parser)
     parser.add_argument("--cache-dir", default="build/sim-cache", metavar="DIR",
                         help="where the compiled models are built and cached "
                              "(default build/sim-cache)")
@@ -58,22 +56,6 @@ def add_arguments(parser):
     parser.add_argument("--progress", action="store_true",
                         help="print progress on stderr (default: when stderr is a terminal)")
     add_format_option(parser)
-
-
-def _backend(choice):
-    """The backend asked for, or compiled where this machine can build it, else Amaranth
-    (saying so on stderr)."""
-    from squeezenic_hw.sim.compiled import compiled_available
-
-    if choice == "compiled" and not compiled_available():
-        raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
-    if choice is not None:
-        return choice
-    if compiled_available():
-        return "compiled"
-    print(f"squeezenic-hw {NAME}: no Verilator or C++ compiler here: simulating on Amaranth",
-          file=sys.stderr)
-    return "amaranth"
 
 
 def _derived_seed(*parts):
@@ -188,7 +170,7 @@ def run(args):
         todo = [args.only_batch]
     else:
         todo = list(range(batches))
-    backend = _backend(args.backend)
+    backend = simulation_backend(NAME, args.backend)
     runner = _LaneRunner(backend, ids, args)
     progress = args.progress or sys.stderr.isatty()
     strategy = traffic_recipes(ids, frames=args.batch)

@@ -4,7 +4,6 @@ reason, recipes make exactly their frames, the reference TX → RX round trip ke
 promises on them, the expectations (``tuser``, wrong ``tuser_size``) and the comparison;
 and the compiled lanes driven by the strategies."""
 
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -197,14 +196,6 @@ def test_draw_example_is_the_same_for_a_seed():
     assert first == traffic.draw_example(strategy, 11) != traffic.draw_example(strategy, 12)
     assert first.frames == 50
     assert traffic.host_traffic(first) == traffic.host_traffic(first)
-
-
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    """The compiled models' cache of the session (shared with tests/sim/test_compiled_lane.py:
-    the same lanes are built once)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
 
 
 @pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler")
