@@ -1,5 +1,3 @@
-# amaranth: UnusedElaboratable=no
-# (a lane that rejects its parameters is never elaborated; the user sees the one-line error)
 """``squeezenic-hw fuzz``: random traffic through the TX lane, then the RX lane, in the
 hardware's simulation, compared frame for frame with the numpy reference
 (``docs/fuzz.md``)."""
@@ -158,6 +156,8 @@ def run(args):
     ids = sorted(resolve_codecs(codecs))
     _probability("idle", args.idle)
     _probability("backpressure", args.backpressure)
+    if args.seed < 0:
+        raise CliError(f"--seed must be 0 or more, got {args.seed}")
     if args.frames < 1:
         raise CliError(f"--frames must be at least 1, got {args.frames}")
     if args.batch < 1:

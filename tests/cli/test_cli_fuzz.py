@@ -139,6 +139,7 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
 
 @pytest.mark.parametrize("argv,message", [
     (["--frames", "0"], "--frames must be at least 1"),
+    (["--seed", "-1"], "--seed must be 0 or more"),
     (["--batch", "0"], "--batch must be at least 1"),
     (["--idle", "1.5"], "--idle must be in [0, 1)"),
     (["--backpressure", "-0.1"], "--backpressure must be in [0, 1)"),
