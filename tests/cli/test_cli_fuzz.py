@@ -123,10 +123,13 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
     import squeezenic_hw.sim.lane as amaranth_lane
 
     monkeypatch.setattr(compiled, "compiled_available", lambda: False)
+    # the reference stands in for the lanes: no lane is built
+    monkeypatch.setattr(traffic, "lane_builders", lambda codecs: {
+        lane: (lambda name=name: name, name) for lane, name in (("tx", "TxLane"),
+                                                                ("rx", "RxLane"))})
 
     def run(lane, frames, **kw):
-        return compiled.simulate_lane_compiled(lane, frames, key=type(lane).__name__,
-                                               cache_dir=None, **kw)
+        return compiled.simulate_lane_compiled(lane, frames, key=lane, cache_dir=None, **kw)
 
     monkeypatch.setattr(amaranth_lane, "simulate_lane", run)
     assert main(["fuzz", "--frames", "3", "--batch", "3", "--codecs", "raw",
