@@ -5,6 +5,7 @@ Everything is built with :mod:`squeezenic_hw.spec.frames` and compared with
 numpy reference, frame for frame and byte for byte.
 """
 
+import functools
 import struct
 from dataclasses import replace
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame
+from squeezenic_hw.sim.lane import LaneSimulation
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS, gradient_like
 from squeezenic_hw.spec.codecs import codec_info, f32_bits
 from squeezenic_hw.spec.frames import (
@@ -24,7 +26,7 @@ from squeezenic_hw.spec.frames import (
 from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH, FLAG_STOCHASTIC
 
 __all__ = ["host_stream", "bad_frames", "mixed_traffic", "check_against_reference",
-           "codec_params", "patch"]
+           "codec_params", "patch", "lane_simulation"]
 
 
 def patch(frame, pos, data, fix_checksum=True):
@@ -286,3 +288,33 @@ def idle_gap_traffic(rng, T, *, n_total=500, codec="fp16"):
 
 
 __all__ += ["idle_gap_traffic"]
+
+
+def lane_simulation(kind, *args, **params):
+    """A :class:`LaneSimulation` of ``TxLane(*args, **params)`` (``kind`` "tx"),
+    ``RxLane(...)`` ("rx") or ``NarrowTxLane(...)`` ("narrow"), shared by the tests of this
+    worker that build the same lane: setting a lane's simulation up takes seconds, and
+    each run starts from reset. Lists among the arguments are taken as tuples, dicts as
+    their items."""
+    def frozen(v):
+        if isinstance(v, list):
+            return tuple(v)
+        if isinstance(v, dict):
+            return ("dict", tuple(v.items()))
+        return v
+    return _lane_simulation(kind, *map(frozen, args),
+                            **{k: frozen(v) for k, v in params.items()})
+
+
+@functools.lru_cache(maxsize=6)
+def _lane_simulation(kind, *args, **params):
+    from squeezenic_hw.gateware.rx.lane import RxLane
+    from squeezenic_hw.gateware.tx.lane import TxLane
+    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+
+    def thawed(v):
+        if isinstance(v, tuple) and v[:1] == ("dict",):
+            return dict(v[1])
+        return list(v) if isinstance(v, tuple) else v
+    lane = {"tx": TxLane, "rx": RxLane, "narrow": NarrowTxLane}[kind]
+    return LaneSimulation(lane(*map(thawed, args), **{k: thawed(v) for k, v in params.items()}))

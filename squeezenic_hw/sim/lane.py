@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 
 from .axis import AxisFrame, FrameSink, FrameSource
 
-__all__ = ["LaneRun", "simulate_lane", "default_quiet"]
+__all__ = ["LaneRun", "simulate_lane", "LaneSimulation", "default_quiet"]
 
 
 @dataclass
@@ -95,59 +95,98 @@ def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=
     progress : callable, optional
         Called as ``progress(cycle, frames_in, frames_out)`` every 2000 cycles.
     """
-    frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
-    source = FrameSource(lane.i, frames, times=times, idle=idle, seed=seed)
-    if quiet is None:
-        quiet = default_quiet(backpressure)
-    sink = FrameSink(lane.o, backpressure=backpressure, seed=seed, quiet=quiet, source=source,
-                     timeout=timeout)
-    counters = {}
-    has_close = hasattr(lane, "close")
+    return LaneSimulation(lane).run(frames, times=times, idle=idle, backpressure=backpressure,
+                                    seed=seed, vcd=vcd, quiet=quiet, timeout=timeout,
+                                    close_at_end=close_at_end, progress=progress)
 
-    async def closer(ctx):
+
+class LaneSimulation:
+    """A lane's Amaranth simulation, set up once and run on many inputs.
+
+    Setting a simulation up (elaborating the lane and compiling it for the simulator)
+    takes seconds, often longer than a short run; :meth:`run` resets the simulator
+    (``Simulator.reset``: every signal and memory back to its initial value) and runs
+    the next input, so a test that runs one lane many times pays for it once.
+
+    Parameters
+    ----------
+    lane : TxLane or RxLane
+    """
+
+    def __init__(self, lane):
+        self.lane = lane
+        self._job = None
+        self._runs = 0
+        self._sim = Simulator(lane)
+        self._sim.add_clock(4e-9)
+        self._sim.add_testbench(self._source, background=True)
+        self._sim.add_testbench(self._bench)
+        if hasattr(lane, "close"):
+            self._sim.add_testbench(self._closer, background=True)
+        self._sim.add_testbench(self._reporter, background=True)
+
+    async def _source(self, ctx):
+        await self._job["source"].run(ctx)
+
+    async def _bench(self, ctx):
+        job = self._job
+        await job["sink"].run(ctx)
+        for name, _field in self.lane.counters.shape():
+            job["counters"][name] = int(ctx.get(self.lane.counters[name]))
+
+    async def _closer(self, ctx):
         # Raise `close` once the input is done and the classifier has drained.
-        while source.done_cycle is None:
+        job = self._job
+        if not job["close_at_end"]:
+            return
+        while job["source"].done_cycle is None:
             await ctx.tick()
         for _ in range(16):
             await ctx.tick()
-        ctx.set(lane.close, 1)
+        ctx.set(self.lane.close, 1)
 
-    async def bench(ctx):
-        await sink.run(ctx)
-        for name, _field in lane.counters.shape():
-            counters[name] = int(ctx.get(lane.counters[name]))
-
-    async def reporter(ctx):
+    async def _reporter(self, ctx):
+        job = self._job
+        if job["progress"] is None:
+            return
         cycle = 0
         while True:
             for _ in range(2000):
                 await ctx.tick()
             cycle += 2000
-            progress(cycle, len(source.accepted_cycles), len(sink.frames))
+            job["progress"](cycle, len(job["source"].accepted_cycles), len(job["sink"].frames))
 
-    sim = Simulator(lane)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source.run, background=True)
-    sim.add_testbench(bench)
-    if has_close and close_at_end:
-        sim.add_testbench(closer, background=True)
-    if progress is not None:
-        sim.add_testbench(reporter, background=True)
-    start = time.perf_counter()
-    if vcd:
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
-    wall = time.perf_counter() - start
-    beats_in = sum(max(1, -(-len(f.data) // 64)) for f in frames)
-    run = LaneRun(frames=sink.frames, counters=counters, beats_in=beats_in,
-                  beats_out=sink.beats, max_out_streak=sink.max_streak,
-                  gaps_in_frames=sink.gaps, wall_seconds=wall,
-                  extra={"sim_cycles": sink.cycles,
-                         "input_first_cycles": list(source.accepted_cycles)})
-    run.time_from(source.accepted_cycles, source.done_cycle)
-    return run
+    def run(self, frames, *, times=None, idle=0.0, backpressure=0.0, seed=0, vcd=None,
+            quiet=None, timeout=2_000_000, close_at_end=True, progress=None):
+        """Run the lane from its initial state on ``frames``; the arguments and the result
+        are :func:`simulate_lane`'s."""
+        lane = self.lane
+        frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
+        source = FrameSource(lane.i, frames, times=times, idle=idle, seed=seed)
+        if quiet is None:
+            quiet = default_quiet(backpressure)
+        sink = FrameSink(lane.o, backpressure=backpressure, seed=seed, quiet=quiet,
+                         source=source, timeout=timeout)
+        self._job = {"source": source, "sink": sink, "counters": {}, "progress": progress,
+                     "close_at_end": close_at_end}
+        if self._runs:
+            self._sim.reset()
+        self._runs += 1
+        start = time.perf_counter()
+        if vcd:
+            with self._sim.write_vcd(vcd):
+                self._sim.run()
+        else:
+            self._sim.run()
+        wall = time.perf_counter() - start
+        beats_in = sum(max(1, -(-len(f.data) // 64)) for f in frames)
+        run = LaneRun(frames=sink.frames, counters=self._job["counters"], beats_in=beats_in,
+                      beats_out=sink.beats, max_out_streak=sink.max_streak,
+                      gaps_in_frames=sink.gaps, wall_seconds=wall,
+                      extra={"sim_cycles": sink.cycles,
+                             "input_first_cycles": list(source.accepted_cycles)})
+        run.time_from(source.accepted_cycles, source.done_cycle)
+        return run
 
 
 def default_quiet(backpressure):

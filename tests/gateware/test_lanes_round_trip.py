@@ -8,13 +8,10 @@ codec's decode of the reference encode.
 
 import numpy as np
 import pytest
-from lane_scenarios import bad_frames, check_against_reference, host_stream
+from lane_scenarios import bad_frames, check_against_reference, host_stream, lane_simulation
 
-from squeezenic_hw.gateware.rx.lane import RxLane
-from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import codecs as ref
 from squeezenic_hw.sim.axis import AxisFrame
-from squeezenic_hw.sim.lane import simulate_lane
 from squeezenic_hw.spec.codecs import CODECS
 from squeezenic_hw.spec.frames import Header, classify_host_frame, parse
 
@@ -50,9 +47,9 @@ def test_every_codec_through_both_lanes(idle, backpressure):
             frames.append(bad[int(rng.integers(len(bad)))])
     frames = [AxisFrame(f, src=3, dst=4) for f in frames]
 
-    tx = simulate_lane(TxLane(), frames, idle=idle, backpressure=backpressure, seed=1)
+    tx = lane_simulation("tx").run(frames, idle=idle, backpressure=backpressure, seed=1)
     wire = check_against_reference(tx, frames, "tx")
-    rx = simulate_lane(RxLane(), tx.frames, idle=idle, backpressure=backpressure, seed=2)
+    rx = lane_simulation("rx").run(tx.frames, idle=idle, backpressure=backpressure, seed=2)
     back = check_against_reference(rx, wire, "rx")
 
     # The gathered tensors equal decode(encode(x)) of the reference codecs.

@@ -8,6 +8,7 @@ from lane_scenarios import (
     check_against_reference,
     check_tuser,
     host_stream,
+    lane_simulation,
     mixed_traffic,
     wire_of,
 )
@@ -15,7 +16,6 @@ from lane_scenarios import (
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame
-from squeezenic_hw.sim.lane import simulate_lane
 from squeezenic_hw.spec.frames import RX_REASONS
 
 CHEAP = ["raw", "fp16", "bf16", "sign"]
@@ -43,7 +43,7 @@ def test_rx_matches_reference(max_host, idle, backpressure):
     frames = _wire_traffic(rng, CHEAP, mtu)
     if max_host == 1:
         frames = frames[:6]   # 1-element host frames: keep the run short
-    run = simulate_lane(RxLane(codecs=CHEAP, max_host_elements=max_host), frames, idle=idle,
+    run = lane_simulation("rx", codecs=CHEAP, max_host_elements=max_host).run(frames, idle=idle,
                         backpressure=backpressure, seed=max_host)
     check_against_reference(run, frames, "rx", max_host_elements=max_host, codecs=CHEAP)
     check_tuser(run, frames, "rx")
@@ -51,7 +51,7 @@ def test_rx_matches_reference(max_host, idle, backpressure):
 
 def test_rx_every_bypass_reason_counted():
     frames = [AxisFrame(f, src=k, dst=7) for k, f in enumerate(bad_frames("rx").values())]
-    run = simulate_lane(RxLane(codecs=CHEAP), frames, idle=0.2, backpressure=0.2)
+    run = lane_simulation("rx", codecs=CHEAP).run(frames, idle=0.2, backpressure=0.2)
     check_against_reference(run, frames, "rx", codecs=CHEAP)
     assert [(f.src, f.dst) for f in run.frames] == [(f.src, f.dst) for f in frames]
     for reason in RX_REASONS:
@@ -65,7 +65,7 @@ def test_rx_full_rate_while_it_has_data(codec, max_host):
     rng = np.random.default_rng(3)
     n = 3000 if max_host > 1 else 150
     wire = wire_of(host_stream(rng, codec, n_total=n, lengths=[363]), codecs=[codec])
-    run = simulate_lane(RxLane(codecs=[codec], max_host_elements=max_host), wire, quiet=60)
+    run = lane_simulation("rx", codecs=[codec], max_host_elements=max_host).run(wire, quiet=60)
     check_against_reference(run, wire, "rx", codecs=[codec], max_host_elements=max_host)
     # From the second host frame on (the first may wait for the decoders' latency),
     # the output is one unbroken run of beats.
@@ -80,7 +80,7 @@ def test_rx_wrong_tuser_size_is_counted_never_dropped():
     w = wire[0]
     truncated = AxisFrame(w[:120], size=len(w))
     longer = AxisFrame(w + bytes(200), size=len(w))
-    run = simulate_lane(RxLane(codecs=["fp16"]), [truncated, longer])
+    run = lane_simulation("rx", codecs=["fp16"]).run([truncated, longer])
     repaired = [w[:120] + bytes(len(w) - 120), w]
     expected, _ = lr.rx(repaired, codecs=["fp16"])
     assert [f.data for f in run.frames] == expected

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from amaranth import Module
 from amaranth.lib import data, wiring
-from lane_scenarios import check_against_reference, check_tuser, host_stream
+from lane_scenarios import check_against_reference, check_tuser, host_stream, lane_simulation
 
 from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
@@ -71,8 +71,12 @@ def _check_mixed(codec, mtu, idle, backpressure, bare=False, **kw):
     frames = _two_tensors(rng, codec, int(rng.choice([16, 100, 363])))
     # a gap in the offsets of one tensor: a mismatch close with the key unchanged
     frames += _stream(rng, codec, n_total=300, max_k=50, offset=123_456)
-    dut = _FinishedLane(codec, mtu=mtu, **kw) if bare else NarrowTxLane(codec, mtu=mtu, **kw)
-    run = simulate_lane(dut, frames, idle=idle, backpressure=backpressure, seed=mtu)
+    if bare:
+        run = simulate_lane(_FinishedLane(codec, mtu=mtu, **kw), frames, idle=idle,
+                            backpressure=backpressure, seed=mtu)
+    else:
+        run = lane_simulation("narrow", codec, mtu=mtu, **kw).run(
+            frames, idle=idle, backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=[codec.partition(":")[0]])
     check_tuser(run, frames, "tx")
     assert run.counters["close_mismatch"] > 0
@@ -129,7 +133,7 @@ def test_constant_fields_are_not_carried():
     rng = np.random.default_rng(9)
     frames = _stream(rng, "sign", n_total=3000, max_k=100, flush_rate=0.2)
     assert {parse(f).ttl for f in frames} == {64}
-    run = simulate_lane(NarrowTxLane(constant_fields={"ttl": 7}), frames, idle=0.3,
+    run = lane_simulation("narrow", constant_fields={"ttl": 7}).run(frames, idle=0.3,
                         backpressure=0.5, seed=9)
     expected, _ = lr.tx(frames, codecs=["sign"])
     assert len(expected) > 2
@@ -153,7 +157,7 @@ def test_constant_key_fields_are_not_compared():
                              np.frombuffer(f[64:], dtype="<f4"))
             for i, f in enumerate(frames)]
     held = {"dst_mac": b"\x0a\x0b\x0c\x0d\x0e\x0f", "src_ip": bytes([192, 168, 0, 9])}
-    run = simulate_lane(NarrowTxLane("fixed:4", constant_fields=held), sent, idle=0.3,
+    run = lane_simulation("narrow", "fixed:4", constant_fields=held).run(sent, idle=0.3,
                         backpressure=0.5, seed=11)
     expected, _ = lr.tx(frames, codecs=["fixed"])
     assert len(expected) > 2
@@ -221,7 +225,7 @@ def test_lane_of_generated_values_reads_their_cut_mantissas(codec):
             out += _stream(np.random.default_rng(seed), codec, n_total=w.size, max_k=150,
                            values=w.view(np.float32), scale=scale, offset=1000 * k)
     assert any(a != b for a, b in zip(whole, cut, strict=True))
-    run = simulate_lane(NarrowTxLane(codec, generated_values=True), cut, idle=0.3,
+    run = lane_simulation("narrow", codec, generated_values=True).run(cut, idle=0.3,
                         backpressure=0.5)
     check_against_reference(run, whole, "tx", codecs=["fixed"])
 
@@ -232,7 +236,7 @@ def test_fixed_lane_full_rate_every_host_frame_length(codec):
     rng = np.random.default_rng(len(codec))
     lengths = list(range(1, 200))
     frames = _stream(rng, codec, n_total=sum(lengths), lengths=lengths)
-    run = simulate_lane(NarrowTxLane(codec), frames, quiet=80)
+    run = lane_simulation("narrow", codec).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=["fixed"])
     # one host beat per cycle but for a few cycles (at most one per wire frame and the
     # start), and no gap inside an output frame
@@ -254,7 +258,7 @@ def test_fixed_lane_edge_values_and_scales(codec):
                                2.0**-20]):
         frames += host_stream(rng, "fixed", param=q, stochastic=False, n_total=x.size,
                               values=x, scale=scale, offset=k * 1000, flush_last=True)
-    run = simulate_lane(NarrowTxLane(codec), frames, idle=0.2, backpressure=0.3)
+    run = lane_simulation("narrow", codec).run(frames, idle=0.2, backpressure=0.3)
     check_against_reference(run, frames, "tx", codecs=["fixed"])
 
 
@@ -262,7 +266,7 @@ def test_fixed_lane_latency():
     """10 cycles from the closing beat: the encoder's three stages before the gearbox."""
     rng = np.random.default_rng(1)
     frames = _stream(rng, "fixed:8", n_total=100, lengths=[100], flush_rate=1.0)
-    run = simulate_lane(NarrowTxLane("fixed:8"), frames, quiet=60)
+    run = lane_simulation("narrow", "fixed:8").run(frames, quiet=60)
     check_against_reference(run, frames, "tx", codecs=["fixed"])
     assert run.first_beat_latency - -(-100 // 16) == 10
 
@@ -275,8 +279,7 @@ def test_sign_lane_full_rate_every_host_frame_length(mtu):
     rng = np.random.default_rng(mtu)
     lengths = list(range(1, 364))
     frames = host_stream(rng, "sign", n_total=sum(lengths), lengths=lengths)
-    lane = NarrowTxLane(mtu=mtu)
-    run = simulate_lane(lane, frames, quiet=80)
+    run = lane_simulation("narrow", mtu=mtu).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=["sign"])
     closes = run.counters["wire_frames"]
     assert run.input_cycles <= run.beats_in + closes, "more stalls than closes"
@@ -292,7 +295,7 @@ def test_narrow_lane_flush_every_frame_keeps_the_input_rate(codec):
     rng = np.random.default_rng(3)
     lengths = [int(k) for k in rng.integers(1, 40, 120)]
     frames = _stream(rng, codec, n_total=sum(lengths), lengths=lengths, flush_rate=1.0)
-    run = simulate_lane(NarrowTxLane(codec), frames, quiet=80)
+    run = lane_simulation("narrow", codec).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=[codec.partition(":")[0]])
     assert run.counters["close_flush"] == len(frames)
     assert run.input_cycles <= run.beats_in + len(frames) // 4
@@ -303,7 +306,7 @@ def test_sign_lane_latency(n):
     """A flush frame's header leaves 7 cycles after its last beat comes in."""
     rng = np.random.default_rng(n)
     frames = host_stream(rng, "sign", n_total=n, lengths=[n], flush_rate=1.0)
-    run = simulate_lane(NarrowTxLane(), frames, quiet=60)
+    run = lane_simulation("narrow").run(frames, quiet=60)
     check_against_reference(run, frames, "tx", codecs=["sign"])
     assert run.first_beat_latency - -(-n // 16) == 7
 
@@ -322,7 +325,7 @@ def test_narrow_lane_idle_timeout_exact_boundaries(codec, T):
         times.append(t)
         gap = int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 200]))
         t += lr.frame_beats(f) + (200 if k == 0 else gap)
-    run = simulate_lane(NarrowTxLane(codec, idle_timeout=T), frames, times=times, seed=1)
+    run = lane_simulation("narrow", codec, idle_timeout=T).run(frames, times=times, seed=1)
     check_against_reference(run, frames, "tx", codecs=[codec.partition(":")[0]],
                             idle_timeout=T, times=times)
     assert run.counters["close_idle"] >= 5
@@ -335,9 +338,9 @@ def test_sign_lane_split_at_the_largest_frame():
     rng = np.random.default_rng(1)
     frames = host_stream(rng, "sign", n_total=66000, lengths=[363],
                          values=-np.ones(66000, np.float32))
-    lane = NarrowTxLane(mtu=9600)
-    assert lane.capacity == 65535
-    run = simulate_lane(lane, frames, quiet=80)
+    sim = lane_simulation("narrow", mtu=9600)
+    assert sim.lane.capacity == 65535
+    run = sim.run(frames, quiet=80)
     check_against_reference(run, frames, "tx", mtu=9600, codecs=["sign"])
     assert run.counters["close_full"] == 1
 
@@ -349,7 +352,7 @@ def test_sign_lane_edge_values():
     x = bits.view(np.float32)
     frames = [build_host_frame(Header(codec=5, offset=0), x[:37]),
               build_host_frame(Header(codec=5, offset=37), x[37:])]
-    run = simulate_lane(NarrowTxLane(), frames)
+    run = lane_simulation("narrow").run(frames)
     check_against_reference(run, frames, "tx", codecs=["sign"])
 
 

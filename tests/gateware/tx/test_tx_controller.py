@@ -7,12 +7,10 @@ threshold frames — each under random idle cycles and backpressure."""
 
 import numpy as np
 import pytest
-from lane_scenarios import check_against_reference, host_stream, interleave
+from lane_scenarios import check_against_reference, host_stream, interleave, lane_simulation
 
 from squeezenic_hw.gateware.tx.coalescer import SPARSE_SPECULATION_MTU
-from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import lane as lr
-from squeezenic_hw.sim.lane import simulate_lane
 from squeezenic_hw.sim.vectors import sparse_gradient
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header, build_host_frame
@@ -47,7 +45,7 @@ def test_threshold_around_the_speculation_mtu(mtu, density, idle, backpressure):
     rng = np.random.default_rng([mtu, int(density * 10), int(idle * 10)])
     frames = interleave(rng, [_threshold_stream(rng, density, 900, src=1),
                               _threshold_stream(rng, density, 700, src=2)], bypass_rate=0.05)
-    run = simulate_lane(TxLane(codecs=["threshold", "raw"], mtu=mtu), frames, idle=idle,
+    run = lane_simulation("tx", codecs=["threshold", "raw"], mtu=mtu).run(frames, idle=idle,
                         backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", codecs=["threshold", "raw"], mtu=mtu)
     assert run.counters["close_full"] > 5
@@ -59,7 +57,7 @@ def test_threshold_full_rate_at_the_speculation_mtu(density):
     stalls (the wire still has room at these densities)."""
     rng = np.random.default_rng(int(density * 10))
     frames = _threshold_stream(rng, density, 363 * 8, flush_rate=0.0, lengths=[363])
-    run = simulate_lane(TxLane(codecs=["threshold"], mtu=SPARSE_SPECULATION_MTU), frames,
+    run = lane_simulation("tx", codecs=["threshold"], mtu=SPARSE_SPECULATION_MTU).run(frames,
                         quiet=200)
     check_against_reference(run, frames, "tx", codecs=["threshold"],
                             mtu=SPARSE_SPECULATION_MTU)
@@ -77,7 +75,7 @@ def test_tiny_mtus_cut_beats_into_pieces(mtu, idle, backpressure):
                            header=Header(src_ip=bytes([10, 0, 1, k])))
                for k, c in enumerate(codecs)]
     frames = interleave(rng, streams, bypass_rate=0.1)
-    run = simulate_lane(TxLane(codecs=codecs, mtu=mtu), frames, idle=idle,
+    run = lane_simulation("tx", codecs=codecs, mtu=mtu).run(frames, idle=idle,
                         backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", codecs=codecs, mtu=mtu)
 
@@ -96,7 +94,7 @@ def test_beats_that_close_two_frames(codec, mtu, first):
             frames.append(build_host_frame(Header(codec=info.id, offset=offset, flags=flags),
                                            x[offset:offset + n]))
             offset += n
-    run = simulate_lane(TxLane(codecs=[codec], mtu=mtu), frames, quiet=150)
+    run = lane_simulation("tx", codecs=[codec], mtu=mtu).run(frames, quiet=150)
     check_against_reference(run, frames, "tx", codecs=[codec], mtu=mtu)
     assert run.counters["close_full"] == run.counters["close_flush"] == 40
     assert run.input_cycles == run.beats_in, "the lane stalled its input"
@@ -110,7 +108,7 @@ def test_idle_closes_between_threshold_frames():
     for f in frames:
         times.append(t)
         t += lr.frame_beats(f) + int(rng.choice([0, T - 1, T, T + 1]))
-    run = simulate_lane(TxLane(codecs=["threshold"], idle_timeout=T), frames, times=times)
+    run = lane_simulation("tx", codecs=["threshold"], idle_timeout=T).run(frames, times=times)
     check_against_reference(run, frames, "tx", codecs=["threshold"], idle_timeout=T,
                             times=times)
     assert run.counters["close_idle"] >= 3
@@ -136,7 +134,7 @@ def test_wire_frames_take_the_header_of_their_first_host_frame(idle, backpressur
             offset += n
         streams.append(frames)
     frames = interleave(rng, streams, bypass_rate=0.1)
-    run = simulate_lane(TxLane(codecs=["fixed", "raw"], mtu=120), frames, idle=idle,
+    run = lane_simulation("tx", codecs=["fixed", "raw"], mtu=120).run(frames, idle=idle,
                         backpressure=backpressure, seed=5)
     wire = check_against_reference(run, frames, "tx", codecs=["fixed", "raw"], mtu=120)
     ids = {int.from_bytes(f[18:20], "big") for f in wire if len(f) > 64 and f[23] == 17}

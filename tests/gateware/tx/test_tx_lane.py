@@ -9,13 +9,13 @@ from lane_scenarios import (
     check_tuser,
     host_stream,
     idle_gap_traffic,
+    lane_simulation,
     mixed_traffic,
 )
 
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame
-from squeezenic_hw.sim.lane import simulate_lane
 from squeezenic_hw.spec.frames import TX_REASONS, Header, build_host_frame
 from squeezenic_hw.spec.header import FLAG_FLUSH
 
@@ -30,7 +30,7 @@ def test_tx_matches_reference(mtu, idle, backpressure):
     rng = np.random.default_rng([mtu, int(idle * 10), int(backpressure * 10)])
     frames = mixed_traffic(rng, CHEAP, n_streams=3, elements=(100, 700),
                            max_k=int(rng.choice([16, 100, 363])))
-    run = simulate_lane(TxLane(codecs=CHEAP, mtu=mtu), frames, idle=idle,
+    run = lane_simulation("tx", codecs=CHEAP, mtu=mtu).run(frames, idle=idle,
                         backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=CHEAP)
     check_tuser(run, frames, "tx")
@@ -42,7 +42,7 @@ def test_tx_matches_reference(mtu, idle, backpressure):
 def test_tx_every_bypass_reason_counted():
     bad = bad_frames("tx")
     frames = [AxisFrame(f, src=k, dst=100 + k) for k, f in enumerate(bad.values())]
-    run = simulate_lane(TxLane(codecs=CHEAP), frames, idle=0.2, backpressure=0.2)
+    run = lane_simulation("tx", codecs=CHEAP).run(frames, idle=0.2, backpressure=0.2)
     check_against_reference(run, frames, "tx", codecs=CHEAP)
     assert [(f.src, f.dst) for f in run.frames] == [(f.src, f.dst) for f in frames]
     for reason in TX_REASONS:
@@ -55,7 +55,7 @@ def test_tx_full_rate_every_host_frame_length(codec):
     rng = np.random.default_rng(7)
     lengths = list(range(1, 364))
     frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
-    run = simulate_lane(TxLane(codecs=[codec]), frames, quiet=80)
+    run = lane_simulation("tx", codecs=[codec]).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=[codec])
     assert run.input_cycles == run.beats_in, "the lane stalled its input"
     assert run.gaps_in_frames == 0
@@ -66,7 +66,7 @@ def test_tx_full_rate_sample_of_lengths(codec):
     rng = np.random.default_rng(8)
     lengths = [1, 2, 15, 16, 17, 31, 100, 181, 182, 362, 363, 363]
     frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
-    run = simulate_lane(TxLane(codecs=[codec]), frames, quiet=80)
+    run = lane_simulation("tx", codecs=[codec]).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=[codec])
     assert run.input_cycles == run.beats_in, "the lane stalled its input"
     assert run.gaps_in_frames == 0
@@ -79,7 +79,7 @@ def test_tx_full_rate_every_length_slow(codec, mtu):
     rng = np.random.default_rng(9)
     lengths = list(range(1, 364))
     frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
-    run = simulate_lane(TxLane(codecs=[codec], mtu=mtu), frames, quiet=80)
+    run = lane_simulation("tx", codecs=[codec], mtu=mtu).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=[codec], mtu=mtu)
     assert run.input_cycles == run.beats_in
 
@@ -94,7 +94,7 @@ def test_tx_full_rate_jumbo_mtu_and_bypass():
         mixed.append(f)
         if k % 3 == 0:
             mixed.append(bad[k % len(bad)])
-    run = simulate_lane(TxLane(codecs=["raw"], mtu=9600), mixed, quiet=80)
+    run = lane_simulation("tx", codecs=["raw"], mtu=9600).run(mixed, quiet=80)
     check_against_reference(run, mixed, "tx", codecs=["raw"], mtu=9600)
     assert run.input_cycles == run.beats_in
 
@@ -103,7 +103,7 @@ def test_tx_bypass_only_full_rate_and_latency():
     rng = np.random.default_rng(11)
     frames = [bytes(rng.integers(0, 256, int(n), dtype=np.uint8))
               for n in rng.integers(1, 1519, 40)]
-    run = simulate_lane(TxLane(codecs=CHEAP), frames, quiet=60)
+    run = lane_simulation("tx", codecs=CHEAP).run(frames, quiet=60)
     assert [f.data for f in run.frames] == frames
     assert run.input_cycles == run.beats_in
     assert run.max_out_streak == run.beats_out      # not one bubble on the wire
@@ -117,7 +117,7 @@ def test_tx_idle_timeout_exact_boundaries():
     T = 50
     for seed in range(2):
         mixed, times = idle_gap_traffic(np.random.default_rng(seed), T)
-        run = simulate_lane(TxLane(codecs=["fp16"], idle_timeout=T), mixed, times=times,
+        run = lane_simulation("tx", codecs=["fp16"], idle_timeout=T).run(mixed, times=times,
                             seed=seed)
         check_against_reference(run, mixed, "tx", codecs=["fp16"], idle_timeout=T,
                                 times=times)
@@ -130,7 +130,7 @@ def test_tx_straddling_flush_closes_two_frames_in_one_beat():
     frames = [build_host_frame(Header(codec=0, offset=0), x[:360]),
               build_host_frame(Header(codec=0, offset=360, flags=FLAG_FLUSH), x[360:370]),
               build_host_frame(Header(codec=0, offset=370), x[370:400])]
-    run = simulate_lane(TxLane(codecs=["raw"]), frames, idle=0.2, backpressure=0.3)
+    run = lane_simulation("tx", codecs=["raw"]).run(frames, idle=0.2, backpressure=0.3)
     check_against_reference(run, frames, "tx", codecs=["raw"])
     assert run.counters["close_full"] == run.counters["close_flush"] == 1
     assert run.counters["wire_frames"] == 3
@@ -143,7 +143,7 @@ def test_tx_wrong_tuser_size_is_counted_never_dropped():
     nxt = build_host_frame(Header(codec=1, offset=40, flags=FLAG_FLUSH), x[40:100])
     truncated = AxisFrame(full[:100], size=len(full))       # says 224 bytes, carries 100
     longer = AxisFrame(nxt + bytes(130), size=len(nxt))      # says 304, carries 434
-    run = simulate_lane(TxLane(codecs=["fp16"]), [truncated, longer], backpressure=0.2)
+    run = lane_simulation("tx", codecs=["fp16"]).run([truncated, longer], backpressure=0.2)
     repaired = [full[:100] + bytes(len(full) - 100), nxt]
     expected, _ = lr.tx(repaired, codecs=["fp16"])
     assert [f.data for f in run.frames] == expected
@@ -175,9 +175,9 @@ def test_tx_trusted_matches_reference(codec, mtu, idle, backpressure):
                     flush_rate=0.1)
     b = host_stream(rng, codec, n_total=700, max_k=200, offset=5000)
     frames = [f for pair in zip(a, b, strict=False) for f in pair] + a[len(b):] + b[len(a):]
-    lane = TxLane(codecs=[codec], mtu=mtu, trusted=True)
-    assert lane.trusted
-    run = simulate_lane(lane, frames, idle=idle, backpressure=backpressure, seed=mtu)
+    sim = lane_simulation("tx", codecs=[codec], mtu=mtu, trusted=True)
+    assert sim.lane.trusted
+    run = sim.run(frames, idle=idle, backpressure=backpressure, seed=mtu)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=[codec])
     check_tuser(run, frames, "tx")
     assert run.counters["bypass_frames"] == 0
@@ -191,7 +191,7 @@ def test_tx_trusted_full_rate_every_host_frame_length(codec):
     rng = np.random.default_rng(12)
     lengths = list(range(1, 364))
     frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
-    run = simulate_lane(TxLane(codecs=[codec], trusted=True), frames, quiet=80)
+    run = lane_simulation("tx", codecs=[codec], trusted=True).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=[codec])
     assert run.input_cycles == run.beats_in, "the lane stalled its input"
     assert run.gaps_in_frames == 0
@@ -207,13 +207,12 @@ def test_tx_trusted_fixed_at_build_time_width(bits, mtu):
                     flush_rate=0.1)
     b = host_stream(rng, "fixed", n_total=600, param=bits, max_k=150, offset=9000)
     frames = [f for pair in zip(a, b, strict=False) for f in pair] + a[len(b):] + b[len(a):]
-    lane = TxLane(codecs=["fixed"], mtu=mtu, trusted=True, code_bits=bits)
-    run = simulate_lane(lane, frames, idle=0.2, backpressure=0.3, seed=bits)
+    sim = lane_simulation("tx", codecs=["fixed"], mtu=mtu, trusted=True, code_bits=bits)
+    run = sim.run(frames, idle=0.2, backpressure=0.3, seed=bits)
     check_against_reference(run, frames, "tx", mtu=mtu, codecs=["fixed"])
     check_tuser(run, frames, "tx")
     if mtu >= 200:   # at MTU 68 each 16-code wire frame is 2 beats out: the wire limits
-        full = simulate_lane(TxLane(codecs=["fixed"], mtu=mtu, trusted=True, code_bits=bits),
-                             a, quiet=80)
+        full = sim.run(a, quiet=80)
         check_against_reference(full, a, "tx", mtu=mtu, codecs=["fixed"])
         assert full.input_cycles == full.beats_in, "the lane stalled its input"
 
