@@ -45,12 +45,10 @@ __all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "por
            "build_lane_model", "simulate_lane_compiled", "ModelSource", "build_model",
            "verilator_name", "source_digest"]
 
-#: C++ optimisation of the model: -O1 builds in three quarters of the time of -O2 and
-#: runs within 20 % of its speed; -O0 runs five times slower (``docs/fastsim.md``).
+#: C++ optimisation of the model and of its blocks' libraries: -O1 builds in three
+#: quarters of the time of -O2 and runs within 20 % of its speed (a 64-lane array: 4 %);
+#: -O0 runs two to five times slower (``docs/fastsim.md``).
 OPT = "-O1"
-#: C++ optimisation of a :attr:`ModelSource.blocks` library: built once, it runs as many
-#: times as the design instantiates it (``docs/fastsim.md``).
-BLOCK_OPT = "-O2"
 _VERILATOR_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--output-split",
                     "20000", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
 _BEAT = Layout.cast(AxisBeat)
@@ -206,7 +204,7 @@ def _build_block(name, text, root, version, jobs):
     ``libname.a``) in ``root``, built or found; returns ``(directory, digest, info)``,
     ``info`` with ``cached`` and ``build_s``."""
     start = time.perf_counter()
-    digest = _digest(name, text, version, BLOCK_OPT, *_VERILATOR_FLAGS)
+    digest = _digest(name, text, version, OPT, *_VERILATOR_FLAGS)
     final = root / f"block-{digest}"
     if (final / f"lib{name}.a").exists():
         return final, digest, {"cached": True, "build_s": 0.0}
@@ -215,8 +213,7 @@ def _build_block(name, text, root, version, jobs):
     (work / "block.v").write_text(text)
     _run_build(["verilator", "--cc", "block.v", "--top-module", name, "--lib-create", name,
                 "--build", "-j", str(jobs), "-Mdir", "obj", *_VERILATOR_FLAGS,
-                "-CFLAGS", BLOCK_OPT,
-                "-MAKEFLAGS", f"OPT_FAST={BLOCK_OPT} OPT_SLOW=-O0 OPT_GLOBAL={BLOCK_OPT}"],
+                "-CFLAGS", OPT, "-MAKEFLAGS", f"OPT_FAST={OPT} OPT_SLOW=-O0 OPT_GLOBAL={OPT}"],
                work, name)
     # The wrapper spells a port with a double underscore both ways (Verilator 5.006):
     # its ports as written, their uses as the C++ name. Verilog names have no "___05F".
