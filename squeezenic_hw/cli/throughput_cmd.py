@@ -51,22 +51,25 @@ def add_arguments(parser):
     add_format_option(parser)
 
 
-def _progress_printer(enabled, total=None):
-    """A ``progress(cycle)`` that shows a run's cycle on stderr: rewritten in place on a
-    terminal, else a line every 10 s."""
+def progress_printer(enabled, total=None):
+    """A ``progress(cycle)`` that shows a run's cycle and speed on stderr: rewritten in
+    place on a terminal, else a line every 10 s."""
     if not enabled:
         return None
     tty = sys.stderr.isatty()
-    start = shown = time.perf_counter()
+    first = shown = None
 
     def show(cycle):
-        nonlocal shown
+        nonlocal first, shown
         now = time.perf_counter()
-        if not tty and now - shown < 10:
+        if first is None:          # the run's first report: the build is behind it
+            first = shown = (cycle, now)
+        if not tty and now - shown[1] < 10:
             return
-        shown = now
+        shown = (cycle, now)
         of = f" of {total:,}" if total else ""
-        text = f"  cycle {cycle:,}{of} ({cycle / max(now - start, 1e-9):,.0f} cycles/s)"
+        rate = (cycle - first[0]) / (now - first[1]) if now > first[1] else 0
+        text = f"  cycle {cycle:,}{of} ({rate:,.0f} cycles/s)"
         print(f"\r{text}" if tty else text, end="" if tty else "\n", file=sys.stderr,
               flush=True)
     return show
@@ -131,7 +134,7 @@ def run(args):
     for length in lengths:
         for c in codecs:
             start(f"{c} at {length} B")
-            show = _progress_printer(progress)
+            show = progress_printer(progress)
             r = _measured(by_frame_length, c, length, backend=backend, progress=show)
             finished(show, r)
             rows.append({"codec": r.codec, "frame_bytes": r.frame_bytes,
@@ -141,7 +144,7 @@ def run(args):
     sweep_rows = []
     for bw in sweep:
         start(f"host_bw {bw} Gb/s")
-        show = _progress_printer(progress, 300 + args.cycles)
+        show = progress_printer(progress, 300 + args.cycles)
         r = _measured(by_host_bw, bw, args.sweep_codec, args.sweep_frame_length,
                       cycles=args.cycles, backend=backend, progress=show)
         finished(show, r)
