@@ -113,6 +113,10 @@ def test_build_is_cached(tmp_path):
     other, fifth = build_lane_model(RxLane(codecs=["sign"]), cache_dir=tmp_path,
                                     key="RxLane(codecs=['sign'])")
     assert not fifth["cached"] and other != exe
+    # the second model links the run-time library the first one compiled
+    logs = [(path.parent / "build.log").read_text() for path in (exe, other)]
+    assert "verilated.cpp" in logs[0] and "verilated.cpp" not in logs[1]
+    assert "verilated.o" in logs[1]
 
 
 def test_ports_header_names_the_lanes_ports():
