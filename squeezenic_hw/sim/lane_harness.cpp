@@ -15,7 +15,8 @@
 // then each beat as PAYLOAD_WORDS u32 words. Output: u64 cycles, u64 input-done cycle,
 // u64 output beat count, per output beat u64 cycle and PAYLOAD_WORDS words; u64 accepted
 // frame count and their first-beat cycles; COUNTER_WORDS u32 words of the counters;
-// f64 seconds spent in the loop.
+// f64 seconds spent in the loop; u64 cycles inside an output frame with the output ready
+// and no beat (gaps).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -66,7 +67,8 @@ int main(int argc, char **argv) {
   std::vector<uint32_t> out_words;
   size_t frame = 0, beat = 0;
   bool offering = false, input_done = frames.empty();
-  uint64_t t = 0, done_cycle = 0, last_beat = 0;
+  uint64_t t = 0, done_cycle = 0, last_beat = 0, gaps = 0;
+  bool in_frame = false;
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     // the source: wait for the frame's arrival, then an idle draw before each beat
@@ -89,6 +91,9 @@ int main(int argc, char **argv) {
     const bool gave = ready && top.OUT_VALID;
     if (gave) {
       for (int k = 0; k < PAYLOAD_WORDS; k++) out_words.push_back(top.OUT_PAYLOAD[k]);
+      in_frame = !((top.OUT_PAYLOAD[LAST_WORD] >> LAST_SHIFT) & 1);
+    } else if (ready && in_frame) {
+      gaps++;   // a cycle inside a frame with the output ready and no beat
     }
     top.clk = 1; top.eval();
     t++;
@@ -126,6 +131,7 @@ int main(int argc, char **argv) {
     fwrite(&w, 4, 1, out);
   }
   fwrite(&seconds, 8, 1, out);
+  put(gaps);
   fclose(out);
   return 0;
 }
