@@ -4,7 +4,8 @@
 Densities 0 %, 0.1 %, 1 %, 10 %, 50 % and 100 % of kept elements, NaN and ±inf
 present (``sim.vectors.sparse_gradient``), mixed with another codec and with
 bypassed frames, under random idle cycles and backpressure; frame for frame
-and byte for byte, counters included.
+and byte for byte, counters included. Frames whose beats end before their
+``tuser_size`` are judged on what the lanes read of them (``sim.traffic``).
 """
 
 import struct
@@ -12,17 +13,18 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from lane_scenarios import check_against_reference, host_stream, interleave
+from lane_scenarios import check_against_reference, host_stream, interleave, patch
 
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.threshold import keep_mask
+from squeezenic_hw.sim import traffic
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.lane import simulate_lane
 from squeezenic_hw.sim.vectors import sparse_gradient
 from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
-from squeezenic_hw.spec.header import FLAG_ENCODED, HEADER_LEN
+from squeezenic_hw.spec.header import FLAG_ENCODED, HDR, HEADER_LEN
 
 DENSITIES = [0.0, 0.001, 0.01, 0.1, 0.5, 1.0]
 CODECS = ["threshold", "sign"]
@@ -95,6 +97,63 @@ def test_tx_threshold_full_rate(density):
     assert run.gaps_in_frames == 0
 
 
+#: Scales as fp32 bits: negative (keeps +0.0), −0.0, +0.0, NaN of both signs, the
+#: smallest subnormals of both signs, normal, ±inf.
+TRUNCATION_SCALES = [0xBF800000, 0x80000000, 0x00000000, 0x7FC00000, 0xFFC00001,
+                     0x00000001, 0x80000001, 0x3F800000, 0xFF800000, 0x7F800000]
+
+
+def _cuts(size):
+    """Where to end the beats of a frame of ``size`` bytes: at the start of each payload
+    beat (every number of missing beats) and inside it, mid-element too (a partial last
+    beat); for a long frame, with no payload, half of it and all but its last beat."""
+    starts = range(HEADER_LEN, size, 64)
+    if len(starts) > 3:
+        return [starts[0], starts[len(starts) // 2] + 2, starts[-1]]
+    return sorted(c for start in starts for c in (start, start + 2, start + 36) if c < size)
+
+
+def _truncated_stream(rng, scale_bits, lengths, codec="threshold"):
+    """One tensor's host frames at ``scale_bits``, each of ``lengths`` cut at every
+    :func:`_cuts`, whole frames between them; the last with ``flush``."""
+    n = sum(lengths) * 2
+    x = sparse_gradient(rng, n, 0.3)
+    base = host_stream(rng, codec, n_total=n, lengths=[k for k in lengths for _ in (0, 1)],
+                       values=x, offset=int(rng.integers(0, 2**32)), flush_last=True,
+                       header=Header(src_ip=bytes([10, 0, 1, scale_bits & 0xFF])))
+    base = [patch(f, HDR.SCALE[0], struct.pack("<I", scale_bits)) for f in base]
+    frames = []
+    for k, f in enumerate(base):
+        if k % 2:
+            frames.append(AxisFrame(f))          # whole, coalesced behind the cut ones
+        else:
+            frames += [AxisFrame(f[:c], size=len(f)) for c in _cuts(len(f))]
+    return frames
+
+
+@pytest.mark.parametrize("idle,backpressure", [(0.3, 0.3), (0.1, 0.7)])
+def test_tx_threshold_truncated_frames_keep_stand_in_zeros_as_the_reference(idle,
+                                                                            backpressure):
+    """Host frames whose beats end before ``tuser_size`` (every number of missing beats,
+    partial last beats, frames that close full in their stand-in beats): each missing
+    element is a +0.0, kept exactly when the reference keeps a +0.0 (``abs(+0.0) > scale``:
+    negative scales and −inf keep it; ±0, NaN, subnormals, normal and +inf scales do not).
+    Frame for frame against the reference on what the lane reads (``traffic.lane_view``),
+    ``size_errors`` included; a ``sign`` stream cut the same way rides along."""
+    rng = np.random.default_rng([int(idle * 10), int(backpressure * 10), 77])
+    frames = []
+    for scale_bits in TRUNCATION_SCALES:
+        # 363 elements: stand-in beats close a frame full when every element is kept
+        long = [363] if scale_bits in (0xBF800000, 0xFF800000, 0x00000000) else []
+        frames += _truncated_stream(rng, scale_bits, [17, 40, *long])
+    frames += _truncated_stream(rng, 0xBF800000, [17, 40], codec="sign")
+    run = simulate_lane(TxLane(codecs=CODECS), frames, idle=idle, backpressure=backpressure,
+                        seed=int(backpressure * 10))
+    expected = traffic.expected_tx(frames, codecs=CODECS)
+    assert traffic.differences("tx", run.frames, run.counters, expected) == []
+    assert expected.counters["size_errors"] > 100 and expected.counters["close_full"] > 0
+
+
 def test_tx_threshold_rejects_small_mtu():
     with pytest.raises(ValueError, match="mtu"):
         TxLane(codecs=["threshold"], mtu=129)
@@ -155,6 +214,29 @@ def _bad_wire_frames():
     frames["index length not 6k"] = build_wire_frame(parse(short), short[HEADER_LEN:-2])
     frames["layout 2"] = bitmap_frame(40, [1], vals[:1], param=2)
     return frames
+
+
+def test_rx_threshold_truncated_frames_as_the_reference():
+    """Threshold wire frames whose beats end before ``tuser_size`` (bitmap and index-list
+    layouts, k = 0 among them; every number of missing beats, partial last beats, in the
+    layout and in the values): the lane reads zeros where they are missing, as the reference
+    does (``traffic.lane_view``), ``size_errors`` included."""
+    rng = np.random.default_rng(31)
+    host = []
+    for scale, density in ((-1.0, 1.0), (1.0, 0.5), (1.0, 0.035), (1.0, 0.0)):
+        n = 317
+        host += host_stream(rng, "threshold", n_total=n, lengths=[17, 300], scale=scale,
+                            flush_rate=1.0, values=sparse_gradient(rng, n, density),
+                            header=Header(src_ip=bytes([10, 0, 2, int(density * 100)])))
+    frames = []
+    for w in lr.tx(host, codecs=["threshold"])[0]:
+        frames += [AxisFrame(w[:c], size=len(w)) for c in _cuts(len(w))] + [AxisFrame(w)]
+    assert {parse(f.data).param for f in frames} == {0, 1}
+    run = simulate_lane(RxLane(codecs=["threshold"]), frames, idle=0.3, backpressure=0.4,
+                        seed=31)
+    expected = traffic.expected_rx(frames, codecs=["threshold"])
+    assert traffic.differences("rx", run.frames, run.counters, expected) == []
+    assert expected.counters["size_errors"] > 10
 
 
 def test_rx_threshold_malformed_frames_counted_not_dropped():

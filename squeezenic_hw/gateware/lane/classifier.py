@@ -8,7 +8,7 @@ does exactly that and marks every beat of the frame with the result, so the
 lane downstream decides at the header whether to process or bypass the frame.
 """
 
-from amaranth import Cat, Module, Mux, Signal, Value, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -67,6 +67,9 @@ class ClassifiedBeat(data.Struct):
     keep: unsigned(16)    # TX with threshold built in: element e of this payload beat has
                           # abs(x) > the frame's scale (NaN never); 0 on header beats and
                           # without threshold; bits past the frame's end: don't care
+    zero_kept: unsigned(1)  # TX with threshold built in, on a header beat: abs(+0.0) > its
+                            # scale, the keep bit of every element of a beat that stands in
+                            # for one the frame lacks; other beats: don't care
     rx: RxFrameInfo       # RX: the frame's header-derived quantities (first beat only)
 
 
@@ -367,8 +370,9 @@ class FrameClassifier(wiring.Component):
             info4 = self._rx_info(m, st, nb3, bits1, sparse)
             tags["rx"] = st.reg(info4, name="rx_info_s5")
         if self.lane == "tx" and THRESHOLD_ID in self.codecs:
-            keep4 = self._keep_mask(m, st, valid2, first2, AxisBeat(beat2))
+            keep4, zero_kept4 = self._keep_mask(m, st, valid2, first2, AxisBeat(beat2))
             tags["keep"] = st.reg(keep4, name="keep_s5")
+            tags["zero_kept"] = st.reg(zero_kept4, name="zero_kept_s5")
         if queue is None:
             m.d.comb += [self.o.valid.eq(valid5), self.o.payload.beat.eq(beat5)]
             m.d.comb += [getattr(self.o.payload, name).eq(v) for name, v in tags.items()]
@@ -419,28 +423,22 @@ class FrameClassifier(wiring.Component):
         return st.reg(info, name="rx_info_s4")
 
     def _keep_mask(self, m, st, valid2, first2, b2):
-        """Stage-4 register: which elements of a payload beat ``threshold`` keeps.
+        """Stage-4 registers: which elements of a payload beat ``threshold`` keeps, and
+        whether the frame's scale keeps +0.0.
 
-        ``abs(x) > scale`` in IEEE terms, on the bits: NaN x or NaN scale never
-        keeps; a negative scale keeps every x but a zero when the scale is −0;
-        otherwise the 31-bit magnitudes compare as unsigned integers. Compared on
-        stage 2's beat (a flip-flop: the beat's later copies become shift registers,
-        whose clock-to-out is slow) into stage 3, then delayed a stage.
+        :func:`_keeps` of each element against the frame's scale (held from its header),
+        and of +0.0 against the header beat's own scale. Compared on stage 2's beat (a
+        flip-flop: the beat's later copies become shift registers, whose clock-to-out is
+        slow) into stage 3, then delayed a stage.
         """
+        hdr_scale = field_le(b2.data, *HDR.SCALE)
         scale = Signal(32, name="keep_scale", reset_less=True)   # the frame's, from its header
         with m.If(st.enable & valid2 & first2):
-            m.d.sync += scale.eq(field_le(b2.data, *HDR.SCALE))
-        s_abs = scale[:31]
-        s_nan = s_abs > 0x7F800000
-        s_neg = scale[31]
-        bits = []
-        for e in range(16):
-            x_abs = b2.data[32 * e:32 * e + 31]
-            x_nan = x_abs > 0x7F800000
-            above = Mux(s_neg, (x_abs != 0) | (s_abs != 0), x_abs > s_abs)
-            bits.append(~s_nan & ~x_nan & above)
+            m.d.sync += scale.eq(hdr_scale)
+        bits = [_keeps(b2.data[32 * e:32 * e + 31], scale) for e in range(16)]
         keep3 = st.reg(Mux(first2, 0, Cat(*bits)), name="keep_s3")   # 0 on header beats
-        return st.reg(keep3, name="keep_s4")
+        zero_kept3 = st.reg(_keeps(Const(0, 31), hdr_scale), name="zero_kept_s3")
+        return st.reg(keep3, name="keep_s4"), st.reg(zero_kept3, name="zero_kept_s4")
 
     def _sparse_stages(self, m, st, d, size, x1, x2):
         """RX with ``threshold``: stage-3 registers of a threshold frame's length check
@@ -490,6 +488,17 @@ class FrameClassifier(wiring.Component):
             with (m.If if k == 0 else m.Elif)(flags[reason]):
                 m.d.comb += r.eq(reason)
         return r
+
+
+def _keeps(x_abs, scale):
+    """``abs(x) > scale`` in IEEE terms, on the bits of ``abs(x)`` (31) and ``scale`` (32):
+    NaN x or NaN scale never keeps; a negative scale keeps every x but a zero when the
+    scale is −0; otherwise the 31-bit magnitudes compare as unsigned integers."""
+    s_abs, s_neg = scale[:31], scale[31]
+    s_nan = s_abs > 0x7F800000
+    x_nan = x_abs > 0x7F800000
+    above = Mux(s_neg, (x_abs != 0) | (s_abs != 0), x_abs > s_abs)
+    return ~s_nan & ~x_nan & above
 
 
 def _mod3(m, x):

@@ -14,8 +14,10 @@ computed here, ahead of it, so that the decision itself reads registers only
   as a beat of its own (its elements moved to lane 0), so that no prepared beat closes
   more than one full wire frame;
 * frames whose beats disagree with ``tuser_size``: a frame that ends early is completed
-  with zero beats, beats past its end are discarded, and ``size_errors`` counts each such
-  frame (OpenNIC's ``tuser_size`` is always right; this guards against broken producers).
+  with zero beats (for ``threshold``, each of their elements kept when the frame's scale
+  keeps +0.0, the classifier's ``zero_kept``), beats past its end are discarded, and
+  ``size_errors`` counts each such frame (OpenNIC's ``tuser_size`` is always right; this
+  guards against broken producers).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
@@ -242,9 +244,15 @@ class TxBeatPrep(wiring.Component):
         keep = Signal(ELEMENTS_PER_BEAT)
         if self._sparse:
             assert not small        # threshold needs MTUs where every capacity is ≥ 16
+            # the frame's scale keeps +0.0 (the classifier's compare, on its header beat):
+            # the keep bit of every element of a stand-in beat
+            zero_kept = Signal(reset_less=True)
+            with m.If(take & self.i.payload.first):
+                m.d.sync += zero_kept.eq(self.i.payload.zero_kept)
             # masked to v: element e is in the beat when at least 16 are left or e < left
             in_beat_mask = Cat((left[4:] != 0) | (left[:4] > e) for e in range(ELEMENTS_PER_BEAT))
-            m.d.comb += keep.eq(self.i.payload.keep & in_beat_mask)
+            m.d.comb += keep.eq(Mux(pad, zero_kept.replicate(ELEMENTS_PER_BEAT),
+                                    self.i.payload.keep) & in_beat_mask)
         m.d.comb += item.keep.eq(keep)
 
         def bump_size_errors():
@@ -274,8 +282,9 @@ class TxBeatPrep(wiring.Component):
                 m.d.comb += [item.kind.eq(PrepKind.PAYLOAD), consume.eq(~pad & beat_done),
                              item_valid.eq(self.i.valid | pad), item.sparse.eq(frame_sparse)]
                 with m.If(pad):
-                    # the stand-in beat's data: cleared in the stage-1 register
-                    m.d.comb += [zero_data.eq(1), keep.eq(0)]
+                    # the stand-in beat's data: cleared in the stage-1 register (its keep
+                    # bits are the frame's ``zero_kept``)
+                    m.d.comb += zero_data.eq(1)
                 with m.If(enable & (self.i.valid | pad)):
                     # (without pieces, v is 16 on every beat but the last, after which
                     # left no longer matters)

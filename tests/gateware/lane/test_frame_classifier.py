@@ -389,23 +389,33 @@ def test_reason_layout():
 
 
 @pytest.mark.parametrize("scale_bits", [0x3F800000, 0x00000000, 0x80000000, 0x00000001,
-                                        0xBF800000, 0x7F800000, 0x7FC00123, 0x7F7FFFFF])
+                                        0xBF800000, 0x7F800000, 0x7FC00123, 0x7F7FFFFF,
+                                        0x80000001, 0xFF800000, 0xFFC00001])
 def test_threshold_keep_mask(scale_bits):
     """TX with threshold: the keep bits of every payload beat equal ``keep_mask`` (edge values:
-    ±0, subnormals, ±inf, NaN payloads of both signs, max finite, ±scale and its neighbours)."""
+    ±0, subnormals, ±inf, NaN payloads of both signs, max finite, ±scale and its neighbours);
+    every header beat's keep bits are 0 and its ``zero_kept`` is ``keep_mask`` of +0.0
+    against that header's scale (the frames alternate between a scale that keeps +0.0 and
+    one that does not)."""
     from squeezenic_hw.reference.threshold import keep_mask
     from squeezenic_hw.sim.vectors import EDGE_F32_BITS
+
+    def keeps_zero(bits):
+        return bool(keep_mask([0.0], np.uint32(bits).view(np.float32))[0])
+
     near = [scale_bits, scale_bits ^ 0x80000000, (scale_bits + 1) & 0xFFFFFFFF,
             (scale_bits - 1) & 0xFFFFFFFF]
     x = np.concatenate([EDGE_F32_BITS, EDGE_F32_BITS ^ np.uint32(0x80000000),
                         np.array(near, dtype=np.uint32)]).view(np.float32)
-    h = F.Header(codec=7, scale_bits=scale_bits)
-    frames = [F.build_host_frame(h, x[:k]) for k in (len(x), 1, 17)]
-    beats, keeps, masks = [], [], []
-    for f in frames:
+    other = 0x3F800000 if keeps_zero(scale_bits) else 0xBF800000
+    frames = [(F.build_host_frame(F.Header(codec=7, scale_bits=s), x[:k]), s)
+              for k, s in ((len(x), scale_bits), (1, other), (17, scale_bits), (3, other))]
+    beats, keeps, masks, zeros = [], [], [], []
+    for f, s in frames:
         words = frame_beats(AxisFrame(f))
         vals = np.frombuffer(f[F.HEADER_LEN:], dtype="<u4").view(np.float32)
-        want = keep_mask(vals, np.uint32(scale_bits).view(np.float32))
+        want = keep_mask(vals, np.uint32(s).view(np.float32))
+        zeros.append(int(keeps_zero(s)))
         for b, word in enumerate(words):
             beats.append(word)
             chunk = want[16 * (b - 1):16 * b] if b else []
@@ -413,8 +423,9 @@ def test_threshold_keep_mask(scale_bits):
             masks.append((1 << len(chunk)) - 1 if b else 0xFFFF)   # past the end: don't care
     dut = FrameClassifier("tx", codecs=["raw", "threshold"])
     run = run_stream(dut, beats, idle=0.3, backpressure=0.3, seed=scale_bits & 0xFF)
-    got = [int(data.Const(ClassifiedBeat, out).keep) for out in run.outputs]
-    assert [g & m for g, m in zip(got, masks, strict=True)] == keeps
+    got = [data.Const(ClassifiedBeat, out) for out in run.outputs]
+    assert [int(g.keep) & m for g, m in zip(got, masks, strict=True)] == keeps
+    assert [int(g.zero_kept) for g in got if g.first] == zeros
 
 
 @pytest.mark.parametrize("lane", ["tx", "rx"])
