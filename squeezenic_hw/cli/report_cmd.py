@@ -16,6 +16,8 @@ _RESOURCE_TABLE = ["host_bw", "lanes", "codec", "ratio", "wire_gbps_at_full_rate
                    "depth", "blocks", "synth_s", "peak_mib", "cached"]
 _PCT_TABLE = ["host_bw", "codec", "LUT_pct", "FF_pct", "CARRY_pct", "DSP_pct", "BRAM_pct",
               "URAM_pct", "CLB_pct", "paper_LUT_pct", "paper_FF_pct", "paper_CLB_pct"]
+_ADDED_LANE_TABLE = ["host_bw", "codec", "added_lane_LUT", "added_lane_FF", "added_lane_DSP",
+                     "added_lane_BRAM", "lane_budget_LUT", "lane_within_budget"]
 
 
 def add_arguments(parser):
@@ -141,6 +143,8 @@ def format_report(report, fmt, *, breakdown=False):
          report["rows"], _RESOURCE_TABLE),
         ("% of the U280; paper_*: the paper's Table 6, whole design with the OpenNIC shell",
          report["rows"], _PCT_TABLE),
+        ("one added generator lane: the lane and its share of the arbiter, frame bus and "
+         "shared rings, against its codec's budget", report["rows"], _ADDED_LANE_TABLE),
         ("growth per added 100 Gb/s lane (least squares over the rows with generator lanes; "
          "paper: Table 6 as counts; target: the paper's 1.6 k LUT / 3.3 k FF)",
          report["growth"], GROWTH_COLUMNS),

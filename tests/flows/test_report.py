@@ -627,6 +627,7 @@ def test_format_report_table_has_both_tables(fake_blocks, tmp_path):
     rep = report.build_report([400], cache_dir=tmp_path)
     text = format_report(rep, "table", breakdown=True)
     assert "U280 resources" in text and "% of the U280" in text and "per block" in text
+    assert "one added generator lane" in text
     assert "growth per added 100 Gb/s lane" in text
 
 
