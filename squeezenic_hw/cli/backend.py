@@ -1,4 +1,5 @@
-"""The ``--backend compiled|amaranth`` option the simulating commands share."""
+"""The options the simulating commands share: ``--backend compiled|amaranth``, the compiled
+models' ``--cache-dir`` and the stall probabilities (``--idle``, ``--backpressure``)."""
 
 import sys
 
@@ -12,6 +13,12 @@ def add_backend_option(parser):
                         help="compiled: a Verilator model, built once and cached in "
                              "build/sim-cache; amaranth: Amaranth's simulator (default: "
                              "compiled where Verilator and a C++ compiler are present)")
+
+
+def add_cache_dir_option(parser):
+    parser.add_argument("--cache-dir", default="build/sim-cache", metavar="DIR",
+                        help="where the compiled models are built and cached "
+                             "(default build/sim-cache)")
 
 
 def simulation_backend(command, asked):
@@ -29,3 +36,10 @@ def simulation_backend(command, asked):
     print(f"squeezenic-hw {command}: no Verilator or C++ compiler here: simulating on Amaranth",
           file=sys.stderr)
     return "amaranth"
+
+
+def probability(name, value):
+    """``value`` of option ``--name`` when it is a probability of a stall, in [0, 1)."""
+    if not 0.0 <= value < 1.0:
+        raise CliError(f"--{name} must be in [0, 1), got {value}")
+    return value

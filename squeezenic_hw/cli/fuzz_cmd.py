@@ -13,10 +13,9 @@ from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.spec.codecs import resolve_codecs
 
 from . import CliError
-from .backend import add_backend_option, simulation_backend
+from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
 from .output import add_format_option, render
 from .reference_cmd import parse_codecs
-from .simulate_cmd import _probability
 
 NAME = "fuzz"
 HELP = ("random traffic (hypothesis strategies) through the TX then the RX lane's "
@@ -42,9 +41,7 @@ def add_arguments(parser):
                         help="probability that the output is not ready in a cycle "
                              "(default 0.2)")
     add_backend_option(parser)
-    parser.add_argument("--cache-dir", default="build/sim-cache", metavar="DIR",
-                        help="where the compiled models are built and cached "
-                             "(default build/sim-cache)")
+    add_cache_dir_option(parser)
     parser.add_argument("--only-batch", type=int, metavar="K",
                         help="run batch K alone (0-based; the same traffic as in the whole "
                              "campaign of this seed, --batch and --codecs)")
@@ -154,8 +151,8 @@ def run(args):
 
     codecs = parse_codecs(args.codecs)
     ids = sorted(resolve_codecs(codecs))
-    _probability("idle", args.idle)
-    _probability("backpressure", args.backpressure)
+    probability("idle", args.idle)
+    probability("backpressure", args.backpressure)
     if args.seed < 0:
         raise CliError(f"--seed must be 0 or more, got {args.seed}")
     if args.frames < 1:

@@ -10,7 +10,7 @@ from squeezenic_hw.reference import lane as lane_reference
 from squeezenic_hw.spec.codecs import resolve_codecs
 
 from . import CliError
-from .backend import add_backend_option, simulation_backend
+from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
 from .output import add_format_option, render
 from .reference_cmd import add_lane_options, parse_codecs
 
@@ -30,6 +30,7 @@ def add_arguments(parser):
                         help="probability of an idle input cycle before each beat")
     parser.add_argument("--seed", type=int, default=0, help="seed of the idle/backpressure draws")
     add_backend_option(parser)
+    add_cache_dir_option(parser)
     parser.add_argument("--vcd", metavar="FILE",
                         help="write a waveform (large and slow; Amaranth backend only)")
     parser.add_argument("--no-check", action="store_true",
@@ -37,12 +38,6 @@ def add_arguments(parser):
     parser.add_argument("--progress", action="store_true",
                         help="print progress on stderr (default: when stderr is a terminal)")
     add_format_option(parser)
-
-
-def _probability(name, value):
-    if not 0.0 <= value < 1.0:
-        raise CliError(f"--{name} must be in [0, 1), got {value}")
-    return value
 
 
 def _progress_printer(enabled, total_frames):
@@ -72,8 +67,8 @@ def run(args):
     from squeezenic_hw.sim.lane import simulate_lane
 
     codecs = parse_codecs(args.codecs)
-    idle = _probability("idle", args.idle)
-    backpressure = _probability("backpressure", args.backpressure)
+    idle = probability("idle", args.idle)
+    backpressure = probability("backpressure", args.backpressure)
     if not 1 <= args.port < 2**16:
         raise CliError(f"--port must be 1..65535, got {args.port}")
     frames, cycles = read_frames(args.input)
@@ -108,7 +103,7 @@ def run(args):
         try:
             result = simulate_lane_compiled(lambda: lane, frames, times=times, idle=idle,
                                             backpressure=backpressure, seed=args.seed,
-                                            key=key)
+                                            key=key, cache_dir=args.cache_dir)
         except CompiledBuildError as exc:
             raise CliError(str(exc).splitlines()[0]) from None
         build = result.extra["build"]

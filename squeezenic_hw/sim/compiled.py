@@ -19,6 +19,7 @@ export its Verilog. Why Verilator and these flags: ``docs/fastsim.md``.
 build once as libraries and instantiate many times) in, an executable out.
 """
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -31,6 +32,11 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:          # not POSIX: builds are not serialised
+    fcntl = None
 
 from amaranth.back import verilog
 from amaranth.hdl import Elaboratable
@@ -190,6 +196,23 @@ def _run_build(cmd, work, what):
                                  f"(log: {work / 'build.log'}):\n" + "\n".join(tail))
 
 
+@contextlib.contextmanager
+def _build_lock(root, digest):
+    """Held while one process builds ``digest`` in ``root``: another process that asks for
+    the same model meanwhile waits for it and finds it built, instead of building it
+    again on the same cores."""
+    if fcntl is None:
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _settle(work, final):
     """Move the finished build directory ``work`` to ``final`` (another process may have
     built the same thing meanwhile: then keep theirs)."""
@@ -232,8 +255,15 @@ def _build_block(name, text, root, version, jobs):
     final = root / f"block-{digest}"
     if (final / f"lib{name}.a").exists():
         return final, digest, {"cached": True, "build_s": 0.0}
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"block-{digest}.", dir=root))
+    with _build_lock(root, f"block-{digest}"):
+        if (final / f"lib{name}.a").exists():
+            return final, digest, {"cached": True, "build_s": 0.0}
+        _build_block_in(name, text, root, jobs, final)
+    return final, digest, {"cached": False, "build_s": round(time.perf_counter() - start, 2)}
+
+
+def _build_block_in(name, text, root, jobs, final):
+    work = Path(tempfile.mkdtemp(prefix=f"{final.name}.", dir=root))
     (work / "block.v").write_text(text)
     _run_build(["verilator", "--cc", "block.v", "--top-module", name, "--lib-create", name,
                 "--build", "-j", str(jobs), "-Mdir", "obj", *_VERILATOR_FLAGS,
@@ -246,7 +276,6 @@ def _build_block(name, text, root, version, jobs):
     (work / "obj" / f"lib{name}.a").rename(work / f"lib{name}.a")
     shutil.rmtree(work / "obj", ignore_errors=True)
     _settle(work, final)
-    return final, digest, {"cached": False, "build_s": round(time.perf_counter() - start, 2)}
 
 
 def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=(),
@@ -318,7 +347,18 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
     if (root / model / exe_name).exists():
         remember()
         return found(model, True, source.meta, **more)
-    root.mkdir(parents=True, exist_ok=True)
+    with _build_lock(root, model):
+        if (root / model / exe_name).exists():      # built by another process meanwhile
+            remember()
+            return found(model, True, source.meta, **more)
+        _build_model_in(root, model, source, bench, bench_text, blocks, version, jobs,
+                        exe_name, meta_file)
+    remember()
+    return found(model, False, source.meta, **more)
+
+
+def _build_model_in(root, model, source, bench, bench_text, blocks, version, jobs, exe_name,
+                    meta_file):
     work = Path(tempfile.mkdtemp(prefix=f"{model}.", dir=root))
     (work / "top.v").write_text(source.verilog)
     (work / bench).write_text(bench_text)
@@ -343,8 +383,6 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
     (work / "obj" / exe_name).rename(work / exe_name)
     shutil.rmtree(work / "obj", ignore_errors=True)
     _settle(work, root / model)
-    remember()
-    return found(model, False, source.meta, **more)
 
 
 def build_lane_model(lane, *, cache_dir=None, jobs=2, key=None):

@@ -3,7 +3,6 @@ standing in for the model, its report of a mismatch (pcaps, exit 1), of a hung l
 ``--only-batch``, the Amaranth fallback and user errors."""
 
 import json
-import os
 
 import pytest
 
@@ -17,13 +16,6 @@ KEYS = ["backend", "codecs", "seed", "batch", "idle", "backpressure", "frames", 
         "batches", "mismatches", "first_mismatch", "cycles", "sim_cycles_per_second",
         "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
         "build_seconds", "build_cached", "counters", "mismatched_runs"]
-
-
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    """The compiled models' cache of the session (the lanes of tests/sim are the same)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
 
 
 def _json(capsys):

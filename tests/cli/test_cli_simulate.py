@@ -14,8 +14,10 @@ JSON_KEYS = {"lane", "backend", "build_seconds", "build_cached", "frames_in", "f
              "sim_cycles_per_second", "matches_reference", "counters"}
 
 
-@pytest.mark.parametrize("codec,backend", [("sign", "compiled"), ("fp16", "amaranth")])
-def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec, backend):
+# the compiled lanes are those of tests/sim/test_compiled_lane.py (one build for both)
+@pytest.mark.parametrize("codec,codecs,backend", [("sign", "raw,fp16,sign", "compiled"),
+                                                  ("fp16", "fp16", "amaranth")])
+def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec, codecs, backend, cache):
     p = lambda name: str(tmp_path / name)  # noqa: E731
     g = np.random.default_rng(2).standard_normal(1500).astype(np.float32)
     np.save(p("g.npy"), g)
@@ -23,14 +25,14 @@ def test_tensor_frames_simulate_tx_rx_tensor(tmp_path, capsys, codec, backend):
     capsys.readouterr()
     for lane, src, dst in [("tx", "host", "wire"), ("rx", "wire", "back")]:
         assert main(["simulate", lane, p(f"{src}.pcap"), "-o", p(f"{dst}.pcap"), "--codecs",
-                     codec, "--idle", "0.2", "--backpressure", "0.3", "--format",
-                     "json", "--backend", backend]) == 0
+                     codecs, "--idle", "0.2", "--backpressure", "0.3", "--format",
+                     "json", "--backend", backend, "--cache-dir", str(cache)]) == 0
         out = json.loads(capsys.readouterr().out)
         assert set(out) == JSON_KEYS and out["lane"] == lane and out["matches_reference"]
         assert out["backend"] == backend
         assert (out["build_seconds"] is None) == (backend == "amaranth")
         assert main(["reference", lane, p(f"{src}.pcap"), "-o", p(f"{dst}_ref.pcap"),
-                     "--codecs", codec]) == 0
+                     "--codecs", codecs]) == 0
         capsys.readouterr()
         assert read_frames(p(f"{dst}.pcap"))[0] == read_frames(p(f"{dst}_ref.pcap"))[0]
     assert main(["tensor", p("back.pcap"), "-o", p("out.npy")]) == 0
@@ -110,26 +112,32 @@ def test_simulate_bad_file(tmp_path, capsys):
     assert code == 2 and "missing.pcap" in capsys.readouterr().err
 
 
-def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, monkeypatch):
+def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, monkeypatch,
+                                                             cache):
     """Without --backend: the compiled model where Verilator is present (this project's
-    machines), built once; the second run finds it in build/sim-cache."""
+    machines), kept in build/sim-cache; a second run finds it there. (build/sim-cache is
+    the session's cache, where the model may already be: a build from cold, and that the
+    first build of a cache compiles Verilator's run-time objects, are test_compiled_lane's.)"""
     from squeezenic_hw.sim.compiled import compiled_available
 
     assert compiled_available()
     monkeypatch.chdir(tmp_path)
+    cache.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "sim-cache").symlink_to(cache, target_is_directory=True)
     np.save("g.npy", np.arange(300, dtype=np.float32))
-    assert main(["frames", "g.npy", "--codec", "natural", "-o", "host.pcap"]) == 0
+    assert main(["frames", "g.npy", "--codec", "sign", "-o", "host.pcap"]) == 0
     capsys.readouterr()
     runs = []
     # the same lane asked for by name, then by id and name: one model
-    for codecs in ("natural", "6,natural"):
+    for codecs in ("raw,fp16,sign", "0,fp16,5"):   # tests/sim/test_compiled_lane.py's lane
         assert main(["simulate", "tx", "host.pcap", "-o", "w.pcap", "--codecs", codecs,
                      "--format", "json"]) == 0
         runs.append(json.loads(capsys.readouterr().out))
     assert [r["backend"] for r in runs] == ["compiled", "compiled"]
-    assert not runs[0]["build_cached"] and runs[1]["build_cached"]
+    assert runs[0]["build_seconds"] is not None and runs[1]["build_cached"]
     assert runs[1]["build_seconds"] < 2 and all(r["matches_reference"] for r in runs)
-    assert (tmp_path / "build" / "sim-cache").is_dir()
+    assert any((cache / "by-key").iterdir())    # the keys the runs left in build/sim-cache
 
 
 def test_without_verilator_simulates_on_amaranth_and_says_so(tmp_path, capsys, monkeypatch):

@@ -167,7 +167,9 @@ def _fields(result):
             if k not in ("backend", "build", "build_seconds", "build_cached", "sim_cycles_per_s")}
 
 
-@pytest.mark.parametrize("codec,length", [("sign", 308), ("sign", 1516), ("fp16", 1076)])
+@pytest.mark.parametrize("codec,length", [("sign", 308),
+                                          pytest.param("fp16", 1076, marks=pytest.mark.slow),
+                                          pytest.param("sign", 1516, marks=pytest.mark.slow)])
 def test_frame_length_same_on_both_backends(cache, codec, length):
     compiled = by_frame_length(codec, length, frames=4, backend="compiled", cache_dir=cache)
     assert _fields(compiled) == _fields(by_frame_length(codec, length, frames=4))
@@ -175,7 +177,7 @@ def test_frame_length_same_on_both_backends(cache, codec, length):
     assert compiled.host_gbps == pytest.approx(compiled.ceiling_gbps)
 
 
-@pytest.mark.parametrize("host_bw", [200, 400])
+@pytest.mark.parametrize("host_bw", [200, pytest.param(400, marks=pytest.mark.slow)])
 def test_host_bw_same_on_both_backends(cache, host_bw):
     """The compiled array's lanes are instances of one converted GeneratorLane; Amaranth
     simulates the TxArray as it is: the same wire, beat for beat."""

@@ -16,6 +16,7 @@ from collections import deque
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from param_sweep import rotated
 
 from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource, frame_beats
@@ -104,8 +105,7 @@ def test_rejects_bad_n_inputs(bad):
         FrameArbiter(bad)
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 8])
-@pytest.mark.parametrize("idle,backpressure", STALLS)
+@pytest.mark.parametrize("n,idle,backpressure", rotated([1, 2, 3, 8], STALLS))
 def test_random_traffic(n, idle, backpressure):
     rng = random.Random(n * 1000 + int(idle * 10) * 10 + int(backpressure * 10))
     counts = {1: 30, 2: 16, 3: 12, 8: 6}[n]

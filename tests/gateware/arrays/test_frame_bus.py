@@ -10,6 +10,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 from lane_scenarios import host_stream
+from param_sweep import rotated
 
 from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
@@ -100,8 +101,8 @@ def _run(n, codec, traffic, *, idle, backpressure, hold=0, cluster=None):
     return sink, expected, max(shown)
 
 
-@pytest.mark.parametrize("n,codec", [(1, "sign"), (2, "fixed:8"), (3, "sign"), (5, "fixed:2")])
-@pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.5)])
+@pytest.mark.parametrize("n,codec,idle,backpressure", rotated(
+    [(1, "sign"), (2, "fixed:8"), (3, "sign"), (5, "fixed:2")], [(0.0, 0.0), (0.3, 0.5)]))
 def test_frame_bus_lanes_match_reference(n, codec, idle, backpressure):
     rng = np.random.default_rng([n, int(idle * 10), len(codec)])
     traffic = _traffic(rng, codec, n, 8, flush_rate=0.3)
@@ -112,9 +113,9 @@ def test_frame_bus_lanes_match_reference(n, codec, idle, backpressure):
         assert got == expected[k], k
 
 
-@pytest.mark.parametrize("n,codec,cluster", [(5, "sign", 4), (4, "fixed:2", 3),
-                                             (3, "fixed:8", 2), (5, "fixed:4", 4)])
-@pytest.mark.parametrize("idle,backpressure", [(0.0, 0.0), (0.3, 0.5)])
+@pytest.mark.parametrize("n,codec,cluster,idle,backpressure", rotated(
+    [(5, "sign", 4), (4, "fixed:2", 3), (3, "fixed:8", 2), (5, "fixed:4", 4)],
+    [(0.0, 0.0), (0.3, 0.5)]))
 def test_clustered_lanes_match_reference(n, codec, cluster, idle, backpressure):
     """Lanes sharing rings (clusters of the most a half row allows, ``fixed:8`` at 2 and
     ``fixed:4`` at 4, and fewer; a last cluster short): every lane's frames are the

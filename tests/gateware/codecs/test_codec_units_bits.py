@@ -286,6 +286,9 @@ def test_natural_encoder_modes(stochastic):
                idle=0.3, backpressure=0.3, seed=6)
 
 
+# each unit alone (the default suite converts every unit inside the all-codec lanes and
+# plugin: tests/sim/test_compiled_lane.py, tests/cosim)
+@pytest.mark.slow
 @pytest.mark.parametrize("codec, unit", UNITS, ids=UNIT_IDS)
 def test_unit_converts_to_verilog(codec, unit):
     text = verilog.convert(unit(), name=unit.__name__.lower())

@@ -106,6 +106,9 @@ def test_full_rate_and_documented_latency(codec, encoder):
     assert_full_rate(run, dut, n_beats)
 
 
+# each unit alone (the default suite converts every unit inside the all-codec lanes and
+# plugin: tests/sim/test_compiled_lane.py, tests/cosim)
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", [FixedEncoder, FixedDecoder, QsgdEncoder, QsgdDecoder])
 def test_converts_to_verilog(unit):
     assert "module" in verilog.convert(unit(), name=unit.__name__.lower())

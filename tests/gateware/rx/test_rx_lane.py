@@ -12,6 +12,7 @@ from lane_scenarios import (
     mixed_traffic,
     wire_of,
 )
+from param_sweep import rotated
 
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.reference import lane as lr
@@ -35,8 +36,7 @@ def _wire_traffic(rng, codecs, mtu, bad_rate=0.2):
     return frames
 
 
-@pytest.mark.parametrize("max_host", [1, 17, 363, 2384])
-@pytest.mark.parametrize("idle,backpressure", STALLS)
+@pytest.mark.parametrize("max_host,idle,backpressure", rotated([1, 17, 363, 2384], STALLS))
 def test_rx_matches_reference(max_host, idle, backpressure):
     rng = np.random.default_rng([max_host, int(idle * 10), int(backpressure * 10)])
     mtu = int(rng.choice([200, 1518, 9600]))

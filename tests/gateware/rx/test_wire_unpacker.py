@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from amaranth import Fragment, unsigned
 from amaranth.lib import data
+from param_sweep import rotated
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
 from squeezenic_hw.gateware.rx.unpacker import (
@@ -182,8 +183,7 @@ def sweep_frames(rng, n_max):
 _N_MAX = {1: 300, 5: 800, 16: 1500, 17: 1500, 363: 1500}
 
 
-@pytest.mark.parametrize("idle,backpressure", SETTINGS)
-@pytest.mark.parametrize("M", [1, 5, 16, 17, 363])
+@pytest.mark.parametrize("M,idle,backpressure", rotated([1, 5, 16, 17, 363], SETTINGS))
 def test_sweep(M, idle, backpressure):
     seed = M * 10 + SETTINGS.index((idle, backpressure))
     rng = np.random.default_rng(seed)

@@ -22,6 +22,7 @@ import pytest
 from amaranth import Fragment, Value, unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
+from param_sweep import rotated, slow_except
 
 from squeezenic_hw.gateware.common.layouts import CODES_PER_JOB
 from squeezenic_hw.gateware.sparse.expander import (
@@ -250,8 +251,7 @@ _DENSITY_CASES = {
 }
 
 
-@pytest.mark.parametrize("idle,backpressure", SETTINGS)
-@pytest.mark.parametrize("density", list(_DENSITY_CASES))
+@pytest.mark.parametrize("density,idle,backpressure", rotated(list(_DENSITY_CASES), SETTINGS))
 def test_density(density, idle, backpressure):
     """Matching k at each density, host frames of 363 (jobs of 16…16, 11), random starts."""
     seed = int(density * 1000) * 10 + SETTINGS.index((idle, backpressure))
@@ -260,7 +260,7 @@ def test_density(density, idle, backpressure):
     run_frames(frames, idle=idle, backpressure=backpressure, seed=seed)
 
 
-@pytest.mark.parametrize("idle,backpressure", SETTINGS)
+@pytest.mark.parametrize("idle,backpressure", slow_except(SETTINGS, 2))
 def test_start_offsets(idle, backpressure):
     """Every start offset 0…63, small frames (one to a few jobs), odd host cuts."""
     seed = 100 + SETTINGS.index((idle, backpressure))
@@ -270,7 +270,7 @@ def test_start_offsets(idle, backpressure):
     run_frames(mixed_frames(rng, sparse), idle=idle, backpressure=backpressure, seed=seed)
 
 
-@pytest.mark.parametrize("idle,backpressure", SETTINGS)
+@pytest.mark.parametrize("idle,backpressure", slow_except(SETTINGS, 1))
 def test_count_mismatch(idle, backpressure):
     """k ≠ set bits: extra values (a few, or many beats of them) dropped, missing values
     give 0, k = 0 with set bits, no set bits with k > 0; count_error on each."""
@@ -329,7 +329,7 @@ def test_specials_pass_exactly():
     assert set(int(v) for v in SPECIALS) <= set(got)
 
 
-@pytest.mark.parametrize("idle,backpressure", SETTINGS)
+@pytest.mark.parametrize("idle,backpressure", slow_except(SETTINGS, 1))
 def test_random_mix(idle, backpressure):
     """Many frames of random size, density, host cut, start and (sometimes) wrong k, with
     non-sparse jobs between them."""

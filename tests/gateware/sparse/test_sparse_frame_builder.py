@@ -22,6 +22,7 @@ import random
 import numpy as np
 import pytest
 from amaranth.lib import data
+from param_sweep import rotated
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, RingWrite
 from squeezenic_hw.gateware.sparse.frame_builder import (
@@ -262,8 +263,7 @@ def frame_outputs(trace):
 
 # ----------------------------------------------------------------------------- tests
 
-@pytest.mark.parametrize("idle,backpressure", MODES)
-@pytest.mark.parametrize("mtu", [1518, 200])
+@pytest.mark.parametrize("mtu,idle,backpressure", rotated([1518, 200], MODES))
 def test_random_frames(mtu, idle, backpressure):
     seed = mtu * 7 + int(idle * 10) + int(backpressure * 100)
     rng = np.random.default_rng(seed)

@@ -8,6 +8,7 @@ threshold frames — each under random idle cycles and backpressure."""
 import numpy as np
 import pytest
 from lane_scenarios import check_against_reference, host_stream, interleave, lane_simulation
+from param_sweep import grid, rotated
 
 from squeezenic_hw.gateware.tx.coalescer import SPARSE_SPECULATION_MTU
 from squeezenic_hw.reference import lane as lr
@@ -35,10 +36,9 @@ def test_speculation_mtu_is_where_three_beats_of_kept_values_fit():
     assert payload_size(49, 49) + 64 > SPARSE_SPECULATION_MTU
 
 
-@pytest.mark.parametrize("mtu", [SPARSE_SPECULATION_MTU - 1, SPARSE_SPECULATION_MTU,
-                                 SPARSE_SPECULATION_MTU + 7])
-@pytest.mark.parametrize("density", [0.3, 1.0])
-@pytest.mark.parametrize("idle,backpressure", STALLS)
+@pytest.mark.parametrize("mtu,density,idle,backpressure", rotated(
+    grid([SPARSE_SPECULATION_MTU - 1, SPARSE_SPECULATION_MTU, SPARSE_SPECULATION_MTU + 7],
+         [0.3, 1.0]), STALLS))
 def test_threshold_around_the_speculation_mtu(mtu, density, idle, backpressure):
     """Frames close every few beats, so every close is followed by beats decided on the
     guess (at and above the MTU) or after the slack settles (below it)."""
@@ -65,8 +65,7 @@ def test_threshold_full_rate_at_the_speculation_mtu(density):
     assert run.input_cycles == run.beats_in, "the lane stalled its input"
 
 
-@pytest.mark.parametrize("mtu", [68, 76, 100, 127])
-@pytest.mark.parametrize("idle,backpressure", STALLS)
+@pytest.mark.parametrize("mtu,idle,backpressure", rotated([68, 76, 100, 127], STALLS))
 def test_tiny_mtus_cut_beats_into_pieces(mtu, idle, backpressure):
     """Wire frames of fewer than 16 codes: every beat is cut into pieces, flush included."""
     rng = np.random.default_rng(mtu)

@@ -12,6 +12,7 @@ from lane_scenarios import (
     lane_simulation,
     mixed_traffic,
 )
+from param_sweep import grid, rotated, slow_except
 
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import lane as lr
@@ -23,8 +24,7 @@ CHEAP = ["raw", "fp16", "bf16", "sign"]
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 
 
-@pytest.mark.parametrize("mtu", [68, 200, 1518, 9600])
-@pytest.mark.parametrize("idle,backpressure", STALLS)
+@pytest.mark.parametrize("mtu,idle,backpressure", rotated([68, 200, 1518, 9600], STALLS))
 def test_tx_matches_reference(mtu, idle, backpressure):
     """Interleaved tensors (mismatch closes), straddling, flush, every bypass reason."""
     rng = np.random.default_rng([mtu, int(idle * 10), int(backpressure * 10)])
@@ -49,7 +49,7 @@ def test_tx_every_bypass_reason_counted():
         assert run.counters[f"bypass_{reason.value}"] >= 1, reason
 
 
-@pytest.mark.parametrize("codec", ["raw", "fp16", "sign"])
+@pytest.mark.parametrize("codec", slow_except(["raw", "fp16", "sign"], 2))
 def test_tx_full_rate_every_host_frame_length(codec):
     """One host beat per cycle, sustained, for host frames of 1…363 elements."""
     rng = np.random.default_rng(7)
@@ -61,7 +61,7 @@ def test_tx_full_rate_every_host_frame_length(codec):
     assert run.gaps_in_frames == 0
 
 
-@pytest.mark.parametrize("codec", ["bf16", "fixed", "qsgd", "natural"])
+@pytest.mark.parametrize("codec", ["raw", "fp16", "bf16", "fixed", "qsgd", "natural"])
 def test_tx_full_rate_sample_of_lengths(codec):
     rng = np.random.default_rng(8)
     lengths = [1, 2, 15, 16, 17, 31, 100, 181, 182, 362, 363, 363]
@@ -164,9 +164,8 @@ def test_tx_lane_parameters_checked():
         TxLane(bypass_depth=1)
 
 
-@pytest.mark.parametrize("codec", ["sign", "fixed", "fp16"])
-@pytest.mark.parametrize("mtu", [68, 1518, 9600])
-@pytest.mark.parametrize("idle,backpressure", STALLS)
+@pytest.mark.parametrize("codec,mtu,idle,backpressure",
+                         rotated(grid(["sign", "fixed", "fp16"], [68, 1518, 9600]), STALLS))
 def test_tx_trusted_matches_reference(codec, mtu, idle, backpressure):
     """A trusted lane (no classifier, no bypass path) on well-formed frames: two tensors
     interleaved (key mismatch closes), flushes, random lengths, random idle/backpressure."""
@@ -185,7 +184,7 @@ def test_tx_trusted_matches_reference(codec, mtu, idle, backpressure):
         assert run.gaps_in_frames == 0
 
 
-@pytest.mark.parametrize("codec", ["sign", "fixed"])
+@pytest.mark.parametrize("codec", slow_except(["sign", "fixed"], 0))
 def test_tx_trusted_full_rate_every_host_frame_length(codec):
     """A trusted lane keeps one host beat per cycle for host frames of 1…363 elements."""
     rng = np.random.default_rng(12)
@@ -193,6 +192,18 @@ def test_tx_trusted_full_rate_every_host_frame_length(codec):
     frames = host_stream(rng, codec, n_total=sum(lengths), lengths=lengths)
     run = lane_simulation("tx", codecs=[codec], trusted=True).run(frames, quiet=80)
     check_against_reference(run, frames, "tx", codecs=[codec])
+    assert run.input_cycles == run.beats_in, "the lane stalled its input"
+    assert run.gaps_in_frames == 0
+
+
+def test_tx_trusted_fixed_full_rate_sample_of_lengths():
+    """The trusted ``fixed`` lane (width from each frame) keeps one host beat per cycle on
+    the sample of lengths (every length: under ``-m slow``)."""
+    rng = np.random.default_rng(13)
+    lengths = [1, 2, 15, 16, 17, 31, 100, 181, 182, 362, 363, 363]
+    frames = host_stream(rng, "fixed", n_total=sum(lengths), lengths=lengths)
+    run = lane_simulation("tx", codecs=["fixed"], mtu=1518, trusted=True).run(frames, quiet=80)
+    check_against_reference(run, frames, "tx", codecs=["fixed"])
     assert run.input_cycles == run.beats_in, "the lane stalled its input"
     assert run.gaps_in_frames == 0
 
@@ -234,6 +245,9 @@ def test_tx_trusted_parameters_checked():
     assert not TxLane(codecs=["sign"]).trusted
 
 
+# lanes alone (the default suite converts them inside the plugin, tests/flows/test_generate.py,
+# and for their compiled models, tests/sim)
+@pytest.mark.slow
 def test_lanes_convert_to_verilog():
     from amaranth.back import verilog
 
