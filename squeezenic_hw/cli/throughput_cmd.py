@@ -13,7 +13,7 @@ from squeezenic_hw.flows.throughput import (
 from squeezenic_hw.spec.scaling import lanes_for
 
 from . import CliError
-from .backend import add_backend_option, simulation_backend
+from .backend import add_backend_option, add_cache_dir_option, simulation_backend
 from .output import add_format_option, render
 
 NAME = "throughput"
@@ -45,6 +45,7 @@ def add_arguments(parser):
                         help="measured cycles per host_bw point (after 300 of warm-up)")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the tables")
     add_backend_option(parser)
+    add_cache_dir_option(parser)
     parser.add_argument("--progress", action="store_true",
                         help="print each run's cycle on stderr as it runs (default: when "
                              "stderr is a terminal)")
@@ -135,7 +136,8 @@ def run(args):
         for c in codecs:
             start(f"{c} at {length} B")
             show = progress_printer(progress)
-            r = _measured(by_frame_length, c, length, backend=backend, progress=show)
+            r = _measured(by_frame_length, c, length, backend=backend,
+                          cache_dir=args.cache_dir, progress=show)
             finished(show, r)
             rows.append({"codec": r.codec, "frame_bytes": r.frame_bytes,
                          "host_gbps": round(r.host_gbps, 2), "wire_gbps": round(r.wire_gbps, 2),
@@ -146,7 +148,8 @@ def run(args):
         start(f"host_bw {bw} Gb/s")
         show = progress_printer(progress, 300 + args.cycles)
         r = _measured(by_host_bw, bw, args.sweep_codec, args.sweep_frame_length,
-                      cycles=args.cycles, backend=backend, progress=show)
+                      cycles=args.cycles, backend=backend, cache_dir=args.cache_dir,
+                      progress=show)
         finished(show, r)
         sweep_rows.append({"host_bw": r.host_bw, "lanes": r.lanes, "codec": r.codec,
                            "frame_bytes": r.frame_bytes,

@@ -42,9 +42,10 @@ def test_two_generators_keep_their_rate():
     assert r.generator_gbps_min > 90
 
 
-def test_cli_json_and_errors(capsys):
+def test_cli_json_and_errors(capsys, cache):
+    # the model of tests/sim/test_compiled_arrays.py's sign at 308 B, in the session's cache
     assert main(["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw",
-                 "none", "--format", "json"]) == 0
+                 "none", "--cache-dir", str(cache), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["by_host_bw"] == [] and out["by_frame_length"][0]["codec"] == "sign"
     assert main(["throughput", "--codecs", "fixed"]) == 2
@@ -70,12 +71,12 @@ def recorded(monkeypatch):
     """The command's measurements replaced by stubs that record the backend asked for."""
     backends = []
 
-    def frame_length(codec, length, *, backend, progress=None):
+    def frame_length(codec, length, *, backend, cache_dir=None, progress=None):
         backends.append(backend)
         return FrameLengthResult(codec, length, 1.0, 1.0, 1.0, 1.0, 10, backend, 0.5, True,
                                  100.0)
 
-    def host_bw(bw, codec, length, *, cycles, backend, progress=None):
+    def host_bw(bw, codec, length, *, cycles, backend, cache_dir=None, progress=None):
         backends.append(backend)
         return HostBwResult(bw, codec, bw // 100, length, 100.0, True, 0.5, 60.0, 2.0, 32.0,
                             cycles, 1000.0, backend, 0.5, True)
