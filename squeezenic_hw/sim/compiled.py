@@ -201,10 +201,10 @@ def _build_lock(root, digest):
     """Held while one process builds ``digest`` in ``root``: another process that asks for
     the same model meanwhile waits for it and finds it built, instead of building it
     again on the same cores."""
+    root.mkdir(parents=True, exist_ok=True)      # the build's work directory goes here too
     if fcntl is None:
         yield
         return
-    root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{digest}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
