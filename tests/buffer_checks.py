@@ -4,6 +4,7 @@ full rate, and an ``i.ready`` that no input of the cycle can move."""
 from amaranth import unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.sim.streams import run_stream
 
@@ -16,7 +17,7 @@ def check_struct_payload_at_full_rate(buffer_class):
     """200 beats of a struct payload through ``buffer_class(LAYOUT)``: every value in
     order, a latency of 1 and no bubble."""
     beats = [{"value": k * 37 % 8192, "last": k % 3 == 0} for k in range(200)]
-    run = run_stream(buffer_class(LAYOUT), beats)
+    run = run_stream(shared(buffer_class, LAYOUT), beats)
     assert [data.Const(LAYOUT, v).value for v in run.outputs] == [b["value"] for b in beats]
     assert run.latency == 1
     assert run.max_ready_streak == len(beats)       # no bubble: one beat per cycle

@@ -18,6 +18,7 @@ hardware and the reference unchanged.
 import numpy as np
 from amaranth import Shape, unsigned
 from amaranth.lib import data
+from shared_duts import shared
 
 from squeezenic_hw.gateware.codecs.unit import EncoderUnit
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
@@ -128,7 +129,7 @@ def check_unit(dut_factory, codec, frames, params=None, *, idle=0.0, backpressur
     (StreamRun, dut, n_beats)
     """
     rng = np.random.default_rng([seed, 0x5EED])
-    dut = dut_factory(meta_shape=unsigned(META_BITS))
+    dut = shared(dut_factory, meta_shape=unsigned(META_BITS))
     encoder = isinstance(dut, EncoderUnit)
     in_field, out_field = ("elements", "codes") if encoder else ("codes", "elements")
     in_layout = dut.i.payload.shape()

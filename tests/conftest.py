@@ -1,8 +1,20 @@
 """Fixtures of the whole suite."""
 
+import fcntl
+import hashlib
+import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
+
+from squeezenic_hw.sim.compiled import OPT_VARIABLE
+
+# Compiled models at -O0: they build in two thirds of the time of the default -O1, and the
+# suite's runs are a few thousand cycles (a user's runs are millions).
+os.environ.setdefault(OPT_VARIABLE, "-O0")
 
 
 @pytest.fixture(scope="session")
@@ -12,3 +24,30 @@ def cache(tmp_path_factory):
     first (a second asker waits for the build, ``sim.compiled``'s lock)."""
     base = tmp_path_factory.getbasetemp()
     return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
+
+
+@pytest.fixture(scope="session")
+def generated_plugin(tmp_path_factory):
+    """``generated_plugin(params)``: the directory ``write_opennic_plugin`` wrote for
+    ``PluginParams(**params)`` and its manifest (read back from the directory), generated
+    once for the session, whichever xdist worker asks first."""
+    from squeezenic_hw.flows.opennic import write_opennic_plugin
+    from squeezenic_hw.regmap.plugin import PluginParams
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "plugins"
+    root.mkdir(parents=True, exist_ok=True)
+
+    def generate(params):
+        key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+        final = root / key
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (final / "manifest.json").exists():
+                work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+                shutil.rmtree(work)
+                write_opennic_plugin(work, PluginParams(**params))
+                work.rename(final)
+        return final, json.loads((final / "manifest.json").read_text())
+
+    return generate

@@ -306,7 +306,7 @@ def lane_simulation(kind, *args, **params):
                             **{k: frozen(v) for k, v in params.items()})
 
 
-@functools.lru_cache(maxsize=10)
+@functools.lru_cache(maxsize=64)
 def _lane_simulation(kind, *args, **params):
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane

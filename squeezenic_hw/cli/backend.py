@@ -24,18 +24,30 @@ def add_cache_dir_option(parser):
 def simulation_backend(command, asked):
     """The backend ``asked`` (``"compiled"``, ``"amaranth"`` or ``None`` for the default):
     compiled where this machine can build it, else Amaranth, saying so in one line on
-    stderr. ``--backend compiled`` on a machine without Verilator is a user error."""
+    stderr. ``--backend compiled`` on a machine without Verilator, or a bad
+    ``SQUEEZENIC_HW_CXX_OPT`` when the backend is compiled, is a user error."""
     from squeezenic_hw.sim.compiled import compiled_available
 
     if asked is not None:
         if asked == "compiled" and not compiled_available():
             raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
-        return asked
+        return _checked(asked)
     if compiled_available():
-        return "compiled"
+        return _checked("compiled")
     print(f"squeezenic-hw {command}: no Verilator or C++ compiler here: simulating on Amaranth",
           file=sys.stderr)
     return "amaranth"
+
+
+def _checked(backend):
+    from squeezenic_hw.sim.compiled import cxx_opt
+
+    if backend == "compiled":
+        try:
+            cxx_opt()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    return backend
 
 
 def probability(name, value):

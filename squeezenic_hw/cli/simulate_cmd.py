@@ -92,18 +92,28 @@ def run(args):
     if backend == "compiled":
         from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
 
-        # (the lane, built to check its parameters, goes unused when its model is cached:
-        # main() silences Amaranth's warning about that)
+        # The idle timeout is set at run time (one model serves every timeout), so the
+        # model is of the lane without one. (The lane built to check the parameters goes
+        # unused when the model is cached: main() silences Amaranth's warning about that.)
         key = (f"{args.lane} codecs={sorted(resolve_codecs(codecs)) if codecs else None} "
                f"mtu={args.mtu} "
-               f"port={args.port} idle_timeout={args.idle_timeout} "
+               f"port={args.port} "
                f"max_host_elements={args.max_host_elements}")
+        if args.lane == "tx":
+            def model_lane():
+                return TxLane(codecs=codecs, mtu=args.mtu, port=args.port)
+            run_timeout = args.idle_timeout or 0
+        else:
+            def model_lane():
+                return lane
+            run_timeout = None
         if progress:
             print("building or finding the compiled model ...", file=sys.stderr, flush=True)
         try:
-            result = simulate_lane_compiled(lambda: lane, frames, times=times, idle=idle,
+            result = simulate_lane_compiled(model_lane, frames, times=times, idle=idle,
                                             backpressure=backpressure, seed=args.seed,
-                                            key=key, cache_dir=args.cache_dir)
+                                            idle_timeout=run_timeout, key=key,
+                                            cache_dir=args.cache_dir)
         except CompiledBuildError as exc:
             raise CliError(str(exc).splitlines()[0]) from None
         build = result.extra["build"]

@@ -55,6 +55,11 @@ __all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "por
 #: quarters of the time of -O2 and runs within 20 % of its speed (a 64-lane array: 4 %);
 #: -O0 runs two to five times slower (``docs/fastsim.md``).
 OPT = "-O1"
+#: The environment variable that overrides :data:`OPT` (``-O0``…``-O3``, ``-Os``): the test
+#: suite builds at ``-O0``, whose models compile in two thirds of the time and whose runs
+#: are short.
+OPT_VARIABLE = "SQUEEZENIC_HW_CXX_OPT"
+_OPTS = ("-O0", "-O1", "-O2", "-O3", "-Os")
 _VERILATOR_FLAGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "--output-split",
                     "20000", "-Wno-fatal", "-Wno-lint", "-Wno-style"]
 _BEAT = Layout.cast(AxisBeat)
@@ -63,6 +68,17 @@ _PAYLOAD_BITS = _BEAT.size
 
 class CompiledBuildError(RuntimeError):
     """Verilator or the C++ compiler failed; the message ends with the log's last lines."""
+
+
+def cxx_opt():
+    """The C++ optimisation level of the models built now: :data:`OPT`, or the value of
+    :data:`OPT_VARIABLE` when it is set."""
+    value = os.environ.get(OPT_VARIABLE, "").strip()
+    if not value:
+        return OPT
+    if value not in _OPTS:
+        raise ValueError(f"{OPT_VARIABLE} must be one of {', '.join(_OPTS)}, not {value!r}")
+    return value
 
 
 @functools.cache
@@ -120,6 +136,8 @@ def ports_header(lane):
     ]
     if "close" in members:
         lines.append("#define HAS_CLOSE 1")
+    if "cfg_idle_timeout" in members:
+        lines.append(f"#define IDLE_TIMEOUT_PORT {verilator_name('cfg_idle_timeout')}")
     return "\n".join(lines) + "\n"
 
 
@@ -251,7 +269,7 @@ def _build_block(name, text, root, version, jobs):
     ``libname.a``) in ``root``, built or found; returns ``(directory, digest, info)``,
     ``info`` with ``cached`` and ``build_s``."""
     start = time.perf_counter()
-    digest = _digest(name, text, version, OPT, *_VERILATOR_FLAGS)
+    digest = _digest(name, text, version, cxx_opt(), *_VERILATOR_FLAGS)
     final = root / f"block-{digest}"
     if (final / f"lib{name}.a").exists():
         return final, digest, {"cached": True, "build_s": 0.0}
@@ -264,10 +282,11 @@ def _build_block(name, text, root, version, jobs):
 
 def _build_block_in(name, text, root, jobs, final):
     work = Path(tempfile.mkdtemp(prefix=f"{final.name}.", dir=root))
+    opt = cxx_opt()
     (work / "block.v").write_text(text)
     _run_build(["verilator", "--cc", "block.v", "--top-module", name, "--lib-create", name,
                 "--build", "-j", str(jobs), "-Mdir", "obj", *_VERILATOR_FLAGS,
-                "-CFLAGS", OPT, "-MAKEFLAGS", f"OPT_FAST={OPT} OPT_SLOW=-O0 OPT_GLOBAL={OPT}"],
+                "-CFLAGS", opt, "-MAKEFLAGS", f"OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL={opt}"],
                work, name)
     # The wrapper spells a port with a double underscore both ways (Verilator 5.006):
     # its ports as written, their uses as the C++ name. Verilog names have no "___05F".
@@ -325,7 +344,7 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
     alias = None
     if key is not None:
         alias = root / "by-key" / _digest(key, source_digest(key_sources), bench_text,
-                                          version, OPT, *_VERILATOR_FLAGS)
+                                          version, cxx_opt(), *_VERILATOR_FLAGS)
         if alias.exists():
             known = alias.read_text().strip()
             if (root / known / exe_name).exists():
@@ -336,7 +355,7 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
     blocks = {name: _build_block(name, text, root, version, jobs)
               for name, text in sorted(source.blocks.items())}
     more["blocks"] = {name: info for name, (_, _, info) in blocks.items()}
-    model = _digest(source.verilog, bench_text, *source.headers.values(), version, OPT,
+    model = _digest(source.verilog, bench_text, *source.headers.values(), version, cxx_opt(),
                     *_VERILATOR_FLAGS, *(digest for _, digest, _ in blocks.values()))
 
     def remember():
@@ -360,6 +379,7 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
 def _build_model_in(root, model, source, bench, bench_text, blocks, version, jobs, exe_name,
                     meta_file):
     work = Path(tempfile.mkdtemp(prefix=f"{model}.", dir=root))
+    opt = cxx_opt()
     (work / "top.v").write_text(source.verilog)
     (work / bench).write_text(bench_text)
     for name, text in source.headers.items():
@@ -369,16 +389,16 @@ def _build_model_in(root, model, source, bench, bench_text, blocks, version, job
                  blocks.items()]
     libraries += [str(Path(folder, f"lib{name}.a").resolve()) for name, (folder, _, _) in
                   blocks.items()]
-    runtime = root / ("runtime-" + _digest(version, OPT, os.environ.get("CXX", "g++"),
+    runtime = root / ("runtime-" + _digest(version, opt, os.environ.get("CXX", "g++"),
                                            *_VERILATOR_FLAGS))
     _run_build(["verilator", "--cc", "top.v", *libraries, "--top-module", "top",
                 "--exe", bench, "-Mdir", "obj", "-o", exe_name,
-                *_VERILATOR_FLAGS, "-CFLAGS", f"{OPT} -I.."], work, source.name)
+                *_VERILATOR_FLAGS, "-CFLAGS", f"{opt} -I.."], work, source.name)
     # make, as Verilator's --build runs it, once the run-time objects are in place (they
     # must be newer than the makefile Verilator has just written)
     _take_runtime(runtime, work / "obj")
-    _run_build(["make", "-C", "obj", "-f", "Vtop.mk", "-j", str(jobs), f"OPT_FAST={OPT}",
-                "OPT_SLOW=-O0", f"OPT_GLOBAL={OPT}"], work, source.name)
+    _run_build(["make", "-C", "obj", "-f", "Vtop.mk", "-j", str(jobs), f"OPT_FAST={opt}",
+                "OPT_SLOW=-O0", f"OPT_GLOBAL={opt}"], work, source.name)
     _keep_runtime(work / "obj", runtime)
     (work / "obj" / exe_name).rename(work / exe_name)
     shutil.rmtree(work / "obj", ignore_errors=True)
@@ -473,17 +493,21 @@ def _frames_of(beats):
 
 
 def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=0,
-                           quiet=None, timeout=2_000_000, close_at_end=True, cache_dir=None,
-                           jobs=2, key=None):
+                           quiet=None, timeout=2_000_000, close_at_end=True, idle_timeout=None,
+                           cache_dir=None, jobs=2, key=None):
     """:func:`~squeezenic_hw.sim.lane.simulate_lane` on the compiled model of ``lane`` (a
     lane, or a function that builds one: see :func:`build_lane_model`).
 
-    ``cache_dir``, ``jobs`` and ``key`` go to :func:`build_lane_model`. Returns a
+    ``idle_timeout`` (TX), when given, is written to ``cfg_idle_timeout`` before the first
+    cycle (0: never), in place of the lane's initial value, so one model serves every
+    timeout. ``cache_dir``, ``jobs`` and ``key`` go to :func:`build_lane_model`. Returns a
     :class:`LaneRun`; ``extra`` adds ``backend`` (``"compiled"``), ``build``
     (:func:`build_lane_model`'s info) and ``sim_cycles``."""
     frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
     if times is not None and len(times) != len(frames):
         raise ValueError(f"times: {len(times)} for {len(frames)} frames")
+    if idle_timeout is not None and not 0 <= idle_timeout < 2**32:
+        raise ValueError(f"idle_timeout must be in [0, 2**32), not {idle_timeout}")
     exe, build = build_lane_model(lane, cache_dir=cache_dir, jobs=jobs, key=key)
     if quiet is None:
         quiet = default_quiet(backpressure)
@@ -493,11 +517,14 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
         start = time.perf_counter()
         done = subprocess.run([str(exe), str(src), str(dst), repr(float(idle)),
                                repr(float(backpressure)), str(int(seed)), str(int(quiet)),
-                               str(int(timeout)), str(int(bool(close_at_end)))],
+                               str(int(timeout)), str(int(bool(close_at_end))),
+                               str(-1 if idle_timeout is None else int(idle_timeout))],
                               capture_output=True, text=True)
         wall = time.perf_counter() - start
         if done.returncode == 3:
             raise TimeoutError(done.stderr.strip())
+        if done.returncode == 2 and "no idle timeout" in done.stderr:
+            raise ValueError("idle_timeout: this lane has no idle timeout (an RX lane)")
         if done.returncode != 0:
             raise RuntimeError(f"compiled model failed ({done.returncode}): {done.stderr.strip()}")
         fields = build["counters"]

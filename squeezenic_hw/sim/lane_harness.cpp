@@ -10,7 +10,8 @@
 // Its random numbers are its own (a seeded std::mt19937_64), so cycle numbers differ
 // from the Amaranth run's; frames and counters do not depend on them.
 //
-// argv: input file, output file, idle, backpressure, seed, quiet, timeout, close_at_end.
+// argv: input file, output file, idle, backpressure, seed, quiet, timeout, close_at_end,
+// and (TX) the idle timeout to set in cfg_idle_timeout, or -1 to keep the lane's initial value.
 // Input (little-endian): u64 frame count; per frame u64 earliest cycle, u64 beat count,
 // then each beat as PAYLOAD_WORDS u32 words. Output: u64 cycles, u64 input-done cycle,
 // u64 output beat count, per output beat u64 cycle and PAYLOAD_WORDS words; u64 accepted
@@ -35,13 +36,17 @@ static uint64_t read_u64(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 9) { fprintf(stderr, "usage: lane_model IN OUT IDLE BP SEED QUIET TIMEOUT CLOSE\n"); return 2; }
+  if (argc != 10) {
+    fprintf(stderr, "usage: lane_model IN OUT IDLE BP SEED QUIET TIMEOUT CLOSE IDLE_TIMEOUT\n");
+    return 2;
+  }
   FILE *in = fopen(argv[1], "rb");
   if (!in) { perror(argv[1]); return 2; }
   const double idle = atof(argv[3]), backpressure = atof(argv[4]);
   const uint64_t seed = strtoull(argv[5], nullptr, 10);
   const uint64_t quiet = strtoull(argv[6], nullptr, 10), timeout = strtoull(argv[7], nullptr, 10);
   const bool close_at_end = atoi(argv[8]) != 0;
+  const long long idle_timeout = atoll(argv[9]);
 
   struct Frame { uint64_t at; std::vector<uint32_t> words; uint64_t beats; };
   std::vector<Frame> frames(read_u64(in));
@@ -61,6 +66,11 @@ int main(int argc, char **argv) {
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   // no reset pulse: the registers start at their initial values, as in Amaranth's simulator
   SET_CONFIG(top);
+#ifdef IDLE_TIMEOUT_PORT
+  if (idle_timeout >= 0) top.IDLE_TIMEOUT_PORT = (uint32_t)idle_timeout;
+#else
+  if (idle_timeout >= 0) { fprintf(stderr, "this lane has no idle timeout\n"); return 2; }
+#endif
   top.clk = 0; top.eval();
 
   std::vector<uint64_t> out_cycles, accepted;

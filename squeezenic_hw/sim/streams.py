@@ -7,6 +7,11 @@ that inserts random idle cycles between beats and a sink that withholds
 Payloads are passed as plain integers (the packed bits of the stream's payload)
 or as anything ``layout.const`` accepts (dicts for structs); results come back
 as integers, which the tests unpack with :func:`unpack_fields`.
+
+Setting a simulation up (elaborating the design and compiling it for the simulator)
+often takes longer than a short run. A design passed to :func:`reuse_simulation` keeps
+one :class:`ReusableSimulation`: each later run resets it (``Simulator.reset``) instead
+of setting up another.
 """
 
 import random
@@ -15,7 +20,87 @@ from dataclasses import dataclass, field
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-__all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields", "probe_registered_ready"]
+__all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields", "probe_registered_ready",
+           "ReusableSimulation", "reuse_simulation", "simulation_of"]
+
+
+class ReusableSimulation:
+    """An Amaranth simulation of ``dut`` (one 250 MHz ``sync`` clock), set up once and run
+    many times, each run with its own testbenches.
+
+    :meth:`run` resets the simulator (every signal and memory back to its initial value,
+    time back to zero) before every run but the first. Testbenches run in the order given,
+    as ``Simulator.add_testbench`` would run them.
+    """
+
+    def __init__(self, dut):
+        self.dut = dut
+        self._job = {}
+        self._runs = 0
+        self._sim = Simulator(dut)
+        self._sim.add_clock(4e-9)
+        # The simulator's testbenches are slots, alternately background and foreground, that
+        # run the current job's testbenches: any order of the two kinds maps onto them.
+        self._slots = []
+        self._grow(4)
+
+    def _grow(self, pairs):
+        for _ in range(pairs):
+            for background in (True, False):
+                self._sim.add_testbench(self._slot(len(self._slots)), background=background)
+                self._slots.append(background)
+
+    def _slot(self, k):
+        async def slot(ctx):
+            bench = self._job.get(k)
+            if bench is not None:
+                await bench(ctx)
+        return slot
+
+    def run(self, testbenches, *, vcd=None):
+        """Run ``testbenches`` (``[(async function, background)]``, in order) until every
+        foreground one returns."""
+        if self._runs:
+            self._sim.reset()     # (also what lets slots be added after a run)
+        self._runs += 1
+        job, k = {}, 0
+        for bench, background in testbenches:
+            while True:
+                if k == len(self._slots):
+                    self._grow(1)
+                if self._slots[k] == bool(background):
+                    break
+                k += 1
+            job[k] = bench
+            k += 1
+        self._job = job
+        if vcd:
+            with self._sim.write_vcd(vcd):
+                self._sim.run()
+        else:
+            self._sim.run()
+
+
+_REUSED = {}
+
+
+def reuse_simulation(dut):
+    """Keep ``dut``'s simulation once it is set up, for every later run of it
+    (:func:`run_stream`, :func:`simulation_of`); returns ``dut``. The simulation, and so
+    ``dut``, live as long as the process: for designs that are run many times."""
+    _REUSED.setdefault(id(dut), (dut, None))
+    return dut
+
+
+def simulation_of(dut):
+    """A :class:`ReusableSimulation` of ``dut``: the kept one when ``dut`` went through
+    :func:`reuse_simulation`, else a new one."""
+    kept = _REUSED.get(id(dut))
+    if kept is None or kept[0] is not dut:
+        return ReusableSimulation(dut)
+    if kept[1] is None:
+        kept = _REUSED[id(dut)] = (dut, ReusableSimulation(dut))
+    return kept[1]
 
 
 def pack_payload(layout, value):
@@ -123,17 +208,8 @@ def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=
         ctx.set(o_stream.ready, 0)
         result.cycles = t - (result.first_input_cycle or 1) + 1
 
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source, background=True)
-    sim.add_testbench(sink)
-    for tb in extra_testbenches:
-        sim.add_testbench(tb, background=True)
-    if vcd:
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
+    benches = [(source, True), (sink, False)] + [(tb, True) for tb in extra_testbenches]
+    simulation_of(dut).run(benches, vcd=vcd)
     return result
 
 

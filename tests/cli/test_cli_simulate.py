@@ -154,3 +154,19 @@ def test_without_verilator_simulates_on_amaranth_and_says_so(tmp_path, capsys, m
     assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
                  "--backend", "compiled"]) == 2
     assert "needs Verilator" in capsys.readouterr().err
+
+
+def test_bad_cxx_optimisation_is_one_line(tmp_path, capsys, monkeypatch):
+    from squeezenic_hw.sim.compiled import OPT_VARIABLE, compiled_available
+
+    if not compiled_available():
+        pytest.skip("this machine has no Verilator or C++ compiler")
+    p = _raw_host_pcap(tmp_path, capsys)
+    monkeypatch.setenv(OPT_VARIABLE, "-Ofast")
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
+                 "--backend", "compiled"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and OPT_VARIABLE in err[0] and "'-Ofast'" in err[0]
+    # on Amaranth the variable is not read
+    assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
+                 "--backend", "amaranth", "--format", "json"]) == 0

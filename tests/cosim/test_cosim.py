@@ -46,6 +46,7 @@ if _why:
     pytest.skip(f"cosim: {_why} ({ICARUS_NOTE})", allow_module_level=True)
 
 from cocotb_tools.runner import get_runner  # noqa: E402
+from shared_plugins import LOOPBACK_PLUGIN  # noqa: E402
 
 from squeezenic_hw.flows.opennic import write_opennic_plugin  # noqa: E402
 from squeezenic_hw.regmap.plugin import PluginParams  # noqa: E402
@@ -57,8 +58,8 @@ DESIGNS = {
     "all_codecs": (PluginParams(),
                    ["cosim_streams"],
                    ["registers", "streams_full_rate", "streams_idle_backpressure"]),
-    "host_bw_200": (PluginParams(host_bw=200, codecs=["sign"], gen_codecs=["sign"],
-                                 loopback=True),
+    # conftest's LOOPBACK_PLUGIN, which tests/flows/test_generate.py checks too
+    "host_bw_200": (LOOPBACK_PLUGIN,
                     ["cosim_streams", "cosim_generators"],
                     ["registers", "streams_heavy_backpressure", "generators_looped_back"]),
 }
@@ -102,16 +103,21 @@ SIMS = {
 class _Runs:
     """Generates, builds and runs each (simulator, design) once; keeps the results."""
 
-    def __init__(self, tmp_factory):
+    def __init__(self, tmp_factory, generated_plugin):
         self.tmp = tmp_factory
+        self.generated = generated_plugin
         self.dirs = {}
         self.results = {}
 
     def plugin(self, design):
         if design not in self.dirs:
-            d = self.tmp.mktemp(f"plugin_{design}")
-            write_opennic_plugin(d, DESIGNS[design][0])
-            self.dirs[design] = d
+            params = DESIGNS[design][0]
+            if isinstance(params, dict):          # a plugin other tests share
+                self.dirs[design] = self.generated(params)[0]
+            else:
+                d = self.tmp.mktemp(f"plugin_{design}")
+                write_opennic_plugin(d, params)
+                self.dirs[design] = d
         return self.dirs[design]
 
     def run(self, sim, design):
@@ -184,8 +190,8 @@ def _parse(results, log, report):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    return _Runs(tmp_path_factory)
+def runs(tmp_path_factory, generated_plugin):
+    return _Runs(tmp_path_factory, generated_plugin)
 
 
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])

@@ -20,8 +20,11 @@ from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.compiled import (
+    OPT,
+    OPT_VARIABLE,
     build_lane_model,
     compiled_available,
+    cxx_opt,
     ports_header,
     simulate_lane_compiled,
 )
@@ -121,6 +124,16 @@ def test_build_is_cached(tmp_path):
     assert "verilated.o" in logs[1]
 
 
+def test_cxx_optimisation_from_the_environment(monkeypatch):
+    monkeypatch.delenv(OPT_VARIABLE, raising=False)
+    assert cxx_opt() == OPT == "-O1"
+    monkeypatch.setenv(OPT_VARIABLE, " -O3 ")
+    assert cxx_opt() == "-O3"
+    monkeypatch.setenv(OPT_VARIABLE, "-O9")
+    with pytest.raises(ValueError, match=OPT_VARIABLE):
+        cxx_opt()
+
+
 def test_ports_header_names_the_lanes_ports():
     tx, rx = ports_header(TxLane(codecs=["raw"])), ports_header(RxLane(codecs=["raw"]))
     assert "HAS_CLOSE" in tx and "HAS_CLOSE" not in rx
@@ -138,14 +151,21 @@ def test_rejects_a_lane_with_other_beats():
 def test_arrival_times_and_idle_closes(cache):
     """Frames at given arrival cycles, gaps either side of the idle timeout: the compiled
     bench keeps the times as the Amaranth source does, so the idle closes are the
-    reference's."""
+    reference's. The timeout is set at run time, in the model of a lane built without one."""
     T = 50
     frames, times = idle_gap_traffic(np.random.default_rng(4), T, n_total=600)
-    run = simulate_lane_compiled(TxLane(codecs=["fp16"], idle_timeout=T), frames, times=times,
-                                 cache_dir=cache)
-    check_against_reference(run, frames, "tx", codecs=["fp16"], idle_timeout=T, times=times)
+    lane = TxLane(codecs=CHEAP)
+    run = simulate_lane_compiled(lane, frames, times=times, idle_timeout=T, cache_dir=cache)
+    check_against_reference(run, frames, "tx", codecs=CHEAP, idle_timeout=T, times=times)
     assert run.counters["close_idle"] >= 5
     assert run.extra["input_first_cycles"][:3] == [t + 1 for t in times[:3]]
+    # the same model without a run-time timeout keeps the lane's: none
+    again = simulate_lane_compiled(lane, frames, times=times, cache_dir=cache)
+    assert again.extra["build"]["key"] == run.extra["build"]["key"]
+    check_against_reference(again, frames, "tx", codecs=CHEAP, times=times)
+    assert again.counters["close_idle"] == 0
+    with pytest.raises(ValueError, match="idle_timeout"):
+        simulate_lane_compiled(lane, frames, idle_timeout=-1, cache_dir=cache)
 
 
 def test_no_stalls_same_cycles_and_gaps_as_amaranth(cache):

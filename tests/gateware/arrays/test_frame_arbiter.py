@@ -17,10 +17,11 @@ import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 from param_sweep import rotated
+from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource, frame_beats
-from squeezenic_hw.sim.streams import probe_registered_ready
+from squeezenic_hw.sim.streams import probe_registered_ready, simulation_of
 
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 
@@ -54,7 +55,7 @@ def round_robin_order(per_input):
 def run_arbiter(per_input, *, idle=0.0, backpressure=0.0, seed=0):
     """Simulate; return (sink, hold violations)."""
     n = len(per_input)
-    dut = FrameArbiter(n)
+    dut = shared(FrameArbiter, n)
     sources = [FrameSource(dut.i[k], frames, idle=idle, seed=seed * 131 + k)
                for k, frames in enumerate(per_input)]
     total = sum(len(f) for f in per_input)
@@ -72,13 +73,8 @@ def run_arbiter(per_input, *, idle=0.0, backpressure=0.0, seed=0):
                 holds.append((prev, (valid, payload)))
             prev = (valid, payload) if valid and not ready else None
 
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    for src in sources:
-        sim.add_testbench(src.run, background=True)
-    sim.add_testbench(monitor, background=True)
-    sim.add_testbench(sink.run)
-    sim.run()
+    simulation_of(dut).run([*((src.run, True) for src in sources), (monitor, True),
+                            (sink.run, False)])
     return sink, holds
 
 

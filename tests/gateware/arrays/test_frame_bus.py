@@ -8,9 +8,9 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.sim import Simulator
 from lane_scenarios import host_stream
 from param_sweep import rotated
+from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
@@ -19,6 +19,7 @@ from squeezenic_hw.gateware.common.layouts import axis_signature
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
+from squeezenic_hw.sim.streams import simulation_of
 
 
 class _Bus(wiring.Component):
@@ -65,7 +66,7 @@ def _traffic(rng, codec, n, frames_per_lane, flush_rate):
 
 def _run(n, codec, traffic, *, idle, backpressure, hold=0, cluster=None):
     """Run the bus; returns the sink and the largest number of lanes shown at once."""
-    dut = _Bus(n, codec, cluster)
+    dut = shared(_Bus, n, codec, cluster)
     sources = [FrameSource(dut.i[k], traffic[k], idle=idle, seed=k) for k in range(n)]
     expected = [lr.tx([f.data for f in frames], codecs=[codec.partition(":")[0]])[0]
                 for frames in traffic]
@@ -90,14 +91,8 @@ def _run(n, codec, traffic, *, idle, backpressure, hold=0, cluster=None):
             await ctx.tick()
         await sink.run(ctx)
 
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    for s in sources:
-        sim.add_testbench(s.run, background=True)
-    sim.add_testbench(closer, background=True)
-    sim.add_process(watch)
-    sim.add_testbench(bench)
-    sim.run()
+    simulation_of(dut).run([*((s.run, True) for s in sources), (closer, True), (watch, True),
+                            (bench, False)])
     return sink, expected, max(shown)
 
 

@@ -22,6 +22,7 @@ import pytest
 from amaranth import Module, ResetInserter, Signal
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays import checker as fc
 from squeezenic_hw.gateware.arrays.arbiter import thermometer_count
@@ -29,6 +30,7 @@ from squeezenic_hw.gateware.arrays.checker import FrameChecker
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES
 from squeezenic_hw.reference.checker import CHECKER_KEYS, check_frames, is_host_frame
 from squeezenic_hw.sim.axis import AxisFrame, frame_beats
+from squeezenic_hw.sim.streams import simulation_of
 from squeezenic_hw.spec import frames as F
 
 IDLES = [0.0, 0.3, 0.7]
@@ -107,7 +109,7 @@ def random_frames(rng, count, *, port=F.DEFAULT_PORT, small=False):
 
 def run_checker(frames, *, idle=0.0, seed=0, port=F.DEFAULT_PORT, garbage=True):
     """Drive ``frames``; return (dut, last-beat edges, per-edge output samples)."""
-    dut = FrameChecker(port=port)
+    dut = shared(FrameChecker, port=port)
     rng = random.Random(seed)
     axis = [AxisFrame(f, src=rng.getrandbits(16), dst=rng.getrandbits(16)) for f in frames]
     last_edges = []
@@ -142,11 +144,7 @@ def run_checker(frames, *, idle=0.0, seed=0, port=F.DEFAULT_PORT, garbage=True):
         async for _, _, *values in ctx.tick().sample(*outs):
             samples.append(tuple(int(v) for v in values))
 
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(monitor, background=True)
-    sim.add_testbench(source)
-    sim.run()
+    simulation_of(dut).run([(monitor, True), (source, False)])
     return dut, last_edges, samples
 
 

@@ -9,6 +9,7 @@ import pytest
 from amaranth import Module, ResetInserter, Signal
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays.generator import GradientGenerator
 from squeezenic_hw.reference.codecs import encode
@@ -33,6 +34,7 @@ from squeezenic_hw.reference.generator import (
     window_values,
 )
 from squeezenic_hw.sim.axis import FrameSink
+from squeezenic_hw.sim.streams import simulation_of
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS
 from squeezenic_hw.spec.codecs import CODECS, validate_param
 from squeezenic_hw.spec.frames import Header, classify_host_frame, parse
@@ -341,18 +343,14 @@ async def _wait(ctx, dut, cond, limit=100_000):
 
 
 def _simulate(dut, control, sink):
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(control, background=True)
-    sim.add_testbench(sink.run)
-    sim.run()
+    simulation_of(dut).run([(control, True), (sink.run, False)])
 
 
 def _run_configs(runs, *, backpressure, seed, max_elements=363, template=None,
                  signs_only=False, mantissa_bits=None):
     """Runs ``[(config, n_frames)]`` one after the other on one generator; its frames."""
-    dut = GradientGenerator(max_elements, template=template, signs_only=signs_only,
-                            mantissa_bits=mantissa_bits)
+    dut = shared(GradientGenerator, max_elements, template=template, signs_only=signs_only,
+                 mantissa_bits=mantissa_bits)
     total = sum(n for _, n in runs)
     sink = FrameSink(dut.o, n_frames=total, backpressure=backpressure, seed=seed)
     sent = []

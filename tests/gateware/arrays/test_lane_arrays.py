@@ -7,10 +7,12 @@ from amaranth import Module
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
 from squeezenic_hw.reference.array import array_reference
 from squeezenic_hw.reference.checker import CHECKER_KEYS
+from squeezenic_hw.sim.streams import simulation_of
 from squeezenic_hw.spec.generator import GeneratorConfig, config_values, lane_run_config
 from squeezenic_hw.spec.scaling import lanes_for
 
@@ -31,7 +33,7 @@ class Loopback(wiring.Component):
 
 
 def _run_loopback(host_bw, cfg, n_frames, codecs, max_cycles=20000):
-    dut = Loopback(host_bw, codecs)
+    dut = shared(Loopback, host_bw, codecs)
     n = dut.tx.n_lanes
     got = {}
 
@@ -65,10 +67,7 @@ def _run_loopback(host_bw, cfg, n_frames, codecs, max_cycles=20000):
                             for name in ("host_frames", "wire_frames", "elements")}
 
     expected = array_reference(lanes_for(host_bw), cfg, n_frames, codecs=codecs)
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    simulation_of(dut).run([(bench, False)])
     return got, expected
 
 

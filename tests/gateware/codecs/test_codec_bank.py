@@ -6,6 +6,7 @@ import pytest
 from amaranth import Module, ResetInserter, Signal, unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.gateware.codecs.bank import DecoderBank, EncoderBank, codec_widths
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
@@ -83,7 +84,7 @@ def _check(dut, beats, expected, field, **kw):
 def test_encoder_bank_mixed_codecs(idle, backpressure):
     codecs = ["raw", "fp16", "bf16", "sign", "natural"]
     rng = np.random.default_rng([1, int(idle * 10), int(backpressure * 10)])
-    dut = EncoderBank(codecs, meta_shape=unsigned(4))
+    dut = shared(EncoderBank, codecs, meta_shape=unsigned(4))
     assert dut.latency == 14   # natural's, its cleared copy and the output register
     beats, expected = _beats(rng, codecs, 120, encoder=True)
     run = _check(dut, beats, expected, "codes", idle=idle, backpressure=backpressure,
@@ -97,7 +98,7 @@ def test_encoder_bank_mixed_codecs(idle, backpressure):
 def test_decoder_bank_mixed_codecs(idle, backpressure):
     codecs = ["raw", "fp16", "bf16", "sign", "natural"]
     rng = np.random.default_rng([2, int(idle * 10)])
-    dut = DecoderBank(codecs, meta_shape=unsigned(4))
+    dut = shared(DecoderBank, codecs, meta_shape=unsigned(4))
     beats, expected = _beats(rng, codecs, 120, encoder=False)
     run = _check(dut, beats, expected, "elements", idle=idle, backpressure=backpressure,
                  seed=4)
@@ -130,7 +131,7 @@ def test_all_codecs_mixed(encoder):
     beat's draws and parameters stay its own."""
     codecs = ["raw", "fp16", "bf16", "fixed", "qsgd", "sign", "natural"]
     rng = np.random.default_rng([8, int(encoder)])
-    dut = (EncoderBank if encoder else DecoderBank)(codecs, meta_shape=unsigned(4))
+    dut = shared(EncoderBank if encoder else DecoderBank, codecs, meta_shape=unsigned(4))
     assert dut.latency == (16 if encoder else 10)
     beats, expected = _beats(rng, codecs, 60, encoder=encoder)
     _check(dut, beats, expected, "codes" if encoder else "elements", idle=0.3,

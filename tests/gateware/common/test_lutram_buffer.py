@@ -9,6 +9,7 @@ import pytest
 from amaranth import unsigned
 from amaranth.lib import data
 from buffer_checks import check_struct_payload_at_full_rate, ready_per_cycle
+from shared_duts import shared
 
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.stream import LutramBuffer
@@ -21,7 +22,7 @@ from squeezenic_hw.sim.streams import run_stream
 def test_every_beat_in_order(width, depth, idle, backpressure):
     rng = random.Random(width)
     beats = [rng.getrandbits(width) for _ in range(300)]
-    run = run_stream(LutramBuffer(data.StructLayout({"x": unsigned(width)}), depth), beats,
+    run = run_stream(shared(LutramBuffer, data.StructLayout({"x": unsigned(width)}), depth), beats,
                      idle=idle, backpressure=backpressure, seed=width + depth)
     assert run.outputs == beats
 

@@ -8,6 +8,7 @@ import pytest
 from amaranth import unsigned
 from amaranth.lib import data
 from buffer_checks import check_struct_payload_at_full_rate, ready_per_cycle
+from shared_duts import shared
 
 from squeezenic_hw.gateware.common.stream import SkidBuffer
 from squeezenic_hw.sim.streams import run_stream
@@ -19,8 +20,8 @@ from squeezenic_hw.sim.streams import run_stream
 def test_every_beat_in_order(width, idle, backpressure):
     rng = random.Random(width)
     beats = [rng.getrandbits(width) for _ in range(300)]
-    run = run_stream(SkidBuffer(data.StructLayout({"x": unsigned(width)})), beats, idle=idle,
-                     backpressure=backpressure, seed=width)
+    dut = shared(SkidBuffer, data.StructLayout({"x": unsigned(width)}))
+    run = run_stream(dut, beats, idle=idle, backpressure=backpressure, seed=width)
     assert run.outputs == beats
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.lib import data
+from shared_duts import shared
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat, Reason, reason_of
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat, FrameClassifier
@@ -232,7 +233,7 @@ def check_classifier(lane, frames, *, port=F.DEFAULT_PORT, codecs=F.DEFAULT_CODE
     ``size`` bytes with the same header.
     """
     rng = random.Random(seed)
-    dut = FrameClassifier(lane, port=port, codecs=codecs, depth=depth)
+    dut = shared(FrameClassifier, lane, port=port, codecs=codecs, depth=depth)
     beats, expected, reasons = [], [], []
     for k, frame in enumerate(frames):
         if isinstance(frame, AxisFrame):
@@ -421,7 +422,7 @@ def test_threshold_keep_mask(scale_bits):
             chunk = want[16 * (b - 1):16 * b] if b else []
             keeps.append(sum(1 << e for e, kept in enumerate(chunk) if kept))
             masks.append((1 << len(chunk)) - 1 if b else 0xFFFF)   # past the end: don't care
-    dut = FrameClassifier("tx", codecs=["raw", "threshold"])
+    dut = shared(FrameClassifier, "tx", codecs=["raw", "threshold"])
     run = run_stream(dut, beats, idle=0.3, backpressure=0.3, seed=scale_bits & 0xFF)
     got = [data.Const(ClassifiedBeat, out) for out in run.outputs]
     assert [int(g.keep) & m for g, m in zip(got, masks, strict=True)] == keeps

@@ -18,6 +18,7 @@ from amaranth import Module, ResetInserter, Signal, unsigned
 from amaranth.back import verilog
 from amaranth.lib import data
 from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.gateware.lane.header_builder import (
     HeaderBuilder,
@@ -112,7 +113,7 @@ def requests(rng, count):
 
 
 def check_builder(reqs, *, idle=0.0, backpressure=0.0, seed=0, depth=None):
-    dut = HeaderBuilder(unsigned(TAG_BITS), depth=depth)
+    dut = shared(HeaderBuilder, unsigned(TAG_BITS), depth=depth)
     inputs = [dict(r, template=int.from_bytes(r["template"], "little")) for r in reqs]
     run = run_stream(dut, inputs, idle=idle, backpressure=backpressure, seed=seed)
     layout = header_result_layout(unsigned(TAG_BITS))

@@ -17,6 +17,7 @@ import pytest
 from amaranth import Fragment, unsigned
 from amaranth.lib import data
 from param_sweep import rotated
+from shared_duts import shared
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
 from squeezenic_hw.gateware.rx.unpacker import (
@@ -187,7 +188,7 @@ _N_MAX = {1: 300, 5: 800, 16: 1500, 17: 1500, 363: 1500}
 def test_sweep(M, idle, backpressure):
     seed = M * 10 + SETTINGS.index((idle, backpressure))
     rng = np.random.default_rng(seed)
-    dut = WireUnpacker(SWEEP_WIDTHS, max_host_elements=M, tag_shape=unsigned(TAG_BITS))
+    dut = shared(WireUnpacker, SWEEP_WIDTHS, max_host_elements=M, tag_shape=unsigned(TAG_BITS))
     run_frames(dut, sweep_frames(rng, _N_MAX[M]), idle=idle, backpressure=backpressure,
                seed=seed)
 
@@ -198,7 +199,7 @@ def test_zero_beats_read_as_zero(idle, backpressure):
     bits, whatever its data: random beats of every sweep width, at M = 363."""
     seed = 90 + SETTINGS.index((idle, backpressure))
     rng = np.random.default_rng(seed)
-    dut = WireUnpacker(SWEEP_WIDTHS, max_host_elements=363, tag_shape=unsigned(TAG_BITS))
+    dut = shared(WireUnpacker, SWEEP_WIDTHS, max_host_elements=363, tag_shape=unsigned(TAG_BITS))
     run_frames(dut, sweep_frames(rng, 1200), idle=idle, backpressure=backpressure,
                seed=seed, zero_rate=0.3)
 
@@ -207,7 +208,7 @@ def test_zero_beats_read_as_zero(idle, backpressure):
 def test_tiny_frames_back_to_back(idle, backpressure):
     """Many 1..3-code frames of alternating widths: several frames in the buffer at once."""
     rng = np.random.default_rng(7)
-    dut = WireUnpacker((1, 9, 32), max_host_elements=2, tag_shape=unsigned(TAG_BITS))
+    dut = shared(WireUnpacker, (1, 9, 32), max_host_elements=2, tag_shape=unsigned(TAG_BITS))
     frames = [make_frame(rng, int(rng.integers(1, 4)), int(rng.choice([1, 9, 32])))
               for _ in range(120)]
     run = run_frames(dut, frames, idle=idle, backpressure=backpressure, seed=11)
@@ -219,7 +220,7 @@ def test_tiny_frames_back_to_back(idle, backpressure):
 def test_full_rate(width, M):
     """No idle, no backpressure: one job every cycle, back to back over frame boundaries."""
     rng = np.random.default_rng(width * 1000 + M)
-    dut = WireUnpacker((width,), max_host_elements=M)
+    dut = shared(WireUnpacker, (width,), max_host_elements=M)
     frames = [make_frame(rng, n, width, tag=k % 2)
               for k, n in enumerate((1500, 1472, 737, 1500))]
     run = run_frames(dut, frames, seed=1)
@@ -244,7 +245,7 @@ def test_full_rate_mixed_widths(M):
     one job every cycle with no idle and no backpressure."""
     rng = np.random.default_rng(M)
     widths = (1, 3, 9, 16, 32)
-    dut = WireUnpacker(widths, max_host_elements=M, tag_shape=unsigned(TAG_BITS))
+    dut = shared(WireUnpacker, widths, max_host_elements=M, tag_shape=unsigned(TAG_BITS))
     sizes = [1, 1, 300, 1, 17, 1, 700, 5, 1, 16] if M > 1 else [1, 1, 40, 1, 17, 3, 1, 16]
     frames = [make_frame(rng, n, int(rng.choice(widths))) for n in sizes]
     frames += [make_frame(rng, 1, 32) for _ in range(6)]

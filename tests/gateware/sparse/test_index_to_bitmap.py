@@ -19,7 +19,7 @@ import random
 import numpy as np
 import pytest
 from amaranth import Value
-from amaranth.sim import Simulator
+from shared_duts import shared
 
 from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     BITMAP_BEAT_BITS,
@@ -28,7 +28,7 @@ from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     index_desc_layout,
 )
 from squeezenic_hw.reference.threshold import decode_payload
-from squeezenic_hw.sim.streams import pack_payload
+from squeezenic_hw.sim.streams import pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import INDEX_LIST
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
@@ -169,14 +169,10 @@ def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None)
                 held = payload
         ctx.set(dut.o.ready, 0)
 
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source(dut.desc, descs, rng_desc,
-                             lambda item, t: run.desc_cycles.append(t)), background=True)
-    sim.add_testbench(source(dut.i, beats, rng_i,
-                             lambda item, t: run.i_cycles.append((item[0], t))), background=True)
-    sim.add_testbench(sink)
-    sim.run()
+    simulation_of(dut).run([
+        (source(dut.desc, descs, rng_desc, lambda item, t: run.desc_cycles.append(t)), True),
+        (source(dut.i, beats, rng_i, lambda item, t: run.i_cycles.append((item[0], t))), True),
+        (sink, False)])
 
     # Protocol: a frame's index beats only after its desc, all before the next desc.
     assert len(run.desc_cycles) == len(frames) and len(run.i_cycles) == len(beats)
@@ -188,7 +184,7 @@ def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None)
 
 
 def check(frames, *, idle=0.0, backpressure=0.0, seed=0, entries_per_cycle=2):
-    run = run_frames(IndexToBitmap(entries_per_cycle=entries_per_cycle), frames, idle=idle,
+    run = run_frames(shared(IndexToBitmap, entries_per_cycle=entries_per_cycle), frames, idle=idle,
                      backpressure=backpressure, seed=seed)
     expected = [beat for n, idx in frames for beat in expected_beats(n, idx)]
     assert len(run.outputs) == len(expected)

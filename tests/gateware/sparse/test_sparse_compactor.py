@@ -17,6 +17,7 @@ from amaranth import unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
 from param_sweep import slow_except
+from shared_duts import shared
 
 from squeezenic_hw.gateware.sparse.compactor import (
     ELEMENTS,
@@ -157,7 +158,7 @@ def test_full_rate_and_latency():
     """No idle, no backpressure: first output ``latency`` cycles after the first
     input, then one job per cycle with no gap."""
     n = 120
-    dut = SparseCompactor(META)
+    dut = shared(SparseCompactor, META)
     run = check(dut, make_jobs(99, n))
     assert dut.latency == SparseCompactor.LATENCY == 3
     assert run.latency == dut.latency

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from amaranth import Fragment, Value, unsigned
 from amaranth.lib import data
-from amaranth.sim import Simulator
 from param_sweep import rotated, slow_except
+from shared_duts import shared
 
 from squeezenic_hw.gateware.common.layouts import CODES_PER_JOB
 from squeezenic_hw.gateware.sparse.expander import (
@@ -31,7 +31,7 @@ from squeezenic_hw.gateware.sparse.expander import (
     sparse_expander_job_layout,
 )
 from squeezenic_hw.reference.threshold import decode_payload
-from squeezenic_hw.sim.streams import pack_payload
+from squeezenic_hw.sim.streams import pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import BITMAP
 
 TAG_BITS = 3
@@ -141,9 +141,9 @@ class Run:
 
 def run_frames(frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None,
                check_ideal=True):
-    """Drive ``frames`` through a fresh expander; check every job and count_error."""
+    """Drive ``frames`` through the expander from reset; check every job and count_error."""
     rng = np.random.default_rng([seed, 0x5BA])
-    dut = SparseExpander(tag_shape=unsigned(TAG_BITS))
+    dut = shared(SparseExpander, tag_shape=unsigned(TAG_BITS))
     jobs, want, want_err, vdescs, beats = [], [], [], [], []
     for frame in frames:
         for acc, part in zip((jobs, want, want_err, vdescs, beats),
@@ -203,13 +203,10 @@ def run_frames(frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None,
                 run.stray_errors += 1
         ctx.set(dut.o.ready, 0)
 
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source(dut.i, jobs, seeds[0], run.in_cycles), background=True)
-    sim.add_testbench(source(dut.vdesc, vdescs, seeds[1]), background=True)
-    sim.add_testbench(source(dut.values, beats, seeds[2]), background=True)
-    sim.add_testbench(sink)
-    sim.run()
+    simulation_of(dut).run([(source(dut.i, jobs, seeds[0], run.in_cycles), True),
+                            (source(dut.vdesc, vdescs, seeds[1]), True),
+                            (source(dut.values, beats, seeds[2]), True),
+                            (sink, False)])
 
     want_ints = [pack_payload(layout, j) for j in want]
     bad = [k for k, (g, w) in enumerate(zip(run.outputs, want_ints, strict=True)) if g != w]

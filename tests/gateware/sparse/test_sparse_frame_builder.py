@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 from param_sweep import rotated
+from shared_duts import shared
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, RingWrite
 from squeezenic_hw.gateware.sparse.frame_builder import (
@@ -227,7 +228,7 @@ def _describe(got, want):
 
 def check(mtu, frames, jobs, *, idle, backpressure, seed):
     """Run the DUT on ``jobs``; compare its items with the model. Returns the trace."""
-    dut = SparseFrameBuilder(mtu)
+    dut = shared(SparseFrameBuilder, mtu)
     expected, beats_per_frame = model_items(frames)
     trace = {"accept": [], "out": []}
 

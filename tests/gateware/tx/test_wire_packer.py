@@ -18,6 +18,7 @@ import random
 import numpy as np
 import pytest
 from amaranth.hdl import Fragment
+from shared_duts import shared
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, ELEMENTS_PER_BEAT, RingWrite
 from squeezenic_hw.gateware.tx.packer import WirePacker
@@ -167,7 +168,7 @@ def dut_frames(outputs):
 # ----------------------------------------------------------------------------- driver
 
 def check(widths, jobs, *, idle, backpressure, seed):
-    dut = WirePacker(widths)
+    dut = shared(WirePacker, widths)
     items = model_items(jobs)
     expected = model_frames(jobs)
     trace = {"accept": [], "out": []}
@@ -345,7 +346,7 @@ def test_full_rate_with_closes_every_job():
 
 def test_unbuilt_width_carries_nothing():
     """A job whose width was not built counts as a job with no codes."""
-    dut = WirePacker([8])
+    dut = shared(WirePacker, [8])
     jobs = [job(8, [1, 2, 3]), job(5, [7, 7, 7, 7]), job(8, [4], close_end=True),
             job(5, [1, 2], close_end=True)]
     run = run_stream(dut, jobs, n_outputs=2)
