@@ -40,6 +40,9 @@ def add_arguments(parser):
     parser.add_argument("--backpressure", type=float, default=0.2, metavar="P",
                         help="probability that the output is not ready in a cycle "
                              "(default 0.2)")
+    parser.add_argument("--timed", action="store_true",
+                        help="make one batch in four timed: frames at set cycles, gaps on "
+                             "every side of an idle timeout set in the TX lane (docs/fuzz.md)")
     add_backend_option(parser)
     add_cache_dir_option(parser)
     parser.add_argument("--only-batch", type=int, metavar="K",
@@ -68,6 +71,7 @@ class _LaneRunner:
         self.builders = lane_builders(codecs)
         self.builds = {}
         self.batch = 0
+        self.timed = 0
         self.cycles = 0
         self.loop_seconds = 0.0
 
@@ -75,11 +79,18 @@ class _LaneRunner:
         beats = sum(max(1, -(-len(f.data) // 64)) for f in frames)
         return 200_000 + int(64 * beats / ((1 - self.args.idle) * (1 - self.args.backpressure)))
 
-    def __call__(self, lane, frames):
+    def __call__(self, lane, frames, *, times=None, idle_timeout=None, close_at_end=True):
         build, key = self.builders[lane]
         kw = dict(idle=self.args.idle, backpressure=self.args.backpressure,
                   seed=_derived_seed(self.args.seed, self.batch, 1),
                   timeout=self._timeout(frames))
+        if times is not None:
+            # a timed batch: the frames' beats at their times, nothing to move them; the
+            # last wire frame waits for the timeout
+            kw.update(idle=0.0, backpressure=0.0, times=times, idle_timeout=idle_timeout,
+                      close_at_end=close_at_end,
+                      timeout=kw["timeout"] + times[-1])
+            self.timed += lane == "tx"
         if self.backend == "compiled":
             from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
 
@@ -128,7 +139,8 @@ def _write_failure(directory, batch, recipe, check, args, codecs):
     first = check.differences[0]
     again = (f"squeezenic-hw fuzz --seed {args.seed} --frames {args.frames} --batch {args.batch} "
              f"--only-batch {batch} --idle {args.idle} --backpressure {args.backpressure}"
-             + (f" --codecs {','.join(map(str, codecs))}" if args.codecs else ""))
+             + (f" --codecs {','.join(map(str, codecs))}" if args.codecs else "")
+             + (" --timed" if args.timed else ""))
     info = {"batch": batch, "lane": check.lane, "frame": first.frame, "what": first.what,
             "differences": [{"frame": d.frame, "what": d.what} for d in check.differences],
             "again": again, "recipe": repr(recipe), "files": {k: str(p) for k, p in paths.items()},
@@ -170,7 +182,7 @@ def run(args):
     backend = simulation_backend(NAME, args.backend)
     runner = _LaneRunner(backend, ids, args)
     progress = args.progress or sys.stderr.isatty()
-    strategy = traffic_recipes(ids, frames=args.batch)
+    strategy = traffic_recipes(ids, frames=args.batch, timed=args.timed)
 
     start = time.perf_counter()
     generate_s = reference_s = model_s = 0.0
@@ -208,8 +220,9 @@ def run(args):
     build_s = runner.build_seconds or 0.0
     summary = {
         "backend": backend, "codecs": ids, "seed": args.seed, "batch": args.batch,
-        "idle": args.idle, "backpressure": args.backpressure,
+        "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
+        "timed_batches": runner.timed,
         "mismatches": len(mismatched), "first_mismatch": first,
         "cycles": runner.cycles,
         "sim_cycles_per_second": round(runner.cycles / runner.loop_seconds, 1)

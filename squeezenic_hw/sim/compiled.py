@@ -472,8 +472,8 @@ def _read_output(path, counter_words):
     counters = int.from_bytes(data[pos:pos + 4 * counter_words], "little")
     pos += 4 * counter_words
     (seconds,) = struct.unpack_from("<d", data, pos)
-    (gaps,) = struct.unpack_from("<Q", data, pos + 8)
-    return cycles, done_cycle, beats, accepted, counters, seconds, gaps
+    gaps, stalls = struct.unpack_from("<QQ", data, pos + 8)
+    return cycles, done_cycle, beats, accepted, counters, seconds, gaps, stalls
 
 
 def _frames_of(beats):
@@ -510,7 +510,7 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
         raise ValueError(f"idle_timeout must be in [0, 2**32), not {idle_timeout}")
     exe, build = build_lane_model(lane, cache_dir=cache_dir, jobs=jobs, key=key)
     if quiet is None:
-        quiet = default_quiet(backpressure)
+        quiet = default_quiet(backpressure, idle_timeout)
     with tempfile.TemporaryDirectory(prefix="lane_run.") as tmp:
         src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
         beats_in = _write_input(src, frames, times)
@@ -528,7 +528,7 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
         if done.returncode != 0:
             raise RuntimeError(f"compiled model failed ({done.returncode}): {done.stderr.strip()}")
         fields = build["counters"]
-        cycles, done_cycle, beats, accepted, counter_bits, loop_s, gaps = _read_output(
+        cycles, done_cycle, beats, accepted, counter_bits, loop_s, gaps, stalls = _read_output(
             dst, _words(max(offset + width for _, offset, width in fields)))
     out, max_streak = _frames_of(beats)
     counters = {name: (counter_bits >> offset) & ((1 << width) - 1)
@@ -536,7 +536,7 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
     run = LaneRun(frames=out, counters=counters, beats_in=beats_in, beats_out=len(beats),
                   max_out_streak=max_streak, gaps_in_frames=gaps, wall_seconds=loop_s,
                   extra={"backend": "compiled", "build": build, "sim_cycles": cycles,
-                         "run_wall_s": round(wall, 3),
+                         "run_wall_s": round(wall, 3), "input_stalls": stalls,
                          "input_first_cycles": list(accepted)})
     run.time_from(accepted, done_cycle if len(accepted) == len(frames) else None)
     return run

@@ -74,7 +74,8 @@ class LaneRun:
 
 
 def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=0,
-                  vcd=None, quiet=None, timeout=2_000_000, close_at_end=True, progress=None):
+                  vcd=None, quiet=None, timeout=2_000_000, close_at_end=True, progress=None,
+                  idle_timeout=None):
     """Run ``lane`` (a TxLane or RxLane) on ``frames``.
 
     Parameters
@@ -89,15 +90,19 @@ def simulate_lane(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=
         Write a waveform file.
     quiet : int, optional
         Cycles without output, after the input is done, that end the run
-        (default: enough for the lane's pipeline to drain).
+        (default: enough for the lane's pipeline to drain, :func:`default_quiet`).
     close_at_end : bool
         TX only: raise ``close`` after the last frame is in.
     progress : callable, optional
         Called as ``progress(cycle, frames_in, frames_out)`` every 2000 cycles.
+    idle_timeout : int, optional
+        TX only: written to ``cfg_idle_timeout`` before the first cycle (0: never), in
+        place of the lane's initial value.
     """
     return LaneSimulation(lane).run(frames, times=times, idle=idle, backpressure=backpressure,
                                     seed=seed, vcd=vcd, quiet=quiet, timeout=timeout,
-                                    close_at_end=close_at_end, progress=progress)
+                                    close_at_end=close_at_end, progress=progress,
+                                    idle_timeout=idle_timeout)
 
 
 class LaneSimulation:
@@ -126,6 +131,8 @@ class LaneSimulation:
         self._sim.add_testbench(self._reporter, background=True)
 
     async def _source(self, ctx):
+        if self._job["idle_timeout"] is not None:
+            ctx.set(self.lane.cfg_idle_timeout, self._job["idle_timeout"])
         await self._job["source"].run(ctx)
 
     async def _bench(self, ctx):
@@ -157,18 +164,24 @@ class LaneSimulation:
             job["progress"](cycle, len(job["source"].accepted_cycles), len(job["sink"].frames))
 
     def run(self, frames, *, times=None, idle=0.0, backpressure=0.0, seed=0, vcd=None,
-            quiet=None, timeout=2_000_000, close_at_end=True, progress=None):
+            quiet=None, timeout=2_000_000, close_at_end=True, progress=None,
+            idle_timeout=None):
         """Run the lane from its initial state on ``frames``; the arguments and the result
         are :func:`simulate_lane`'s."""
         lane = self.lane
+        if idle_timeout is not None:
+            if not hasattr(lane, "cfg_idle_timeout"):
+                raise ValueError("idle_timeout: this lane has no idle timeout (an RX lane)")
+            if not 0 <= idle_timeout < 2**32:
+                raise ValueError(f"idle_timeout must be in [0, 2**32), not {idle_timeout}")
         frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
         source = FrameSource(lane.i, frames, times=times, idle=idle, seed=seed)
         if quiet is None:
-            quiet = default_quiet(backpressure)
+            quiet = default_quiet(backpressure, idle_timeout)
         sink = FrameSink(lane.o, backpressure=backpressure, seed=seed, quiet=quiet,
                          source=source, timeout=timeout)
         self._job = {"source": source, "sink": sink, "counters": {}, "progress": progress,
-                     "close_at_end": close_at_end}
+                     "close_at_end": close_at_end, "idle_timeout": idle_timeout}
         if self._runs:
             self._sim.reset()
         self._runs += 1
@@ -189,7 +202,8 @@ class LaneSimulation:
         return run
 
 
-def default_quiet(backpressure):
+def default_quiet(backpressure, idle_timeout=None):
     """Cycles without output, after the input is done, that end a run by default: enough
-    for the lane's pipeline to drain under ``backpressure``."""
-    return 200 + int(400 * backpressure / max(0.05, 1 - backpressure))
+    for the lane's pipeline to drain under ``backpressure``, and for an idle timeout set at
+    run time to close the last wire frame."""
+    return 200 + int(400 * backpressure / max(0.05, 1 - backpressure)) + (idle_timeout or 0)

@@ -17,7 +17,7 @@
 // u64 output beat count, per output beat u64 cycle and PAYLOAD_WORDS words; u64 accepted
 // frame count and their first-beat cycles; COUNTER_WORDS u32 words of the counters;
 // f64 seconds spent in the loop; u64 cycles inside an output frame with the output ready
-// and no beat (gaps).
+// and no beat (gaps); u64 cycles the input offered a beat the lane did not take (stalls).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
   std::vector<uint32_t> out_words;
   size_t frame = 0, beat = 0;
   bool offering = false, input_done = frames.empty();
-  uint64_t t = 0, done_cycle = 0, last_beat = 0, gaps = 0;
+  uint64_t t = 0, done_cycle = 0, last_beat = 0, gaps = 0, stalls = 0;
   bool in_frame = false;
   auto start = std::chrono::steady_clock::now();
   for (;;) {
@@ -98,6 +98,7 @@ int main(int argc, char **argv) {
 #endif
     top.clk = 0; top.eval();
     const bool took = offering && top.IN_READY;
+    if (offering && !took) stalls++;   // a beat offered and not taken
     const bool gave = ready && top.OUT_VALID;
     if (gave) {
       for (int k = 0; k < PAYLOAD_WORDS; k++) out_words.push_back(top.OUT_PAYLOAD[k]);
@@ -142,6 +143,7 @@ int main(int argc, char **argv) {
   }
   fwrite(&seconds, 8, 1, out);
   put(gaps);
+  put(stalls);
   fclose(out);
   return 0;
 }

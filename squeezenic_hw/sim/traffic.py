@@ -69,8 +69,9 @@ from .vectors import EDGE_F32_BITS, gradient_like, random_f32_bits, sparse_gradi
 __all__ = [
     "MAX_ELEMENTS", "MAX_STREAM_FRAMES", "SCALE_KINDS", "VALUE_KINDS", "LENGTH_KINDS",
     "OFFSET_KINDS", "IDENTITY_FIELDS", "MALFORMED_KINDS", "StreamRecipe", "MalformedRecipe",
-    "TrafficRecipe", "stream_recipes", "malformed_recipes", "traffic_recipes", "draw_example",
-    "stream_frames", "malformed_frame", "host_traffic", "wire_traffic", "lane_view",
+    "TrafficRecipe", "IDLE_TIMEOUTS", "stream_recipes", "malformed_recipes", "traffic_recipes",
+    "draw_example", "stream_frames", "malformed_frame", "host_traffic", "arrival_times",
+    "wire_traffic", "lane_view",
     "LaneExpectation", "expected_tx", "expected_rx", "Difference", "differences", "LaneCheck",
     "round_trip", "lane_builders",
 ]
@@ -150,6 +151,10 @@ class TrafficRecipe:
     wire_malformed: tuple
     wire_size_errors: int
     seed: int
+    #: A timed batch: the TX lane closes wire frames after this many idle cycles, and the
+    #: host frames arrive at the cycles :func:`arrival_times` gives (``None``: back to back,
+    #: no timeout).
+    idle_timeout: int | None = None
 
     @property
     def frames(self):
@@ -207,9 +212,18 @@ def malformed_recipes(lane, codecs=None):
                      codec=st.sampled_from(_codec_ids(codecs)), data_seed=_SEEDS)
 
 
+#: Idle timeouts of the timed batches.
+IDLE_TIMEOUTS = (1, 2, 5, 16, 50, 200)
+
+
 @st.composite
-def traffic_recipes(draw, codecs=None, *, frames=100):
-    """Recipes of a batch of exactly ``frames`` host frames (:class:`TrafficRecipe`)."""
+def traffic_recipes(draw, codecs=None, *, frames=100, timed=False):
+    """Recipes of a batch of exactly ``frames`` host frames (:class:`TrafficRecipe`).
+
+    With ``timed``, one batch in four is timed: an idle timeout from
+    :data:`IDLE_TIMEOUTS`, and no host frame with a wrong ``tuser_size`` (its beats on the
+    bus would not be the ones the reference's clock counts). Without, nothing about
+    timing is drawn: the batches are those of earlier versions."""
     if frames < 1:
         raise ValueError(f"frames must be at least 1, got {frames}")
     share = draw(st.sampled_from((0.0, 0.02, 0.1, 0.3)))
@@ -222,7 +236,7 @@ def traffic_recipes(draw, codecs=None, *, frames=100):
             stream = replace(stream, frames=good)
         streams.append(stream)
         good -= stream.frames
-    return TrafficRecipe(
+    recipe = TrafficRecipe(
         streams=tuple(streams),
         malformed=tuple(draw(st.lists(malformed_recipes("tx", codecs),
                                       min_size=bad, max_size=bad))),
@@ -232,6 +246,10 @@ def traffic_recipes(draw, codecs=None, *, frames=100):
                                            min_size=bad, max_size=bad))),
         wire_size_errors=draw(st.integers(0, 1 + frames // 50)),
         seed=draw(_SEEDS))
+    if timed and draw(st.sampled_from((False, False, False, True))):
+        recipe = replace(recipe, size_errors=0,
+                         idle_timeout=draw(st.sampled_from(IDLE_TIMEOUTS)))
+    return recipe
 
 
 def draw_example(strategy, seed):
@@ -647,6 +665,22 @@ def host_traffic(recipe, *, codecs=None, port=DEFAULT_PORT):
     return frames
 
 
+def arrival_times(recipe, frames):
+    """The cycles at which ``frames`` (the batch's :func:`host_traffic`) start to arrive in
+    a timed batch, or ``None`` (back to back). After each frame's beats comes a gap of 0,
+    1, T−1, T, T+1 or 2T+7 cycles (T the idle timeout): every side of the timeout."""
+    if recipe.idle_timeout is None:
+        return None
+    T = recipe.idle_timeout
+    gaps = [g for g in (0, 1, T - 1, T, T + 1, 2 * T + 7) if g >= 0]
+    rng = np.random.default_rng([recipe.seed, 2])
+    times, t = [], 5
+    for f in frames:
+        times.append(t)
+        t += _beats(len(f.data)) + int(rng.choice(gaps))
+    return times
+
+
 def wire_traffic(recipe, tx_output, *, codecs=None, port=DEFAULT_PORT):
     """The RX lane's input of a :class:`TrafficRecipe`: ``tx_output`` (what the TX lane
     sends, :class:`AxisFrame` s with their ``tuser``) with the recipe's wire-side
@@ -708,9 +742,14 @@ def _lane_inputs(frames, lane, port, built):
     return frames, views, processed, errors
 
 
-def expected_tx(frames, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_MTU):
+def expected_tx(frames, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_MTU, idle_timeout=None,
+                times=None, close_at_end=True):
     """What a ``TxLane(codecs=codecs, port=port, mtu=mtu)`` must send for ``frames``
-    (:class:`AxisFrame` s or ``bytes``, back to back).
+    (:class:`AxisFrame` s or ``bytes``, back to back, or each starting at its cycle of
+    ``times``), with its idle timeout ``idle_timeout`` (``None``: never). With
+    ``close_at_end`` false the lane's ``close`` is never raised: the wire frame open after
+    the last host frame closes on the idle timeout instead (``close_idle``, not
+    ``close_end``), which then must be set.
 
     Frames and counters are :func:`squeezenic_hw.reference.lane.tx`'s on what the lane
     reads (:func:`lane_view`); ``size_errors`` counts processed frames whose beats
@@ -721,9 +760,16 @@ def expected_tx(frames, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_MTU):
     -------
     LaneExpectation
     """
+    if not close_at_end and idle_timeout is None:
+        raise ValueError("close_at_end: without close, an idle timeout must close the last "
+                         "wire frame")
     built = resolve_codecs(codecs)
     frames, views, processed, errors = _lane_inputs(frames, "tx", port, built)
-    out, counters = lane_reference.tx(views, port=port, mtu=mtu, codecs=codecs)
+    out, counters = lane_reference.tx(views, port=port, mtu=mtu, codecs=codecs,
+                                      idle_timeout=idle_timeout, times=times)
+    if not close_at_end and counters["close_end"]:
+        counters["close_end"] -= 1
+        counters["close_idle"] += 1
     counters["size_errors"] = errors
     hosts = [(parse(v).n, f) for v, f, p in zip(views, frames, processed, strict=True) if p]
     ends = np.cumsum([n for n, _ in hosts]).tolist()
@@ -830,11 +876,11 @@ class LaneCheck:
     model_seconds: float = 0.0
 
 
-def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds):
+def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds, **timing):
     check = LaneCheck(lane, inputs, expected, reference_seconds=reference_seconds)
     start = time.perf_counter()
     try:
-        check.run = run_lane(lane, inputs)
+        check.run = run_lane(lane, inputs, **timing)
     except TimeoutError as exc:
         check.differences = [Difference(lane, None, f"the lane hung: {exc}")]
     except AssertionError as exc:    # the output broke an AXI-Stream rule
@@ -861,7 +907,11 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT):
         (:class:`~squeezenic_hw.sim.lane.LaneRun`) of that lane, built with ``codecs``
         and ``port``, on the :class:`AxisFrame` s ``frames``. ``TimeoutError`` (the
         lane hung) and ``AssertionError`` (its output broke an AXI-Stream rule) become
-        differences.
+        differences. A timed batch's TX run is ``run_lane("tx", frames, times=...,
+        idle_timeout=..., close_at_end=False)``: the frames arrive at those cycles, the
+        lane's idle timeout is set, ``close`` is never raised (the timeout closes the last
+        wire frame), and neither idle cycles nor backpressure may move the frames' beats
+        (the reference's clock counts the beats at their times).
 
     Returns
     -------
@@ -870,8 +920,12 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT):
     """
     start = time.perf_counter()
     tx_in = host_traffic(recipe, codecs=codecs, port=port)
-    tx_expected = expected_tx(tx_in, codecs=codecs, port=port)
-    tx = _run_and_compare("tx", tx_in, tx_expected, run_lane, time.perf_counter() - start)
+    times = arrival_times(recipe, tx_in)
+    timing = {} if times is None else {"times": times, "idle_timeout": recipe.idle_timeout,
+                                       "close_at_end": False}
+    tx_expected = expected_tx(tx_in, codecs=codecs, port=port, **timing)
+    tx = _run_and_compare("tx", tx_in, tx_expected, run_lane, time.perf_counter() - start,
+                          **timing)
     start = time.perf_counter()
     rx_in = wire_traffic(recipe, tx_expected.frames, codecs=codecs, port=port)
     rx_expected = expected_rx(rx_in, codecs=codecs, port=port)

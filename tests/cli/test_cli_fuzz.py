@@ -12,8 +12,10 @@ from squeezenic_hw.sim import compiled, traffic
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.lane import LaneRun
 
-KEYS = ["backend", "codecs", "seed", "batch", "idle", "backpressure", "frames", "rx_frames",
-        "batches", "mismatches", "first_mismatch", "cycles", "sim_cycles_per_second",
+KEYS = ["backend", "codecs", "seed", "batch", "idle", "backpressure", "timed", "frames",
+        "rx_frames",
+        "batches", "timed_batches", "mismatches", "first_mismatch", "cycles",
+        "sim_cycles_per_second",
         "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
         "build_seconds", "build_cached", "counters", "mismatched_runs"]
 
@@ -39,14 +41,21 @@ def reference_model(monkeypatch):
     """The reference in the compiled model's place; ``seen`` records every run's input,
     ``corrupt`` names a lane whose first output frame gets its last byte wrong, ``hang`` a lane
     that times out."""
-    state = {"seen": [], "corrupt": None, "hang": None}
+    state = {"seen": [], "corrupt": None, "hang": None, "timed": []}
 
-    def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout):
+    def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout, times=None,
+            idle_timeout=None, close_at_end=True):
         lane = "tx" if key.startswith("TxLane") else "rx"
         state["seen"].append((lane, [(f.data, f.size, f.src, f.dst) for f in frames]))
         if lane == state["hang"]:
             raise TimeoutError("3 frames after 200000 cycles")
-        expected = (traffic.expected_tx if lane == "tx" else traffic.expected_rx)(frames)
+        if times is not None:
+            assert idle == backpressure == 0.0
+            state["timed"].append(idle_timeout)
+            expected = traffic.expected_tx(frames, times=times, idle_timeout=idle_timeout,
+                                           close_at_end=close_at_end)
+        else:
+            expected = (traffic.expected_tx if lane == "tx" else traffic.expected_rx)(frames)
         out = [AxisFrame(f.data, src=f.src, dst=f.dst) for f in expected.frames]
         if lane == state["corrupt"]:
             data = out[0].data
@@ -87,6 +96,18 @@ def test_mismatch_writes_pcaps_and_exits_1(reference_model, tmp_path, capsys):
     # the recipe, read back, makes the batch again
     recipe = eval(description["recipe"], vars(traffic))
     assert [f.data for f in traffic.host_traffic(recipe)] == [f[0] for f in tx_input]
+
+
+def test_timed_batches_run_with_their_idle_timeout(reference_model, capsys):
+    assert main(["fuzz", "--frames", "120", "--batch", "15", "--seed", "2",
+                 "--format", "json"]) == 0
+    assert _json(capsys)["timed_batches"] == 0 and reference_model["timed"] == []
+    assert main(["fuzz", "--frames", "120", "--batch", "15", "--seed", "2", "--timed",
+                 "--format", "json"]) == 0
+    out = _json(capsys)
+    assert out["timed"] and out["timed_batches"] == len(reference_model["timed"]) > 0
+    assert set(reference_model["timed"]) <= set(traffic.IDLE_TIMEOUTS)
+    assert out["counters"]["tx"]["close_idle"] > 0
 
 
 def test_a_hung_lane_is_reported(reference_model, tmp_path, capsys):

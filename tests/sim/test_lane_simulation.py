@@ -29,3 +29,21 @@ def test_each_run_starts_from_reset():
         check_against_reference(again, frames, "tx", codecs=["raw", "sign"], idle_timeout=40)
         assert _timed(again) == _timed(fresh)
         assert again.counters == fresh.counters and again.cycles == fresh.cycles
+
+
+def test_idle_timeout_set_at_run_time():
+    """A timeout given to a run is the lane's for that run only: the same frames and
+    counters as a lane built with it, then none in the next run."""
+    from lane_scenarios import idle_gap_traffic
+
+    T = 30
+    frames, times = idle_gap_traffic(np.random.default_rng(8), T, n_total=250)
+    sim = LaneSimulation(TxLane(codecs=["fp16"]))
+    timed = sim.run(frames, times=times, idle_timeout=T)
+    built = simulate_lane(TxLane(codecs=["fp16"], idle_timeout=T), frames, times=times)
+    check_against_reference(timed, frames, "tx", codecs=["fp16"], idle_timeout=T, times=times)
+    assert _timed(timed) == _timed(built) and timed.counters == built.counters
+    assert timed.counters["close_idle"] > 0
+    again = sim.run(frames, times=times)
+    check_against_reference(again, frames, "tx", codecs=["fp16"], times=times)
+    assert again.counters["close_idle"] == 0

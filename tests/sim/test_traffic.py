@@ -204,10 +204,11 @@ def test_compiled_lanes_on_drawn_traffic(cache):
     the strategies, with random idle cycles and backpressure."""
     builders = traffic.lane_builders()
 
-    def run_lane(lane, frames):
+    def run_lane(lane, frames, **timing):
         build, key = builders[lane]
-        return simulate_lane_compiled(build, frames, idle=0.2, backpressure=0.3, seed=len(frames),
-                                      key=key, cache_dir=cache)
+        stalls = {} if timing else {"idle": 0.2, "backpressure": 0.3}
+        return simulate_lane_compiled(build, frames, seed=len(frames), key=key,
+                                      cache_dir=cache, **stalls, **timing)
 
     @settings(QUICK, max_examples=6)
     @given(recipe=_small_batches(most=120))
@@ -216,3 +217,58 @@ def test_compiled_lanes_on_drawn_traffic(cache):
             assert lane_check.differences == []
 
     check()
+
+
+def test_timed_batches():
+    """A timed batch: no wrong ``tuser_size`` on the TX side, arrival cycles with gaps on
+    every side of the timeout after each frame's beats, and the reference's idle closes."""
+    strategy = traffic.traffic_recipes(frames=60, timed=True)
+    recipes = [traffic.draw_example(strategy, seed) for seed in range(40)]
+    timed = [r for r in recipes if r.idle_timeout is not None]
+    assert 0 < len(timed) < len(recipes)
+    untimed = traffic.traffic_recipes(frames=60)
+    assert all(traffic.draw_example(untimed, seed).idle_timeout is None for seed in range(10))
+    assert all(r.size_errors == 0 and r.idle_timeout in traffic.IDLE_TIMEOUTS for r in timed)
+    recipe = replace(timed[0], idle_timeout=16)
+    frames = traffic.host_traffic(recipe)
+    times = traffic.arrival_times(recipe, frames)
+    assert traffic.arrival_times(recipe, frames) == times
+    gaps = {b - a - max(1, -(-len(f.data) // 64))
+            for a, b, f in zip(times, times[1:], frames, strict=False)}
+    assert gaps <= {0, 1, 15, 16, 17, 39} and {15, 16, 17} <= gaps
+    assert traffic.arrival_times(replace(recipe, idle_timeout=None), frames) is None
+    timed_out = traffic.expected_tx(frames, times=times, idle_timeout=16)
+    back_to_back = traffic.expected_tx(frames)
+    assert timed_out.counters["close_idle"] > 0 == back_to_back.counters["close_idle"]
+    # without close, the timeout closes the last wire frame
+    no_close = traffic.expected_tx(frames, times=times, idle_timeout=16, close_at_end=False)
+    assert [f.data for f in no_close.frames] == [f.data for f in timed_out.frames]
+    assert no_close.counters["close_end"] == 0
+    assert no_close.counters["close_idle"] == (timed_out.counters["close_idle"]
+                                               + timed_out.counters["close_end"])
+    with pytest.raises(ValueError, match="close_at_end"):
+        traffic.expected_tx(frames, close_at_end=False)
+
+
+@pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler")
+def test_compiled_tx_lane_on_timed_batches(cache):
+    """The compiled TX lane (codecs 0–6) with its idle timeout set at run time equals the
+    reference on timed batches, timeouts of 1 to 200 cycles."""
+    builders = traffic.lane_builders()
+    seen = []
+
+    def run_lane(lane, frames, **timing):
+        build, key = builders[lane]
+        stalls = {} if timing else {"idle": 0.2, "backpressure": 0.3}
+        run = simulate_lane_compiled(build, frames, seed=3, key=key, cache_dir=cache,
+                                     **stalls, **timing)
+        if timing:
+            seen.append(run.counters["close_idle"])
+        return run
+
+    base = traffic.draw_example(traffic.traffic_recipes(frames=80), 4)
+    for T in (1, 5, 50, 200):
+        recipe = replace(base, size_errors=0, idle_timeout=T)
+        for lane_check in traffic.round_trip(recipe, run_lane).values():
+            assert lane_check.differences == []
+    assert len(seen) == 4 and all(n > 0 for n in seen)

@@ -107,7 +107,7 @@ def test_idle_closes_between_threshold_frames():
     for f in frames:
         times.append(t)
         t += lr.frame_beats(f) + int(rng.choice([0, T - 1, T, T + 1]))
-    run = lane_simulation("tx", codecs=["threshold"], idle_timeout=T).run(frames, times=times)
+    run = lane_simulation("tx", codecs=["threshold"]).run(frames, times=times, idle_timeout=T)
     check_against_reference(run, frames, "tx", codecs=["threshold"], idle_timeout=T,
                             times=times)
     assert run.counters["close_idle"] >= 3

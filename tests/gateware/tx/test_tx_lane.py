@@ -113,12 +113,14 @@ def test_tx_bypass_only_full_rate_and_latency():
 
 
 def test_tx_idle_timeout_exact_boundaries():
-    """Gaps of T-2, T-1, T, T+1 cycles, bypass frames in between: closes as the reference."""
+    """Gaps of T-2, T-1, T, T+1 cycles, bypass frames in between: closes as the reference.
+    (The timeout is set at run time; tests/sim/test_lane_simulation.py checks that a lane
+    built with it runs the same.)"""
     T = 50
     for seed in range(2):
         mixed, times = idle_gap_traffic(np.random.default_rng(seed), T)
-        run = lane_simulation("tx", codecs=["fp16"], idle_timeout=T).run(mixed, times=times,
-                            seed=seed)
+        run = lane_simulation("tx", codecs=["fp16"]).run(mixed, times=times, seed=seed,
+                                                         idle_timeout=T)
         check_against_reference(run, mixed, "tx", codecs=["fp16"], idle_timeout=T,
                                 times=times)
         assert run.counters["close_idle"] >= 5
