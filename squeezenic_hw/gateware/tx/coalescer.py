@@ -224,9 +224,11 @@ class TxCoalescer(wiring.Component):
     -----
     Latency: 2 cycles from a prepared beat to its job and record (``F``, ``D``); the
     outputs are combinational from ``D`` and meant to enter skid buffers. Throughput: one
-    prepared beat per cycle; an idle or ``close`` close takes a cycle with no beat in
-    ``D``; below :data:`SPARSE_SPECULATION_MTU` a threshold beat waits for ``D`` to be
-    empty. Backpressure: ``D`` acts only when all three outputs are ready (they are the
+    prepared beat per cycle; an idle close before a bypassed frame, or one when no beat
+    waits, and a ``close`` close take a cycle with no beat in ``D`` (an idle close before
+    a header goes with it, as a mismatch close does); below
+    :data:`SPARSE_SPECULATION_MTU` a threshold beat waits for ``D`` to be empty.
+    Backpressure: ``D`` acts only when all three outputs are ready (they are the
     registered readies of skid buffers) and holds otherwise; ``i.ready`` comes from
     registers and those readies. Nothing is dropped.
     """
@@ -339,10 +341,13 @@ class TxCoalescer(wiring.Component):
         # between frames and the actions each reach a skid buffer in a few gates.
         nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
         end_close = self.close & nothing_arriving
-        starts_frame = (kind == PrepKind.HEADER) | (kind == PrepKind.BYPASS_FIRST)
-        # an idle close waits for the frame in D to end; it goes before a header or a
-        # bypassed frame that waits (with a beat in D no ``close`` acts)
-        idle_close_before = is_open & ~mid_frame & due_with_beat & starts_frame   # with D
+        # an idle close waits for the frame in D to end. Before a bypassed frame that waits
+        # it takes a cycle of its own (a record of its own goes first); before a header it
+        # goes with the header, as a key mismatch does, so that D does not fall a cycle
+        # behind the lane's input (idle time is counted at D, as the reference counts it at
+        # the input). With a beat in D no ``close`` acts.
+        idle_due_in_d = is_open & ~mid_frame & due_with_beat
+        idle_close_before = idle_due_in_d & (kind == PrepKind.BYPASS_FIRST)      # with D
         idle_close = Signal()
         m.d.comb += idle_close.eq(Mux(d_valid, idle_close_before,
                                       is_open & ~mid_frame & (due_empty | end_close)))
@@ -408,10 +413,13 @@ class TxCoalescer(wiring.Component):
         a_header = d_fire & (kind == PrepKind.HEADER)
         a_bypass_first = d_fire & (kind == PrepKind.BYPASS_FIRST)
         a_bypass = ready & d_valid & (kind == PrepKind.BYPASS)
-        mismatch = Signal()
-        m.d.comb += mismatch.eq(ready & d_valid & (kind == PrepKind.HEADER) & is_open
-                                & ~d.matches & ~(~mid_frame & due_with_beat))
-        close_between = idle_close | mismatch      # the open frame closes, no elements
+        mismatch = Signal()          # a header closes the open frame: another key
+        header_idle = Signal()       # a header closes the open frame: idle before it
+        header_closes = mismatch | header_idle
+        a_header_d = ready & d_valid & (kind == PrepKind.HEADER)
+        m.d.comb += [mismatch.eq(a_header_d & is_open & ~d.matches & ~idle_due_in_d),
+                     header_idle.eq(a_header_d & idle_due_in_d)]
+        close_between = idle_close | header_closes     # the open frame closes, no elements
         opens = ~is_open
 
         # ---- outputs: the decision's inputs (registers, a gate or two), not its results
@@ -446,7 +454,7 @@ class TxCoalescer(wiring.Component):
             rec.src.eq(d.beat.src),
             rec.dst.eq(d.beat.dst),
             rec.size.eq(d.beat.size),
-            rec.mismatch.eq(mismatch),
+            rec.mismatch.eq(header_closes),
             rec.opens.eq(opens),
             self.bypass.payload.eq(d.beat),
             self.jobs.valid.eq(a_payload | (ready & close_between)),
@@ -470,6 +478,8 @@ class TxCoalescer(wiring.Component):
                     bump("close_end")
             with m.If(mismatch):
                 bump("close_mismatch")
+            with m.If(header_idle):
+                bump("close_idle")
             with m.If(a_bypass_first | a_bypass):
                 m.d.sync += mid_frame.eq(~d.beat.last)
             with m.If(a_bypass_first):
@@ -487,7 +497,7 @@ class TxCoalescer(wiring.Component):
                     cur_width.eq(d.width),
                     *([cur_cap.eq(d.cap)] if self._cap is None else []),
                     # a frame that stays open has this codec, so this capacity
-                    room.eq(Mux(is_open & ~mismatch, room, new_cap)),
+                    room.eq(Mux(is_open & ~header_closes, room, new_cap)),
                     cur_sparse.eq(d.sparse),
                     cur_flush.eq(d.flush),
                 ]
