@@ -55,9 +55,9 @@ class TxCloseSizer(wiring.Component):
     closes, its template, offset, ``n`` and ``k``; stage 2: ``n·b`` into a DSP48E2, the
     threshold layout; stage 3: the product's second register; stage 4: the size and the
     request). Throughput: one request per
-    cycle; a record that closes two frames takes two cycles, a record that only opens a
-    frame none. Backpressure: the pipeline holds while ``o.valid & ~o.ready``; nothing is
-    dropped.
+    cycle; a record that closes two frames, or a bypassed frame's record that closes the
+    open frame first, takes two cycles, a record that only opens a frame none.
+    Backpressure: the pipeline holds while ``o.valid & ~o.ready``; nothing is dropped.
     """
 
     LATENCY = 5
@@ -110,7 +110,10 @@ class TxCloseSizer(wiring.Component):
         opened_entry = hdr_read.data
 
         second = Signal()           # the second close of a record that closes two frames
-        double = (kind == RecordKind.BEAT) & cut["close2"]
+        # a beat that closes two frames, or a bypassed frame after the close of the open
+        # one: two tokens, in two cycles
+        double = (((kind == RecordKind.BEAT) & cut["close2"])
+                  | ((kind == RecordKind.BYPASS) & rec.mismatch))
         last_of_record = ~double | second
         load = enable & (~rec_valid | last_of_record)
         m.d.comb += self.i.ready.eq(load)
@@ -160,7 +163,13 @@ class TxCloseSizer(wiring.Component):
                 with m.If(advance):
                     m.d.sync += frame_open.eq(0)
             with m.Case(RecordKind.BYPASS):
-                m.d.comb += [emit.eq(1), built.eq(0)]
+                with m.If(rec.mismatch & ~second):
+                    # first the open frame closes, as for a CLOSE record
+                    m.d.comb += [emit.eq(1), closes.eq(1)]
+                    with m.If(advance):
+                        m.d.sync += frame_open.eq(0)
+                with m.Else():
+                    m.d.comb += [emit.eq(1), built.eq(0)]
             with m.Case(RecordKind.BEAT):
                 # (both cycles of a double close: the second frame reads the latest header)
                 m.d.comb += closes.eq(cut["close1"])

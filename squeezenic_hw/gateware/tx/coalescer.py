@@ -147,7 +147,7 @@ def close_record_layout():
         "src": unsigned(16),       # HEADER: its tuser_src / tuser_dst
         "dst": unsigned(16),
         "size": unsigned(16),      # BYPASS: the bypassed frame's length
-        "mismatch": unsigned(1),   # HEADER: the open frame closes first
+        "mismatch": unsigned(1),   # HEADER, BYPASS: the open frame closes first
         "opens": unsigned(1),      # BEAT: no frame was open; element 0 opens one
     })
 
@@ -224,9 +224,9 @@ class TxCoalescer(wiring.Component):
     -----
     Latency: 2 cycles from a prepared beat to its job and record (``F``, ``D``); the
     outputs are combinational from ``D`` and meant to enter skid buffers. Throughput: one
-    prepared beat per cycle; an idle close before a bypassed frame, or one when no beat
-    waits, and a ``close`` close take a cycle with no beat in ``D`` (an idle close before
-    a header goes with it, as a mismatch close does); below
+    prepared beat per cycle; an idle close when no beat waits and a ``close`` close take
+    a cycle with no beat in ``D`` (an idle close before a header or a bypassed frame goes
+    with it, as a mismatch close does); below
     :data:`SPARSE_SPECULATION_MTU` a threshold beat waits for ``D`` to be empty.
     Backpressure: ``D`` acts only when all three outputs are ready (they are the
     registered readies of skid buffers) and holds otherwise; ``i.ready`` comes from
@@ -341,18 +341,16 @@ class TxCoalescer(wiring.Component):
         # between frames and the actions each reach a skid buffer in a few gates.
         nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
         end_close = self.close & nothing_arriving
-        # an idle close waits for the frame in D to end. Before a bypassed frame that waits
-        # it takes a cycle of its own (a record of its own goes first); before a header it
-        # goes with the header, as a key mismatch does, so that D does not fall a cycle
-        # behind the lane's input (idle time is counted at D, as the reference counts it at
-        # the input). With a beat in D no ``close`` acts.
+        # an idle close waits for the frame in D to end, and goes with the header or the
+        # bypassed frame's first beat that waits there (the record says "close first", as
+        # for a key mismatch), so that D never falls a cycle behind the lane's input: idle
+        # time is counted at D, as the reference counts it at the input. With a beat in D
+        # no ``close`` acts; with none, the idle close (or ``close``) takes the cycle.
         idle_due_in_d = is_open & ~mid_frame & due_with_beat
-        idle_close_before = idle_due_in_d & (kind == PrepKind.BYPASS_FIRST)      # with D
-        idle_close = Signal()
-        m.d.comb += idle_close.eq(Mux(d_valid, idle_close_before,
-                                      is_open & ~mid_frame & (due_empty | end_close)))
+        idle_close = Signal()        # a close between frames with no beat in D
+        m.d.comb += idle_close.eq(~d_valid & is_open & ~mid_frame & (due_empty | end_close))
         d_fire = Signal()
-        m.d.comb += d_fire.eq(ready & d_valid & ~idle_close_before)
+        m.d.comb += d_fire.eq(ready & d_valid)
         m.d.comb += self.close_done.eq(self.close & nothing_arriving & ~mid_frame
                                        & (~is_open | (idle_close & ready)))
 
@@ -414,12 +412,10 @@ class TxCoalescer(wiring.Component):
         a_bypass_first = d_fire & (kind == PrepKind.BYPASS_FIRST)
         a_bypass = ready & d_valid & (kind == PrepKind.BYPASS)
         mismatch = Signal()          # a header closes the open frame: another key
-        header_idle = Signal()       # a header closes the open frame: idle before it
-        header_closes = mismatch | header_idle
-        a_header_d = ready & d_valid & (kind == PrepKind.HEADER)
-        m.d.comb += [mismatch.eq(a_header_d & is_open & ~d.matches & ~idle_due_in_d),
-                     header_idle.eq(a_header_d & idle_due_in_d)]
-        close_between = idle_close | header_closes     # the open frame closes, no elements
+        idle_first = Signal()        # a header or bypassed frame closes it: idle before it
+        m.d.comb += [mismatch.eq(a_header & is_open & ~d.matches & ~idle_due_in_d),
+                     idle_first.eq((a_header | a_bypass_first) & idle_due_in_d)]
+        close_between = idle_close | mismatch | idle_first   # the open frame closes
         opens = ~is_open
 
         # ---- outputs: the decision's inputs (registers, a gate or two), not its results
@@ -454,7 +450,7 @@ class TxCoalescer(wiring.Component):
             rec.src.eq(d.beat.src),
             rec.dst.eq(d.beat.dst),
             rec.size.eq(d.beat.size),
-            rec.mismatch.eq(header_closes),
+            rec.mismatch.eq(mismatch | idle_first),
             rec.opens.eq(opens),
             self.bypass.payload.eq(d.beat),
             self.jobs.valid.eq(a_payload | (ready & close_between)),
@@ -472,13 +468,13 @@ class TxCoalescer(wiring.Component):
                 m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0), room.eq(cur_cap)]
                 bump("wire_frames")
             with m.If(idle_close):
-                with m.If(Mux(d_valid, due_with_beat, due_empty)):
+                with m.If(due_empty):
                     bump("close_idle")
                 with m.Else():
                     bump("close_end")
             with m.If(mismatch):
                 bump("close_mismatch")
-            with m.If(header_idle):
+            with m.If(idle_first):
                 bump("close_idle")
             with m.If(a_bypass_first | a_bypass):
                 m.d.sync += mid_frame.eq(~d.beat.last)
@@ -497,7 +493,7 @@ class TxCoalescer(wiring.Component):
                     cur_width.eq(d.width),
                     *([cur_cap.eq(d.cap)] if self._cap is None else []),
                     # a frame that stays open has this codec, so this capacity
-                    room.eq(Mux(is_open & ~header_closes, room, new_cap)),
+                    room.eq(Mux(is_open & ~(mismatch | idle_first), room, new_cap)),
                     cur_sparse.eq(d.sparse),
                     cur_flush.eq(d.flush),
                 ]
