@@ -5,11 +5,11 @@ Everything is built with :mod:`squeezenic_hw.spec.frames` and compared with
 numpy reference, frame for frame and byte for byte.
 """
 
-import functools
 import struct
 from dataclasses import replace
 
 import numpy as np
+from shared_duts import shared
 
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame
@@ -292,29 +292,12 @@ __all__ += ["idle_gap_traffic"]
 
 def lane_simulation(kind, *args, **params):
     """A :class:`LaneSimulation` of ``TxLane(*args, **params)`` (``kind`` "tx"),
-    ``RxLane(...)`` ("rx") or ``NarrowTxLane(...)`` ("narrow"), shared by the tests of this
-    worker that build the same lane: setting a lane's simulation up takes seconds, and
-    each run starts from reset. Lists among the arguments are taken as tuples, dicts as
-    their items."""
-    def frozen(v):
-        if isinstance(v, list):
-            return tuple(v)
-        if isinstance(v, dict):
-            return ("dict", tuple(v.items()))
-        return v
-    return _lane_simulation(kind, *map(frozen, args),
-                            **{k: frozen(v) for k, v in params.items()})
-
-
-@functools.lru_cache(maxsize=64)
-def _lane_simulation(kind, *args, **params):
+    ``RxLane(...)`` ("rx") or ``NarrowTxLane(...)`` ("narrow"), on the lane
+    :func:`shared_duts.shared` keeps for this worker: setting a lane's simulation up takes
+    seconds, and each run starts from reset."""
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane
     from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 
-    def thawed(v):
-        if isinstance(v, tuple) and v[:1] == ("dict",):
-            return dict(v[1])
-        return list(v) if isinstance(v, tuple) else v
     lane = {"tx": TxLane, "rx": RxLane, "narrow": NarrowTxLane}[kind]
-    return LaneSimulation(lane(*map(thawed, args), **{k: thawed(v) for k, v in params.items()}))
+    return LaneSimulation(shared(lane, *args, **params))

@@ -45,7 +45,7 @@ from amaranth.lib.data import Layout
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 
 from .axis import AxisFrame, FrameAssembler, frame_beats
-from .lane import LaneRun, default_quiet
+from .lane import NO_IDLE_TIMEOUT, LaneRun, check_idle_timeout, default_quiet
 
 __all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "ports_header",
            "build_lane_model", "simulate_lane_compiled", "ModelSource", "build_model",
@@ -506,8 +506,7 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
     frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
     if times is not None and len(times) != len(frames):
         raise ValueError(f"times: {len(times)} for {len(frames)} frames")
-    if idle_timeout is not None and not 0 <= idle_timeout < 2**32:
-        raise ValueError(f"idle_timeout must be in [0, 2**32), not {idle_timeout}")
+    check_idle_timeout(idle_timeout)
     exe, build = build_lane_model(lane, cache_dir=cache_dir, jobs=jobs, key=key)
     if quiet is None:
         quiet = default_quiet(backpressure, idle_timeout)
@@ -524,7 +523,7 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
         if done.returncode == 3:
             raise TimeoutError(done.stderr.strip())
         if done.returncode == 2 and "no idle timeout" in done.stderr:
-            raise ValueError("idle_timeout: this lane has no idle timeout (an RX lane)")
+            raise ValueError(NO_IDLE_TIMEOUT)
         if done.returncode != 0:
             raise RuntimeError(f"compiled model failed ({done.returncode}): {done.stderr.strip()}")
         fields = build["counters"]

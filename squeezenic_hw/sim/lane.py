@@ -12,11 +12,10 @@ close does.
 import time
 from dataclasses import dataclass, field
 
-from amaranth.sim import Simulator
-
 from .axis import AxisFrame, FrameSink, FrameSource
+from .streams import simulation_of
 
-__all__ = ["LaneRun", "simulate_lane", "LaneSimulation", "default_quiet"]
+__all__ = ["LaneRun", "simulate_lane", "LaneSimulation", "default_quiet", "check_idle_timeout"]
 
 
 @dataclass
@@ -111,7 +110,9 @@ class LaneSimulation:
     Setting a simulation up (elaborating the lane and compiling it for the simulator)
     takes seconds, often longer than a short run; :meth:`run` resets the simulator
     (``Simulator.reset``: every signal and memory back to its initial value) and runs
-    the next input, so a test that runs one lane many times pays for it once.
+    the next input, so a test that runs one lane many times pays for it once. The
+    simulation is :func:`~.streams.simulation_of` the lane: the one kept for it when the
+    lane went through :func:`~.streams.reuse_simulation`.
 
     Parameters
     ----------
@@ -121,14 +122,7 @@ class LaneSimulation:
     def __init__(self, lane):
         self.lane = lane
         self._job = None
-        self._runs = 0
-        self._sim = Simulator(lane)
-        self._sim.add_clock(4e-9)
-        self._sim.add_testbench(self._source, background=True)
-        self._sim.add_testbench(self._bench)
-        if hasattr(lane, "close"):
-            self._sim.add_testbench(self._closer, background=True)
-        self._sim.add_testbench(self._reporter, background=True)
+        self._sim = simulation_of(lane)
 
     async def _source(self, ctx):
         if self._job["idle_timeout"] is not None:
@@ -169,11 +163,9 @@ class LaneSimulation:
         """Run the lane from its initial state on ``frames``; the arguments and the result
         are :func:`simulate_lane`'s."""
         lane = self.lane
-        if idle_timeout is not None:
-            if not hasattr(lane, "cfg_idle_timeout"):
-                raise ValueError("idle_timeout: this lane has no idle timeout (an RX lane)")
-            if not 0 <= idle_timeout < 2**32:
-                raise ValueError(f"idle_timeout must be in [0, 2**32), not {idle_timeout}")
+        if idle_timeout is not None and not hasattr(lane, "cfg_idle_timeout"):
+            raise ValueError(NO_IDLE_TIMEOUT)
+        check_idle_timeout(idle_timeout)
         frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
         source = FrameSource(lane.i, frames, times=times, idle=idle, seed=seed)
         if quiet is None:
@@ -182,15 +174,12 @@ class LaneSimulation:
                          source=source, timeout=timeout)
         self._job = {"source": source, "sink": sink, "counters": {}, "progress": progress,
                      "close_at_end": close_at_end, "idle_timeout": idle_timeout}
-        if self._runs:
-            self._sim.reset()
-        self._runs += 1
+        benches = [(self._source, True), (self._bench, False)]
+        if hasattr(lane, "close"):
+            benches.append((self._closer, True))
+        benches.append((self._reporter, True))
         start = time.perf_counter()
-        if vcd:
-            with self._sim.write_vcd(vcd):
-                self._sim.run()
-        else:
-            self._sim.run()
+        self._sim.run(benches, vcd=vcd)
         wall = time.perf_counter() - start
         beats_in = sum(max(1, -(-len(f.data) // 64)) for f in frames)
         run = LaneRun(frames=sink.frames, counters=self._job["counters"], beats_in=beats_in,
@@ -200,6 +189,17 @@ class LaneSimulation:
                              "input_first_cycles": list(source.accepted_cycles)})
         run.time_from(source.accepted_cycles, source.done_cycle)
         return run
+
+
+#: What a run given an idle timeout says of a lane that has none.
+NO_IDLE_TIMEOUT = "idle_timeout: this lane has no idle timeout (an RX lane)"
+
+
+def check_idle_timeout(idle_timeout):
+    """``ValueError`` unless ``idle_timeout`` (a run-time ``cfg_idle_timeout``) is ``None``
+    or fits its 32 bits."""
+    if idle_timeout is not None and not 0 <= idle_timeout < 2**32:
+        raise ValueError(f"idle_timeout must be in [0, 2**32), not {idle_timeout}")
 
 
 def default_quiet(backpressure, idle_timeout=None):

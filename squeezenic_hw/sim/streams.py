@@ -95,8 +95,9 @@ def reuse_simulation(dut):
 def simulation_of(dut):
     """A :class:`ReusableSimulation` of ``dut``: the kept one when ``dut`` went through
     :func:`reuse_simulation`, else a new one."""
+    # (the registry holds ``dut``, so no other live object has its id)
     kept = _REUSED.get(id(dut))
-    if kept is None or kept[0] is not dut:
+    if kept is None:
         return ReusableSimulation(dut)
     if kept[1] is None:
         kept = _REUSED[id(dut)] = (dut, ReusableSimulation(dut))
