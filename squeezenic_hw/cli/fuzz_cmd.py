@@ -11,11 +11,12 @@ import numpy as np
 
 from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.spec.codecs import resolve_codecs
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
 from .output import add_format_option, render
-from .reference_cmd import parse_codecs
+from .reference_cmd import add_build_options, parse_codecs
 
 NAME = "fuzz"
 HELP = ("random traffic (hypothesis strategies) through the TX then the RX lane's "
@@ -43,6 +44,7 @@ def add_arguments(parser):
     parser.add_argument("--timed", action="store_true",
                         help="make one batch in four timed: frames at set cycles, gaps on "
                              "every side of an idle timeout set in the TX lane (docs/fuzz.md)")
+    add_build_options(parser)
     add_backend_option(parser)
     add_cache_dir_option(parser)
     parser.add_argument("--only-batch", type=int, metavar="K",
@@ -68,7 +70,8 @@ class _LaneRunner:
         from squeezenic_hw.sim.traffic import lane_builders
 
         self.backend, self.args = backend, args
-        self.builders = lane_builders(codecs)
+        self.builders = lane_builders(codecs, mtu=args.mtu, port=args.port,
+                                      max_host_elements=args.max_host_elements)
         self.builds = {}
         self.batch = 0
         self.timed = 0
@@ -140,7 +143,11 @@ def _write_failure(directory, batch, recipe, check, args, codecs):
     again = (f"squeezenic-hw fuzz --seed {args.seed} --frames {args.frames} --batch {args.batch} "
              f"--only-batch {batch} --idle {args.idle} --backpressure {args.backpressure}"
              + (f" --codecs {','.join(map(str, codecs))}" if args.codecs else "")
-             + (" --timed" if args.timed else ""))
+             + (" --timed" if args.timed else "")
+             + "".join(f" --{name.replace('_', '-')} {getattr(args, name)}"
+                       for name, default in (("mtu", DEFAULT_MTU), ("port", DEFAULT_PORT),
+                                             ("max_host_elements", DEFAULT_HOST_ELEMENTS))
+                       if getattr(args, name) != default))
     info = {"batch": batch, "lane": check.lane, "frame": first.frame, "what": first.what,
             "differences": [{"frame": d.frame, "what": d.what} for d in check.differences],
             "again": again, "recipe": repr(recipe), "files": {k: str(p) for k, p in paths.items()},
@@ -156,6 +163,20 @@ def _write_failure(directory, batch, recipe, check, args, codecs):
 def _add_counters(total, counters):
     for name, value in counters.items():
         total[name] = total.get(name, 0) + value
+
+
+def _check_build(args, codecs):
+    """The lanes' build parameters, checked as the lanes check them (one line, exit 2)."""
+    from squeezenic_hw.gateware.rx.lane import RxLane
+    from squeezenic_hw.gateware.tx.lane import TxLane
+
+    if not 1 <= args.port < 2**16:
+        raise CliError(f"--port must be 1..65535, got {args.port}")
+    try:
+        TxLane(codecs=codecs, mtu=args.mtu, port=args.port)
+        RxLane(codecs=codecs, port=args.port, max_host_elements=args.max_host_elements)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def run(args):
@@ -179,6 +200,7 @@ def run(args):
         todo = [args.only_batch]
     else:
         todo = list(range(batches))
+    _check_build(args, ids)
     backend = simulation_backend(NAME, args.backend)
     runner = _LaneRunner(backend, ids, args)
     progress = args.progress or sys.stderr.isatty()
@@ -194,7 +216,8 @@ def run(args):
         recipe = draw_example(strategy, _derived_seed(args.seed, batch, 0))
         generate_s += time.perf_counter() - t
         runner.batch = batch
-        checks = round_trip(recipe, runner, codecs=ids)
+        checks = round_trip(recipe, runner, codecs=ids, port=args.port, mtu=args.mtu,
+                            max_host_elements=args.max_host_elements)
         for check in checks.values():
             frames_in[check.lane] += len(check.inputs)
             reference_s += check.reference_seconds
@@ -219,7 +242,8 @@ def run(args):
     wall = time.perf_counter() - start
     build_s = runner.build_seconds or 0.0
     summary = {
-        "backend": backend, "codecs": ids, "seed": args.seed, "batch": args.batch,
+        "backend": backend, "codecs": ids, "mtu": args.mtu, "port": args.port,
+        "max_host_elements": args.max_host_elements, "seed": args.seed, "batch": args.batch,
         "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
         "timed_batches": runner.timed,

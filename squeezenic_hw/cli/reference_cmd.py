@@ -12,13 +12,18 @@ NAME = "reference"
 HELP = "run the numpy reference TX or RX lane on a pcap of frames"
 
 
-def add_lane_options(parser):
-    """The lane build options ``reference`` and ``simulate`` share."""
+def add_build_options(parser):
+    """The lanes' build parameters, as ``reference``, ``simulate`` and ``fuzz`` take them."""
     parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
                         help=f"tx: largest wire frame in bytes (default {DEFAULT_MTU})")
     parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
                         help=f"rx: most elements per host frame (default {DEFAULT_HOST_ELEMENTS})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="SqueezeNIC UDP port")
+
+
+def add_lane_options(parser):
+    """The lane options ``reference`` and ``simulate`` share."""
+    add_build_options(parser)
     parser.add_argument("--idle-timeout", type=int, metavar="CYCLES",
                         help="tx: close an open wire frame after this many idle cycles "
                              "(times from the pcap timestamps at 250 MHz; default never)")

@@ -26,38 +26,20 @@
 #include <vector>
 
 #include "Vtop.h"
+#include "bench_io.h"
 #include "lane_ports.h"
 #include "verilated.h"
 
-static uint64_t read_u64(FILE *f) {
-  uint64_t v = 0;
-  if (fread(&v, 8, 1, f) != 1) { fprintf(stderr, "short input file\n"); exit(2); }
-  return v;
-}
-
 int main(int argc, char **argv) {
-  if (argc != 10) {
-    fprintf(stderr, "usage: lane_model IN OUT IDLE BP SEED QUIET TIMEOUT CLOSE IDLE_TIMEOUT\n");
-    return 2;
-  }
-  FILE *in = fopen(argv[1], "rb");
-  if (!in) { perror(argv[1]); return 2; }
-  const double idle = atof(argv[3]), backpressure = atof(argv[4]);
-  const uint64_t seed = strtoull(argv[5], nullptr, 10);
-  const uint64_t quiet = strtoull(argv[6], nullptr, 10), timeout = strtoull(argv[7], nullptr, 10);
+  FILE *in = open_input(argc, argv, 10,
+                        "lane_model IN OUT IDLE BP SEED QUIET TIMEOUT CLOSE IDLE_TIMEOUT");
+  const RunArgs run = run_args(argv);
+  const double idle = run.idle, backpressure = run.backpressure;
+  const uint64_t seed = run.seed, quiet = run.quiet, timeout = run.timeout;
   const bool close_at_end = atoi(argv[8]) != 0;
   const long long idle_timeout = atoll(argv[9]);
 
-  struct Frame { uint64_t at; std::vector<uint32_t> words; uint64_t beats; };
-  std::vector<Frame> frames(read_u64(in));
-  for (auto &fr : frames) {
-    fr.at = read_u64(in);
-    fr.beats = read_u64(in);
-    fr.words.resize(fr.beats * PAYLOAD_WORDS);
-    if (fread(fr.words.data(), 4, fr.words.size(), in) != fr.words.size()) {
-      fprintf(stderr, "short input file\n"); return 2;
-    }
-  }
+  std::vector<InputFrame> frames = read_frames(in, PAYLOAD_WORDS);
   fclose(in);
 
   VerilatedContext ctx;
@@ -124,26 +106,19 @@ int main(int argc, char **argv) {
       return 3;
     }
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = seconds_since(start);
 
-  FILE *out = fopen(argv[2], "wb");
-  if (!out) { perror(argv[2]); return 2; }
-  auto put = [&](uint64_t v) { fwrite(&v, 8, 1, out); };
-  put(t); put(done_cycle); put(out_cycles.size());
-  for (size_t k = 0; k < out_cycles.size(); k++) {
-    put(out_cycles[k]);
-    fwrite(&out_words[k * PAYLOAD_WORDS], 4, PAYLOAD_WORDS, out);
-  }
-  put(accepted.size());
-  for (uint64_t c : accepted) put(c);
+  OutputFile out(argv[2]);
+  out.u64(t); out.u64(done_cycle);
+  out.beats(out_cycles, out_words, PAYLOAD_WORDS);
+  out.u64(accepted.size());
+  for (uint64_t c : accepted) out.u64(c);
   for (int k = 0; k < COUNTER_WORDS; k++) {
     uint32_t w = COUNTER_WORD(top, k);
-    fwrite(&w, 4, 1, out);
+    out.words(&w, 1);
   }
-  fwrite(&seconds, 8, 1, out);
-  put(gaps);
-  put(stalls);
-  fclose(out);
+  out.f64(seconds);
+  out.u64(gaps);
+  out.u64(stalls);
   return 0;
 }

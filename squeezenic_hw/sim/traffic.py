@@ -891,7 +891,8 @@ def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds, **timi
     return check
 
 
-def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT):
+def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_MTU,
+               max_host_elements=DEFAULT_HOST_ELEMENTS):
     """A batch through the TX lane, then the RX lane, each compared with the reference.
 
     The RX lane is fed the *reference's* TX output (the TX expectation, ``tuser``
@@ -905,7 +906,8 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT):
     run_lane : callable
         ``run_lane(lane, frames)`` with ``lane`` ``"tx"`` or ``"rx"``: the run
         (:class:`~squeezenic_hw.sim.lane.LaneRun`) of that lane, built with ``codecs``
-        and ``port``, on the :class:`AxisFrame` s ``frames``. ``TimeoutError`` (the
+        and ``port`` (TX: ``mtu``; RX: ``max_host_elements``), on the :class:`AxisFrame` s
+        ``frames``. ``TimeoutError`` (the
         lane hung) and ``AssertionError`` (its output broke an AXI-Stream rule) become
         differences. A timed batch's TX run is ``run_lane("tx", frames, times=...,
         idle_timeout=..., close_at_end=False)``: the frames arrive at those cycles, the
@@ -923,24 +925,33 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT):
     times = arrival_times(recipe, tx_in)
     timing = {} if times is None else {"times": times, "idle_timeout": recipe.idle_timeout,
                                        "close_at_end": False}
-    tx_expected = expected_tx(tx_in, codecs=codecs, port=port, **timing)
+    tx_expected = expected_tx(tx_in, codecs=codecs, port=port, mtu=mtu, **timing)
     tx = _run_and_compare("tx", tx_in, tx_expected, run_lane, time.perf_counter() - start,
                           **timing)
     start = time.perf_counter()
     rx_in = wire_traffic(recipe, tx_expected.frames, codecs=codecs, port=port)
-    rx_expected = expected_rx(rx_in, codecs=codecs, port=port)
+    rx_expected = expected_rx(rx_in, codecs=codecs, port=port,
+                              max_host_elements=max_host_elements)
     rx = _run_and_compare("rx", rx_in, rx_expected, run_lane, time.perf_counter() - start)
     return {"tx": tx, "rx": rx}
 
 
-def lane_builders(codecs=None):
+def lane_builders(codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
+                  max_host_elements=DEFAULT_HOST_ELEMENTS):
     """``{"tx": (build, key), "rx": (build, key)}``: functions of no arguments that build
-    the default-port ``TxLane`` and ``RxLane`` of ``codecs`` (default 0–6), and keys that
-    name those builds for the compiled model's cache."""
+    the ``TxLane`` (``mtu``, ``port``) and ``RxLane`` (``port``, ``max_host_elements``) of
+    ``codecs`` (default 0–6), and keys that name those builds for the compiled model's
+    cache. (A bad parameter is the lanes' ``ValueError`` when they are built.)"""
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane
 
     ids = _codec_ids(codecs)
-    return {"tx": (lambda: TxLane(codecs=ids), f"TxLane(codecs={ids})"),
-            "rx": (lambda: RxLane(codecs=ids), f"RxLane(codecs={ids})")}
-
+    tx = dict(codecs=ids, mtu=mtu, port=port)
+    rx = dict(codecs=ids, port=port, max_host_elements=max_host_elements)
+    # the keys of the default build name it as before, so its cached models are found
+    tx_key = f"TxLane(codecs={ids})" if (mtu, port) == (DEFAULT_MTU, DEFAULT_PORT) else \
+        f"TxLane(codecs={ids}, mtu={mtu}, port={port})"
+    rx_key = f"RxLane(codecs={ids})" if (port, max_host_elements) == (
+        DEFAULT_PORT, DEFAULT_HOST_ELEMENTS) else \
+        f"RxLane(codecs={ids}, port={port}, max_host_elements={max_host_elements})"
+    return {"tx": (lambda: TxLane(**tx), tx_key), "rx": (lambda: RxLane(**rx), rx_key)}

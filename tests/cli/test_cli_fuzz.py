@@ -3,6 +3,7 @@ standing in for the model, its report of a mismatch (pcaps, exit 1), of a hung l
 ``--only-batch``, the Amaranth fallback and user errors."""
 
 import json
+import re
 
 import pytest
 
@@ -12,8 +13,8 @@ from squeezenic_hw.sim import compiled, traffic
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.lane import LaneRun
 
-KEYS = ["backend", "codecs", "seed", "batch", "idle", "backpressure", "timed", "frames",
-        "rx_frames",
+KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "seed", "batch", "idle",
+        "backpressure", "timed", "frames", "rx_frames",
         "batches", "timed_batches", "mismatches", "first_mismatch", "cycles",
         "sim_cycles_per_second",
         "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
@@ -41,21 +42,28 @@ def reference_model(monkeypatch):
     """The reference in the compiled model's place; ``seen`` records every run's input,
     ``corrupt`` names a lane whose first output frame gets its last byte wrong, ``hang`` a lane
     that times out."""
-    state = {"seen": [], "corrupt": None, "hang": None, "timed": []}
+    state = {"seen": [], "corrupt": None, "hang": None, "timed": [], "keys": set()}
 
     def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout, times=None,
             idle_timeout=None, close_at_end=True):
         lane = "tx" if key.startswith("TxLane") else "rx"
         state["seen"].append((lane, [(f.data, f.size, f.src, f.dst) for f in frames]))
+        state["keys"].add(key)
+        # the build parameters the key names (the defaults when it names none)
+        build = {name: int(m.group(1)) for name in ("mtu", "port", "max_host_elements")
+                 if (m := re.search(rf"\b{name}=(\d+)", key))}
+        if lane == "tx":
+            build.pop("max_host_elements", None)
         if lane == state["hang"]:
             raise TimeoutError("3 frames after 200000 cycles")
         if times is not None:
             assert idle == backpressure == 0.0
             state["timed"].append(idle_timeout)
             expected = traffic.expected_tx(frames, times=times, idle_timeout=idle_timeout,
-                                           close_at_end=close_at_end)
+                                           close_at_end=close_at_end, **build)
         else:
-            expected = (traffic.expected_tx if lane == "tx" else traffic.expected_rx)(frames)
+            expected = (traffic.expected_tx if lane == "tx" else traffic.expected_rx)(
+                frames, **build)
         out = [AxisFrame(f.data, src=f.src, dst=f.dst) for f in expected.frames]
         if lane == state["corrupt"]:
             data = out[0].data
@@ -110,6 +118,30 @@ def test_timed_batches_run_with_their_idle_timeout(reference_model, capsys):
     assert out["counters"]["tx"]["close_idle"] > 0
 
 
+def test_build_parameters_reach_the_lanes_and_the_reference(reference_model, tmp_path,
+                                                            capsys):
+    """--mtu, --port and --max-host-elements build both lanes and make the expected frames:
+    the stand-in lanes, built with them, match only a reference that has them too."""
+    argv = ["fuzz", "--frames", "60", "--batch", "30", "--seed", "4", "--mtu", "1000",
+            "--port", "4000", "--max-host-elements", "50", "--format", "json"]
+    assert main(argv) == 0
+    out = _json(capsys)
+    assert (out["mtu"], out["port"], out["max_host_elements"]) == (1000, 4000, 50)
+    assert out["mismatches"] == 0 and out["counters"]["tx"]["close_full"] > 0
+    assert reference_model["keys"] == {
+        "TxLane(codecs=[0, 1, 2, 3, 4, 5, 6], mtu=1000, port=4000)",
+        "RxLane(codecs=[0, 1, 2, 3, 4, 5, 6], port=4000, max_host_elements=50)"}
+    # RX cuts wire frames into host frames of at most 50 elements
+    rx = out["counters"]["rx"]
+    assert rx["host_frames"] > rx["wire_frames"] - rx["bypass_frames"]
+    # a mismatch's command runs the same build again
+    reference_model["corrupt"] = "rx"
+    assert main([*argv[:-2], "-o", str(tmp_path)]) == 1
+    capsys.readouterr()
+    description = json.loads((tmp_path / "batch0-rx.json").read_text())
+    assert description["again"].endswith("--mtu 1000 --port 4000 --max-host-elements 50")
+
+
 def test_a_hung_lane_is_reported(reference_model, tmp_path, capsys):
     reference_model["hang"] = "rx"
     assert main(["fuzz", "--frames", "8", "--batch", "8", "-o", str(tmp_path),
@@ -137,7 +169,7 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
 
     monkeypatch.setattr(compiled, "compiled_available", lambda: False)
     # the reference stands in for the lanes: no lane is built
-    monkeypatch.setattr(traffic, "lane_builders", lambda codecs: {
+    monkeypatch.setattr(traffic, "lane_builders", lambda codecs, **build: {
         lane: (lambda name=name: name, name) for lane, name in (("tx", "TxLane"),
                                                                 ("rx", "RxLane"))})
 
@@ -160,6 +192,9 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
     (["--idle", "1.5"], "--idle must be in [0, 1)"),
     (["--backpressure", "-0.1"], "--backpressure must be in [0, 1)"),
     (["--codecs", "zip"], "--codecs:"),
+    (["--mtu", "67"], "mtu must be from 68 to 9600 bytes, got 67"),
+    (["--port", "0"], "--port must be 1..65535, got 0"),
+    (["--max-host-elements", "0"], "max_host_elements must be from 1 to"),
     (["--frames", "10", "--batch", "10", "--only-batch", "1"], "--only-batch must be from 0 to 0"),
 ])
 def test_user_errors_exit_2_with_one_line(argv, message, capsys):

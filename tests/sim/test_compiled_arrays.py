@@ -133,6 +133,21 @@ def test_build_is_cached_and_a_key_skips_elaboration(cache):
     assert third["cached"] and third["key"] == first["key"]
 
 
+def test_cold_build_then_cached_and_one_runtime_library(tmp_path):
+    """In an empty cache: the first build compiles Verilator's run-time library, the same
+    design is then found, and a second model links the library the first compiled."""
+    exe, first = build_run_model(_Source(), PORTS, cache_dir=tmp_path)
+    again, second = build_run_model(_Source(), PORTS, cache_dir=tmp_path)
+    assert not first["cached"] and second["cached"] and again == exe
+    # other port roles: another bench header, so another model of the same Verilog
+    other, third = build_run_model(_Source(), RunPorts(snapshots=("count",)),
+                                   cache_dir=tmp_path)
+    assert not third["cached"] and other != exe
+    logs = [(path.parent / "build.log").read_text() for path in (exe, other)]
+    assert "verilated.cpp" in logs[0] and "verilated.cpp" not in logs[1]
+    assert "verilated.o" in logs[1]
+
+
 @pytest.mark.parametrize("ports,statics,message", [
     (RunPorts(stream="count"), {}, "ports.stream"),
     (RunPorts(events=("count",)), {}, "ports.events: 'count' is not a 1-bit output"),

@@ -1,27 +1,24 @@
 # amaranth: UnusedElaboratable=no
-"""The OpenNIC plugin simulated through its OpenNIC ports, against the numpy reference."""
+"""The OpenNIC plugin simulated through its OpenNIC ports, against the numpy reference.
+(The core with its wire looped back and its generators started over AXI-Lite, on the
+compiled backend and on Amaranth: ``tests/sim/test_compiled_core.py``.)"""
 
 import random
 
 import numpy as np
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from lane_scenarios import host_stream, mixed_traffic
 
 from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
 from squeezenic_hw.gateware.opennic.plugin import OpenNicPlugin
 from squeezenic_hw.reference import lane as lr
-from squeezenic_hw.reference.array import array_reference
-from squeezenic_hw.reference.checker import CHECKER_KEYS
 from squeezenic_hw.regmap.plugin import PLUGIN_ID, PluginParams, version_word
 from squeezenic_hw.sim.axil import OKAY, SLVERR, axil_read, axil_write
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset
 from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
 from squeezenic_hw.spec.frames import Header, build_host_frame
-from squeezenic_hw.spec.generator import GeneratorConfig, config_values
 
 CODECS = ["fp16", "sign"]
 
@@ -106,98 +103,6 @@ def test_plugin_registers_and_streams_through_opennic_ports():
     assert got["tx_counters"] == tx_cnt | {"size_errors": 0}
     assert got["rx_counters"] == rx_cnt | {"size_errors": 0}
     assert tx_cnt["wire_frames"] > 3 and tx_cnt["bypass_frames"] > 0 and tx_cnt["close_end"]
-
-
-class _LoopedCore(wiring.Component):
-    """The core with its wire port looped back (TX → RX), as a cable would."""
-
-    def __init__(self, params):
-        self.core = SqueezeNicCore(params)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.core = core = self.core
-        wiring.connect(m, core.tx[0], core.rx[0])
-        return m
-
-
-def test_generators_over_axil_with_host_traffic_looped_back():
-    """host_bw 200 with --loopback: start the generators over AXI-Lite, read every
-    checker; host frames sent meanwhile go out merged, come back and reach C2H decoded."""
-    params = PluginParams(codecs=["sign"], gen_codecs=["sign"], host_bw=200, loopback=True)
-    assert params.rx_lanes == 2
-    dut = _LoopedCore(params)
-    core, rm = dut.core, dut.core.regmap
-    cfg = GeneratorConfig(codec=5, elements=64, flush_every=2, value_seed=11, seed=3,
-                          rate_bytes_per_cycle=32.0)
-    n_frames = 3
-    expected = array_reference(2, cfg, n_frames, codecs=["sign"], port=params.port,
-                               src_port_base=params.src_port_base)
-    host = host_stream(np.random.default_rng(2), "sign", n_total=300, max_k=90,
-                       flush_rate=0.0)
-    back = lr.rx(lr.tx(host, codecs=["sign"])[0], codecs=["sign"])[0]
-    src = FrameSource(core.h2c[0], host, idle=0.2, seed=5)
-    sink = FrameSink(core.c2h[0], backpressure=0.2, seed=6, n_frames=len(back),
-                     timeout=60_000)
-    got = {}
-
-    async def bench(ctx):
-        bus = core.axil
-
-        async def write(name, value):
-            assert await axil_write(ctx, bus, rm[name].offset, value) == OKAY
-
-        async def read(name):
-            data, resp = await axil_read(ctx, bus, rm[name].offset)
-            assert resp == OKAY
-            return data
-
-        values = config_values(cfg)
-        for name in ("elements", "codec", "param", "stochastic", "scale", "aux", "seed",
-                     "value_seed", "offset", "flush_every", "rate_bytes_per_cycle"):
-            await write(f"gen_{name}", values[name])
-        await write("gen_n_frames", n_frames)
-        await write("gen_start", 1)
-        for _ in range(400):
-            for _ in range(50):
-                await ctx.tick()
-            sent = [await read(f"lane{k}_frames_sent") for k in range(2)]
-            if src.done_cycle is not None and sent == [n_frames] * 2:
-                break
-        await write("gen_close", 1)
-        await write("tx_close", 1)
-        for _ in range(400):
-            for _ in range(50):
-                await ctx.tick()
-            checked = [await read(f"lane{k}_chk_frames_lo") for k in range(2)]
-            if len(sink.frames) >= len(back) and checked == [
-                    expected[k]["checker"]["frames"] for k in range(2)]:
-                break
-        for _ in range(50):
-            await ctx.tick()
-        for k in range(2):
-            got[k] = {}
-            for name in CHECKER_KEYS:
-                if f"lane{k}_chk_{name}_lo" in rm:
-                    lo = await read(f"lane{k}_chk_{name}_lo")
-                    got[k][name] = lo | (await read(f"lane{k}_chk_{name}_hi")) << 32
-                else:
-                    got[k][name] = await read(f"lane{k}_chk_{name}")
-            got[k]["tx_wire_frames"] = await read(f"lane{k}_tx_wire_frames")
-
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(src.run, background=True)
-    sim.add_testbench(sink.run, background=True)
-    sim.add_testbench(bench)
-    sim.run()
-    for k in range(2):
-        assert got[k]["tx_wire_frames"] == expected[k]["tx"]["wire_frames"]
-        for name in CHECKER_KEYS:
-            assert got[k][name] == expected[k]["checker"][name], (k, name)
-        assert got[k]["elements"] == n_frames * 64
-    assert [f.data for f in sink.frames] == back
 
 
 def test_tx_only_build_has_generator_lanes_and_no_checkers():

@@ -1,0 +1,403 @@
+"""The OpenNIC plugin's core on whole frames and a register script: compiled or Amaranth.
+
+A run drives frames into the core's input streams (``h2c0``, ``rx0``, ...: QDMA H2C and
+the wire) under random idle cycles, collects every output stream (``c2h0``, ``tx0``, ...)
+under random backpressure, and meanwhile runs a register script on the AXI-Lite port: one
+:class:`RegisterStep` after another (write, read, wait, poll a register, wait for the
+inputs or for output frames). With ``looped``, interface 0's wire output feeds its wire
+input (:class:`LoopedCore`, a cable), so ``tx0`` and ``rx0`` are not streams of the run.
+
+:func:`simulate_core_compiled` runs it on a Verilator model with the C++ bench
+``core_harness.cpp`` (no Python per cycle; built and cached by
+:func:`~.compiled.build_model`); :func:`simulate_core` runs the same bench on Amaranth's
+simulator. Both give the same frames and the same register reads; cycle numbers differ
+under idle cycles and backpressure (each backend draws its own random numbers) and so may
+reads of counters taken mid-run.
+"""
+
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amaranth import Module
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane
+from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
+from squeezenic_hw.gateware.common.layouts import axis_signature
+from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
+from squeezenic_hw.regmap.plugin import PluginParams
+
+from .axil import axil_read, axil_write
+from .axis import AxisFrame, FrameSink, FrameSource
+from .compiled import (
+    BEAT_BYTES,
+    ModelSource,
+    OutputReader,
+    beat_defines,
+    build_model,
+    frames_of_beats,
+    verilator_name,
+    write_frames,
+)
+
+__all__ = ["RegisterStep", "write", "read", "wait", "poll", "inputs_done", "output_frames",
+           "CoreRun", "LoopedCore", "core_streams", "build_core_model",
+           "simulate_core_compiled", "simulate_core"]
+
+_KINDS = ("write", "read", "wait", "poll", "inputs_done", "frames")
+#: The Verilog module of a generator lane in a compiled core.
+GEN_LANE_MODULE = "core_gen_lane"
+
+
+@dataclass(frozen=True)
+class RegisterStep:
+    """One step of a register script; make them with :func:`write`, :func:`read`,
+    :func:`wait`, :func:`poll`, :func:`inputs_done` and :func:`output_frames`."""
+    kind: str
+    a: int = 0
+    b: int = 0
+    c: int = 0
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        # addresses and data are the bus's 32 bits; counts and cycles the bench's 63
+        words = {"write": "ab", "read": "a", "poll": "ab"}.get(self.kind, "")
+        for name in ("a", "b", "c"):
+            value, top = getattr(self, name), 32 if name in words else 63
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 <= value < 2**top:
+                raise ValueError(f"{name} of a {self.kind} step must be an int in "
+                                 f"0..2**{top}-1, got {value!r}")
+
+
+def write(addr, data):
+    """Write ``data`` to ``addr``; its response is recorded."""
+    return RegisterStep("write", addr, data)
+
+
+def read(addr):
+    """Read ``addr``; the data and response are recorded."""
+    return RegisterStep("read", addr)
+
+
+def wait(cycles):
+    """Let ``cycles`` cycles pass."""
+    return RegisterStep("wait", cycles)
+
+
+def poll(addr, value, every=50):
+    """Wait ``every`` cycles and read ``addr``, until it reads ``value``; the last read is
+    recorded."""
+    return RegisterStep("poll", addr, value, max(1, every))
+
+
+def inputs_done():
+    """Wait until every input stream has sent its last beat."""
+    return RegisterStep("inputs_done")
+
+
+def output_frames(index, count):
+    """Wait until output stream ``index`` (of :func:`core_streams`) has given ``count``
+    frames."""
+    return RegisterStep("frames", index, count)
+
+
+@dataclass
+class CoreRun:
+    """What a core run produced: ``outputs`` maps each output stream to its frames;
+    ``responses`` has one ``(step index, cycle, addr, data, resp)`` per write and read
+    (``data`` is the written value for a write); ``wall_seconds`` is the cycle loop's."""
+    outputs: dict
+    responses: list
+    cycles: int
+    wall_seconds: float
+    extra: dict = field(default_factory=dict)
+
+    def reads(self):
+        """``{addr: data}`` of the reads, the last one of each address."""
+        steps = self.extra.get("steps", ())
+        return {addr: data for step, _, addr, data, _ in self.responses
+                if steps and steps[step].kind in ("read", "poll")}
+
+
+class LoopedCore(wiring.Component):
+    """The core with interface 0's wire output looped into its wire input, as a cable
+    would: the other streams and the register port stay ports."""
+
+    def __init__(self, params):
+        self.params = params
+        self.gen_lane_module = None      # passed to the core (SqueezeNicCore's attribute)
+        n = params.num_intf
+        members = {"axil": In(AxiLiteSignature()),
+                   "h2c": In(axis_signature()).array(n),
+                   "c2h": Out(axis_signature()).array(n)}
+        if n > 1:
+            members |= {"tx1": Out(axis_signature()), "rx1": In(axis_signature())}
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = SqueezeNicCore(self.params)
+        core.gen_lane_module = self.gen_lane_module
+        wiring.connect(m, core.tx[0], core.rx[0])
+        wiring.connect(m, wiring.flipped(self.axil), core.axil)
+        for i in range(self.params.num_intf):
+            wiring.connect(m, wiring.flipped(self.h2c[i]), core.h2c[i])
+            wiring.connect(m, core.c2h[i], wiring.flipped(self.c2h[i]))
+        if self.params.num_intf > 1:
+            wiring.connect(m, core.tx[1], wiring.flipped(self.tx1))
+            wiring.connect(m, wiring.flipped(self.rx1), core.rx[1])
+        return m
+
+
+def _check_params(params):
+    if not isinstance(params, PluginParams):
+        raise ValueError(f"params must be a PluginParams, got {type(params).__name__}")
+
+
+def _design(params, looped):
+    _check_params(params)
+    return LoopedCore(params) if looped else SqueezeNicCore(params)
+
+
+def core_streams(params, *, looped=False):
+    """``(inputs, outputs)``: the names of the run's input and output streams, in the
+    bench's order (an :func:`output_frames` step names an output by its index here)."""
+    n = params.num_intf
+    first = 1 if looped else 0
+    return ([f"h2c{i}" for i in range(n)] + [f"rx{i}" for i in range(first, n)],
+            [f"c2h{i}" for i in range(n)] + [f"tx{i}" for i in range(first, n)])
+
+
+def _split(name):
+    """``("h2c", 0)`` of ``"h2c0"``."""
+    return name[:-1], int(name[-1])
+
+
+def _prefix(name, looped):
+    """The top-level port prefix of stream ``name``: ``h2c__0``, or ``rx1`` on a
+    :class:`LoopedCore` (a port of its own, not an element of an array)."""
+    kind, i = _split(name)
+    return name if looped and kind in ("rx", "tx") else f"{kind}__{i}"
+
+
+def _stream(top, name):
+    kind, i = _split(name)
+    if isinstance(top, LoopedCore) and kind in ("rx", "tx"):
+        return getattr(top, name)
+    return getattr(top, kind)[i]
+
+
+def ports_header(params, *, looped=False):
+    """The C++ header that names the streams and the register port of the core (with
+    ``looped``, of :class:`LoopedCore`) for the bench (``core_ports.h``)."""
+    inputs, outputs = core_streams(params, looped=looped)
+    words = BEAT_BYTES // 4
+
+    def port(name, member):
+        return "top." + verilator_name(f"{_prefix(name, looped)}__{member}")
+
+    def switch(signature, cases, tail=()):
+        return [f"static inline {signature} {{", "  switch (k) {",
+                *(f"  case {k}: {case}" for k, case in enumerate(cases)), "  }", *tail, "}"]
+
+    lines = [
+        "// generated by squeezenic_hw/sim/core_model.py: the core's port names",
+        "#pragma once",
+        *beat_defines(),
+        f"#define N_IN {len(inputs)}",
+        f"#define N_OUT {len(outputs)}",
+        f"#define AXIL(member) {verilator_name('axil__')}##member",
+        *switch("void set_input(Vtop &top, int k, bool valid, const uint32_t *w)",
+                [f"{port(n, 'valid')} = valid; if (valid) for (int j = 0; j < {words}; j++) "
+                 f"{port(n, 'payload')}[j] = w[j]; break;" for n in inputs]),
+        *switch("bool input_ready(Vtop &top, int k)",
+                [f"return {port(n, 'ready')};" for n in inputs], ["  return false;"]),
+        *switch("void set_output_ready(Vtop &top, int k, bool ready)",
+                [f"{port(n, 'ready')} = ready; break;" for n in outputs]),
+        *switch("bool output_valid(Vtop &top, int k)",
+                [f"return {port(n, 'valid')};" for n in outputs], ["  return false;"]),
+        *switch("void output_payload(Vtop &top, int k, uint32_t *w)",
+                [f"for (int j = 0; j < {words}; j++) w[j] = {port(n, 'payload')}[j]; break;"
+                 for n in outputs]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_core_model(params, *, looped=False, cache_dir=None, jobs=2):
+    """Build (or find in the cache) the compiled model of ``SqueezeNicCore(params)`` (with
+    ``looped``, of :class:`LoopedCore`). Returns ``(path, info)`` as
+    :func:`~.compiled.build_model`; a second call with equal parameters finds the model
+    without elaborating the core (the key is the parameters)."""
+    _check_params(params)
+
+    def source():
+        top = _design(params, looped)
+        inputs, outputs = core_streams(params, looped=looped)
+        blocks = {}
+        if params.gen_lanes:
+            # the generator lanes: one module, compiled once, instantiated gen_lanes times
+            top.gen_lane_module = GEN_LANE_MODULE
+            lane = GeneratorLane(params.gen_codecs, mtu=params.mtu, port=params.port)
+            blocks[GEN_LANE_MODULE] = verilog.convert(lane, name=GEN_LANE_MODULE,
+                                                      emit_src=False)
+        return ModelSource(type(top).__name__,
+                           verilog.convert(top, name="top", emit_src=False),
+                           {"core_ports.h": ports_header(params, looped=looped)},
+                           meta={"inputs": inputs, "outputs": outputs}, blocks=blocks)
+
+    return build_model(source, bench="core_harness.cpp", cache_dir=cache_dir, jobs=jobs,
+                       key=f"{'LoopedCore' if looped else 'SqueezeNicCore'}({params!r})",
+                       key_sources=[__file__], exe_name="core_model",
+                       meta_file="streams.json")
+
+
+def _check_run(params, inputs, script, looped, idle, backpressure):
+    _check_params(params)
+    names, outputs = core_streams(params, looped=looped)
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise ValueError(f"inputs: no input stream {unknown[0]!r} (this run has "
+                         f"{', '.join(names)})")
+    for name, value in (("idle", idle), ("backpressure", backpressure)):
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {value}")
+    script = list(script)
+    for step in script:
+        if not isinstance(step, RegisterStep):
+            raise ValueError(f"script: {step!r} is not a RegisterStep")
+        if step.kind == "frames" and step.a >= len(outputs):
+            raise ValueError(f"script: output_frames({step.a}, ...): this run has "
+                             f"{len(outputs)} outputs ({', '.join(outputs)})")
+    frames = {name: [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f))
+                     for f in inputs.get(name, ())] for name in names}
+    return frames, script
+
+
+def simulate_core_compiled(params, inputs, script=(), *, looped=False, idle=0.0,
+                           backpressure=0.0, seed=0, quiet=200, timeout=2_000_000,
+                           cache_dir=None, jobs=2):
+    """Run the core's compiled model.
+
+    Parameters
+    ----------
+    params : PluginParams
+    inputs : dict
+        Input stream name (:func:`core_streams`) -> list of frames (``AxisFrame`` or
+        bytes); a stream not named gets none.
+    script : sequence of RegisterStep
+    looped : bool
+        Interface 0's wire output feeds its wire input (:class:`LoopedCore`).
+    idle, backpressure : float
+        Probability of an idle cycle before each input beat / of an output's ``ready``
+        low in a cycle.
+    quiet : int
+        Cycles without an output beat, once the script and the inputs are done, that end
+        the run.
+
+    Returns a :class:`CoreRun`; ``extra`` has ``backend`` (``"compiled"``), ``build``,
+    ``steps`` and ``sim_cycles_per_s``. Raises ``TimeoutError`` after ``timeout``
+    cycles."""
+    frames, script = _check_run(params, inputs, script, looped, idle, backpressure)
+    exe, build = build_core_model(params, looped=looped, cache_dir=cache_dir, jobs=jobs)
+    in_names, out_names = build["meta"]["inputs"], build["meta"]["outputs"]
+    with tempfile.TemporaryDirectory(prefix="core_run.") as tmp:
+        src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        with open(src, "wb") as f:
+            f.write(struct.pack("<Q", len(script)))
+            for step in script:
+                f.write(struct.pack("<QQQQ", _KINDS.index(step.kind), step.a, step.b, step.c))
+            for name in in_names:
+                write_frames(f, frames[name])
+        done = subprocess.run([str(exe), str(src), str(dst), repr(float(idle)),
+                               repr(float(backpressure)), str(int(seed)), str(int(quiet)),
+                               str(int(timeout))], capture_output=True, text=True)
+        if done.returncode == 3:
+            raise TimeoutError(done.stderr.strip())
+        if done.returncode != 0:
+            raise RuntimeError(f"compiled model failed ({done.returncode}): "
+                               f"{done.stderr.strip()}")
+        r = OutputReader(dst)
+    cycles = r.u64()
+    outputs = {name: frames_of_beats(r.beats(r.u64()))[0] for name in out_names}
+    responses = [tuple(r.u64() for _ in range(5)) for _ in range(r.u64())]
+    seconds = r.f64()
+    return CoreRun(outputs=outputs, responses=responses, cycles=cycles, wall_seconds=seconds,
+                   extra={"backend": "compiled", "build": build, "steps": script,
+                          "sim_cycles_per_s": round(cycles / seconds) if seconds else None})
+
+
+def simulate_core(params, inputs, script=(), *, looped=False, idle=0.0, backpressure=0.0,
+                  seed=0, quiet=200, timeout=2_000_000):
+    """:func:`simulate_core_compiled` on Amaranth's simulator (same arguments but the
+    build's, same :class:`CoreRun`; ``extra["backend"]`` is ``"amaranth"``)."""
+    frames, script = _check_run(params, inputs, script, looped, idle, backpressure)
+    top = _design(params, looped)
+    ins, outs = core_streams(params, looped=looped)
+    sources = [FrameSource(_stream(top, name), frames[name], idle=idle, seed=seed + 1 + k)
+               for k, name in enumerate(ins)]
+    sinks = [FrameSink(_stream(top, name), backpressure=backpressure, seed=seed + 101 + k,
+                       quiet=2**62, timeout=2**62) for k, name in enumerate(outs)]
+    responses = []
+    state = {"t": 0}
+
+    async def tick(ctx):
+        await ctx.tick()
+        state["t"] += 1
+        if state["t"] > timeout:
+            raise TimeoutError(f"timeout after {state['t']} cycles: register step "
+                               f"{len(responses)} of {len(script)}")
+
+    async def bench(ctx):
+        bus = top.axil
+        for k, step in enumerate(script):
+            if step.kind == "write":
+                resp = await axil_write(ctx, bus, step.a, step.b, timeout=timeout)
+                responses.append((k, state["t"], step.a, step.b, resp))
+            elif step.kind in ("read", "poll"):
+                while True:
+                    if step.kind == "poll":
+                        for _ in range(step.c):
+                            await tick(ctx)
+                    value, resp = await axil_read(ctx, bus, step.a, timeout=timeout)
+                    if step.kind == "read" or value == step.b:
+                        break
+                responses.append((k, state["t"], step.a, value, resp))
+            elif step.kind == "wait":
+                for _ in range(step.a):
+                    await tick(ctx)
+            elif step.kind == "inputs_done":
+                while any(s.done_cycle is None for s in sources):
+                    await tick(ctx)
+            else:
+                while len(sinks[step.a].frames) < step.b:
+                    await tick(ctx)
+        while any(s.done_cycle is None for s in sources):
+            await tick(ctx)
+        beats, still = None, 0
+        while still < quiet:
+            now = sum(s.beats for s in sinks)
+            still = still + 1 if now == beats else 0
+            beats = now
+            await tick(ctx)
+
+    sim = Simulator(top)
+    sim.add_clock(4e-9)
+    for s in sources + sinks:
+        sim.add_testbench(s.run, background=True)
+    sim.add_testbench(bench)
+    start = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - start
+    return CoreRun(outputs={name: list(sink.frames)
+                            for name, sink in zip(outs, sinks, strict=True)},
+                   responses=responses, cycles=state["t"], wall_seconds=wall,
+                   extra={"backend": "amaranth", "steps": script})
