@@ -45,6 +45,13 @@ def add_arguments(parser):
                         help="make one batch in four timed: frames at set cycles, gaps on "
                              "every side of an idle timeout set in the TX lane (docs/fuzz.md)")
     add_build_options(parser)
+    parser.add_argument("--trusted", action="store_true",
+                        help="build the TX lane trusted, as the generator lanes are, and draw "
+                             "only the frames it takes: tensor streams, no malformed frame, no "
+                             "wrong tuser_size (docs/lanes.md)")
+    parser.add_argument("--code-bits", type=int, metavar="B",
+                        help="with --trusted: the TX lane's one code width (2-16), which fixed "
+                             "and qsgd frames then carry")
     add_backend_option(parser)
     add_cache_dir_option(parser)
     parser.add_argument("--only-batch", type=int, metavar="K",
@@ -71,7 +78,8 @@ class _LaneRunner:
 
         self.backend, self.args = backend, args
         self.builders = lane_builders(codecs, mtu=args.mtu, port=args.port,
-                                      max_host_elements=args.max_host_elements)
+                                      max_host_elements=args.max_host_elements,
+                                      trusted=args.trusted, code_bits=args.code_bits)
         self.builds = {}
         self.batch = 0
         self.timed = 0
@@ -147,7 +155,9 @@ def _write_failure(directory, batch, recipe, check, args, codecs):
              + "".join(f" --{name.replace('_', '-')} {getattr(args, name)}"
                        for name, default in (("mtu", DEFAULT_MTU), ("port", DEFAULT_PORT),
                                              ("max_host_elements", DEFAULT_HOST_ELEMENTS))
-                       if getattr(args, name) != default))
+                       if getattr(args, name) != default)
+             + (" --trusted" if args.trusted else "")
+             + (f" --code-bits {args.code_bits}" if args.code_bits is not None else ""))
     info = {"batch": batch, "lane": check.lane, "frame": first.frame, "what": first.what,
             "differences": [{"frame": d.frame, "what": d.what} for d in check.differences],
             "again": again, "recipe": repr(recipe), "files": {k: str(p) for k, p in paths.items()},
@@ -172,8 +182,11 @@ def _check_build(args, codecs):
 
     if not 1 <= args.port < 2**16:
         raise CliError(f"--port must be 1..65535, got {args.port}")
+    if args.code_bits is not None and not args.trusted:
+        raise CliError("--code-bits needs --trusted")
+    trusted = dict(trusted=True, code_bits=args.code_bits) if args.trusted else {}
     try:
-        TxLane(codecs=codecs, mtu=args.mtu, port=args.port)
+        TxLane(codecs=codecs, mtu=args.mtu, port=args.port, **trusted)
         RxLane(codecs=codecs, port=args.port, max_host_elements=args.max_host_elements)
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -204,7 +217,8 @@ def run(args):
     backend = simulation_backend(NAME, args.backend)
     runner = _LaneRunner(backend, ids, args)
     progress = args.progress or sys.stderr.isatty()
-    strategy = traffic_recipes(ids, frames=args.batch, timed=args.timed)
+    strategy = traffic_recipes(ids, frames=args.batch, timed=args.timed,
+                               trusted=args.trusted, code_bits=args.code_bits)
 
     start = time.perf_counter()
     generate_s = reference_s = model_s = 0.0
@@ -243,7 +257,8 @@ def run(args):
     build_s = runner.build_seconds or 0.0
     summary = {
         "backend": backend, "codecs": ids, "mtu": args.mtu, "port": args.port,
-        "max_host_elements": args.max_host_elements, "seed": args.seed, "batch": args.batch,
+        "max_host_elements": args.max_host_elements, "trusted": args.trusted,
+        "code_bits": args.code_bits, "seed": args.seed, "batch": args.batch,
         "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
         "timed_batches": runner.timed,

@@ -177,13 +177,17 @@ def _codec_ids(codecs):
 
 
 @st.composite
-def stream_recipes(draw, codecs=None):
+def stream_recipes(draw, codecs=None, code_bits=None):
     """Recipes of one tensor stream of a codec of ``codecs`` (default 0–6) with 1…
-    :data:`MAX_STREAM_FRAMES` host frames (:func:`stream_frames` makes them)."""
+    :data:`MAX_STREAM_FRAMES` host frames (:func:`stream_frames` makes them). With
+    ``code_bits``, the codecs whose parameter is their code width (``fixed``, ``qsgd``)
+    take that one (a lane built with ``code_bits`` takes no other)."""
     codec = draw(st.sampled_from(_codec_ids(codecs)))
     info = codec_info(codec)
     param = draw(st.integers(*info.param_range)) if (info.param_range
                                                     and not info.variable) else 0
+    if code_bits is not None and info.param_range and not info.variable:
+        param = code_bits
     return StreamRecipe(
         codec=codec, param=param, stochastic=draw(st.booleans()), seed=draw(_SEEDS),
         scale_kind=draw(st.sampled_from(SCALE_KINDS)),
@@ -217,19 +221,26 @@ IDLE_TIMEOUTS = (1, 2, 5, 16, 50, 200)
 
 
 @st.composite
-def traffic_recipes(draw, codecs=None, *, frames=100, timed=False):
+def traffic_recipes(draw, codecs=None, *, frames=100, timed=False, trusted=False,
+                    code_bits=None):
     """Recipes of a batch of exactly ``frames`` host frames (:class:`TrafficRecipe`).
 
     With ``timed``, one batch in four is timed: an idle timeout from
     :data:`IDLE_TIMEOUTS`, and no host frame with a wrong ``tuser_size`` (its beats on the
     bus would not be the ones the reference's clock counts). Without, nothing about
-    timing is drawn: the batches are those of earlier versions."""
+    timing is drawn: the batches are those of earlier versions.
+
+    With ``trusted``, the host frames are those a trusted TX lane takes (``TxLane(...,
+    trusted=True, code_bits=code_bits)``): only tensor streams, no malformed frame and no
+    wrong ``tuser_size``; with ``code_bits``, ``fixed`` and ``qsgd`` frames carry it. The
+    wire side keeps its malformed frames (the RX lane is host-facing)."""
     if frames < 1:
         raise ValueError(f"frames must be at least 1, got {frames}")
     share = draw(st.sampled_from((0.0, 0.02, 0.1, 0.3)))
-    bad = min(frames - 1, round(frames * share))
+    wire_bad = min(frames - 1, round(frames * share))
+    bad = 0 if trusted else wire_bad
     good = frames - bad
-    streams, one_stream = [], stream_recipes(codecs)
+    streams, one_stream = [], stream_recipes(codecs, code_bits)
     while good > 0:
         stream = draw(one_stream)
         if stream.frames > good:
@@ -240,10 +251,11 @@ def traffic_recipes(draw, codecs=None, *, frames=100, timed=False):
         streams=tuple(streams),
         malformed=tuple(draw(st.lists(malformed_recipes("tx", codecs),
                                       min_size=bad, max_size=bad))),
-        size_errors=draw(st.integers(0, min(frames - bad, 1 + frames // 50))),
+        size_errors=0 if trusted else draw(st.integers(0, min(frames - bad,
+                                                               1 + frames // 50))),
         run_length=draw(st.sampled_from((1, 2, 4, 16))),
         wire_malformed=tuple(draw(st.lists(malformed_recipes("rx", codecs),
-                                           min_size=bad, max_size=bad))),
+                                           min_size=wire_bad, max_size=wire_bad))),
         wire_size_errors=draw(st.integers(0, 1 + frames // 50)),
         seed=draw(_SEEDS))
     if timed and draw(st.sampled_from((False, False, False, True))):
@@ -937,20 +949,24 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
 
 
 def lane_builders(codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                  max_host_elements=DEFAULT_HOST_ELEMENTS):
+                  max_host_elements=DEFAULT_HOST_ELEMENTS, trusted=False, code_bits=None):
     """``{"tx": (build, key), "rx": (build, key)}``: functions of no arguments that build
-    the ``TxLane`` (``mtu``, ``port``) and ``RxLane`` (``port``, ``max_host_elements``) of
-    ``codecs`` (default 0–6), and keys that name those builds for the compiled model's
-    cache. (A bad parameter is the lanes' ``ValueError`` when they are built.)"""
+    the ``TxLane`` (``mtu``, ``port``, ``trusted``, ``code_bits``) and ``RxLane``
+    (``port``, ``max_host_elements``) of ``codecs`` (default 0–6), and keys that name those
+    builds for the compiled model's cache. (A bad parameter is the lanes' ``ValueError``
+    when they are built.)"""
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane
 
     ids = _codec_ids(codecs)
     tx = dict(codecs=ids, mtu=mtu, port=port)
+    if trusted:
+        tx |= dict(trusted=True, code_bits=code_bits)
     rx = dict(codecs=ids, port=port, max_host_elements=max_host_elements)
     # the keys of the default build name it as before, so its cached models are found
-    tx_key = f"TxLane(codecs={ids})" if (mtu, port) == (DEFAULT_MTU, DEFAULT_PORT) else \
-        f"TxLane(codecs={ids}, mtu={mtu}, port={port})"
+    tx_args = ", ".join(f"{k}={v}" for k, v in tx.items())
+    tx_key = f"TxLane(codecs={ids})" if (mtu, port, trusted) == (
+        DEFAULT_MTU, DEFAULT_PORT, False) else f"TxLane({tx_args})"
     rx_key = f"RxLane(codecs={ids})" if (port, max_host_elements) == (
         DEFAULT_PORT, DEFAULT_HOST_ELEMENTS) else \
         f"RxLane(codecs={ids}, port={port}, max_host_elements={max_host_elements})"

@@ -12,8 +12,10 @@ from squeezenic_hw.pcap import read_frames
 from squeezenic_hw.sim import compiled, traffic
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.lane import LaneRun
+from squeezenic_hw.spec.frames import parse
 
-KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "seed", "batch", "idle",
+KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "trusted", "code_bits",
+        "seed", "batch", "idle",
         "backpressure", "timed", "frames", "rx_frames",
         "batches", "timed_batches", "mismatches", "first_mismatch", "cycles",
         "sim_cycles_per_second",
@@ -142,6 +144,28 @@ def test_build_parameters_reach_the_lanes_and_the_reference(reference_model, tmp
     assert description["again"].endswith("--mtu 1000 --port 4000 --max-host-elements 50")
 
 
+def test_trusted_tx_lane_gets_only_frames_it_takes(reference_model, tmp_path, capsys):
+    """--trusted builds the TX lane trusted (with --code-bits, for one width) and sends it
+    only tensor streams: no frame bypasses, no wrong tuser_size, fixed at that width."""
+    argv = ["fuzz", "--frames", "80", "--batch", "40", "--seed", "1", "--codecs",
+            "sign,fixed,raw", "--trusted", "--code-bits", "8", "--format", "json"]
+    assert main(argv) == 0
+    out = _json(capsys)
+    assert out["trusted"] is True and out["code_bits"] == 8 and out["mismatches"] == 0
+    assert out["counters"]["tx"]["bypass_frames"] == out["counters"]["tx"]["size_errors"] == 0
+    assert out["counters"]["rx"]["bypass_frames"] > 0       # the wire side is host-facing
+    assert "TxLane(codecs=[0, 3, 5], mtu=1518, port=21329, trusted=True, code_bits=8)" in \
+        reference_model["keys"]
+    params = {parse(f[0]).param for lane, frames in reference_model["seen"] if lane == "tx"
+              for f in frames if parse(f[0]).codec == 3}
+    assert params == {8}
+    reference_model["corrupt"] = "tx"
+    assert main([*argv[:-2], "-o", str(tmp_path)]) == 1
+    capsys.readouterr()
+    description = json.loads((tmp_path / "batch0-tx.json").read_text())
+    assert description["again"].endswith("--trusted --code-bits 8")
+
+
 def test_a_hung_lane_is_reported(reference_model, tmp_path, capsys):
     reference_model["hang"] = "rx"
     assert main(["fuzz", "--frames", "8", "--batch", "8", "-o", str(tmp_path),
@@ -195,6 +219,9 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
     (["--mtu", "67"], "mtu must be from 68 to 9600 bytes, got 67"),
     (["--port", "0"], "--port must be 1..65535, got 0"),
     (["--max-host-elements", "0"], "max_host_elements must be from 1 to"),
+    (["--code-bits", "8"], "--code-bits needs --trusted"),
+    (["--trusted", "--codecs", "sign,threshold"], "trusted lanes cannot build threshold"),
+    (["--trusted", "--codecs", "sign", "--code-bits", "8"], "code_bits is for fixed or qsgd"),
     (["--frames", "10", "--batch", "10", "--only-batch", "1"], "--only-batch must be from 0 to 0"),
 ])
 def test_user_errors_exit_2_with_one_line(argv, message, capsys):

@@ -250,6 +250,32 @@ def test_timed_batches():
         traffic.expected_tx(frames, close_at_end=False)
 
 
+@QUICK
+@given(n=st.integers(1, 60), codecs=st.sampled_from([None, ["sign"], ["fixed", "qsgd", "raw"]]),
+       code_bits=st.sampled_from([None, 2, 8, 16]), data=st.data())
+def test_trusted_batches_are_what_a_trusted_lane_takes(n, codecs, code_bits, data):
+    """A trusted batch: exactly its host frames, every one a stream frame the reference TX
+    lane encodes (none bypasses, no wrong ``tuser_size``), ``fixed`` and ``qsgd`` at
+    ``code_bits``; the wire side keeps its malformed frames."""
+    recipe = data.draw(traffic.traffic_recipes(codecs, frames=n, trusted=True,
+                                               code_bits=code_bits))
+    assert recipe.malformed == () and recipe.size_errors == 0 and recipe.frames == n
+    frames = traffic.host_traffic(recipe, codecs=codecs)
+    assert len(frames) == n and all(f.size is None for f in frames)
+    expected = traffic.expected_tx(frames, codecs=codecs)
+    assert expected.counters["bypass_frames"] == 0 and expected.counters["host_frames"] == n
+    if code_bits is not None:
+        assert {parse(f.data).param for f in frames
+                if parse(f.data).codec in (3, 4)} <= {code_bits}
+
+
+def test_trusted_recipes_keep_the_wire_sides_malformed_frames():
+    strategy = traffic.traffic_recipes(frames=50, trusted=True)
+    recipes = [traffic.draw_example(strategy, seed) for seed in range(20)]
+    assert any(r.wire_malformed for r in recipes)
+    assert all(not r.malformed and r.size_errors == 0 for r in recipes)
+
+
 @pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler")
 def test_compiled_tx_lane_on_timed_batches(cache):
     """The compiled TX lane (codecs 0–6) with its idle timeout set at run time equals the
