@@ -349,9 +349,14 @@ def simulate_core(params, inputs, script=(), *, looped=False, idle=0.0, backpres
     responses = []
     state = {"t": 0}
 
+    async def clock(ctx):
+        # every cycle of the run, the AXI-Lite helpers' own included
+        while True:
+            await ctx.tick()
+            state["t"] += 1
+
     async def tick(ctx):
         await ctx.tick()
-        state["t"] += 1
         if state["t"] > timeout:
             raise TimeoutError(f"timeout after {state['t']} cycles: register step "
                                f"{len(responses)} of {len(script)}")
@@ -393,6 +398,7 @@ def simulate_core(params, inputs, script=(), *, looped=False, idle=0.0, backpres
     sim.add_clock(4e-9)
     for s in sources + sinks:
         sim.add_testbench(s.run, background=True)
+    sim.add_testbench(clock, background=True)
     sim.add_testbench(bench)
     start = time.perf_counter()
     sim.run()
