@@ -101,14 +101,18 @@ def main(argv=None):
     p.add_argument("--amaranth-frames", type=int, default=5,
                    help="generator frames per lane on Amaranth (default 5; 0: skip)")
     p.add_argument("--host-frames", type=int, default=40, help="H2C frames (default 40)")
+    p.add_argument("--backends", default="compiled,amaranth",
+                   help="which to run (default compiled,amaranth)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     a = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="fastsim_core.") as cache:
+        backends = {b.strip() for b in a.backends.split(",")}
         for bw in [int(x) for x in a.host_bw.split(",") if x.strip()]:
-            print(f"host_bw {bw}: compiled ...", file=sys.stderr, flush=True)
-            rows.append(measure("compiled", bw, a.frames, a.host_frames, cache))
-            if a.amaranth_frames:
+            if "compiled" in backends:
+                print(f"host_bw {bw}: compiled ...", file=sys.stderr, flush=True)
+                rows.append(measure("compiled", bw, a.frames, a.host_frames, cache))
+            if a.amaranth_frames and "amaranth" in backends:
                 print(f"host_bw {bw}: amaranth ...", file=sys.stderr, flush=True)
                 rows.append(measure("amaranth", bw, a.amaranth_frames, a.host_frames, cache))
     print(render(rows, COLUMNS, a.format), end="")

@@ -56,7 +56,8 @@ def add_arguments(parser):
     add_cache_dir_option(parser)
     parser.add_argument("--only-batch", type=int, metavar="K",
                         help="run batch K alone (0-based; the same traffic as in the whole "
-                             "campaign of this seed, --batch and --codecs)")
+                             "campaign of this seed and the same --batch, --codecs, --timed, "
+                             "--port, --trusted and --code-bits)")
     parser.add_argument("-o", "--output", default=DEFAULT_FAILURE_DIR, metavar="DIR",
                         help="where the first mismatching batch's pcaps and description go "
                              f"(default {DEFAULT_FAILURE_DIR}; written only on a mismatch)")
