@@ -104,6 +104,10 @@ def test_generators_over_axil_with_host_traffic_looped_back(cache):
     again = simulate_core_compiled(LOOPED, inputs, script[:1], cache_dir=cache, **kw)
     assert again.extra["build"]["cached"] and again.extra["build"]["build_s"] < 1
     assert again.responses[0][2:] == (script[0].a, script[0].b, 0)
+    # a poll that never reads its value ends in a TimeoutError naming the step
+    never = [cm.poll(rm["lane0_frames_sent"].offset, 7, every=10)]
+    with pytest.raises(TimeoutError, match="register step 0 of 1"):
+        simulate_core_compiled(LOOPED, {}, never, looped=True, timeout=3000, cache_dir=cache)
 
 
 def test_streams_and_port_header():
