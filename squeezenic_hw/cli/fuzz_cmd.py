@@ -16,7 +16,7 @@ from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAUL
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
 from .output import add_format_option, render
-from .reference_cmd import add_build_options, parse_codecs
+from .reference_cmd import add_build_options, check_lane_port, parse_codecs
 
 NAME = "fuzz"
 HELP = ("random traffic (hypothesis strategies) through the TX then the RX lane's "
@@ -74,13 +74,9 @@ def _derived_seed(*parts):
 class _LaneRunner:
     """Runs a batch's lane on the chosen backend; remembers the compiled builds."""
 
-    def __init__(self, backend, codecs, args):
-        from squeezenic_hw.sim.traffic import lane_builders
-
+    def __init__(self, backend, builders, args):
         self.backend, self.args = backend, args
-        self.builders = lane_builders(codecs, mtu=args.mtu, port=args.port,
-                                      max_host_elements=args.max_host_elements,
-                                      trusted=args.trusted, code_bits=args.code_bits)
+        self.builders = builders
         self.builds = {}
         self.batch = 0
         self.timed = 0
@@ -176,21 +172,23 @@ def _add_counters(total, counters):
         total[name] = total.get(name, 0) + value
 
 
-def _check_build(args, codecs):
-    """The lanes' build parameters, checked as the lanes check them (one line, exit 2)."""
-    from squeezenic_hw.gateware.rx.lane import RxLane
-    from squeezenic_hw.gateware.tx.lane import TxLane
+def _lane_builders(args, codecs):
+    """The lanes' builders (``traffic.lane_builders``) of the options, each lane built once
+    to check its parameters as the lane checks them (one line, exit 2)."""
+    from squeezenic_hw.sim.traffic import lane_builders
 
-    if not 1 <= args.port < 2**16:
-        raise CliError(f"--port must be 1..65535, got {args.port}")
+    check_lane_port(args.port)
     if args.code_bits is not None and not args.trusted:
         raise CliError("--code-bits needs --trusted")
-    trusted = dict(trusted=True, code_bits=args.code_bits) if args.trusted else {}
+    builders = lane_builders(codecs, mtu=args.mtu, port=args.port,
+                             max_host_elements=args.max_host_elements,
+                             trusted=args.trusted, code_bits=args.code_bits)
     try:
-        TxLane(codecs=codecs, mtu=args.mtu, port=args.port, **trusted)
-        RxLane(codecs=codecs, port=args.port, max_host_elements=args.max_host_elements)
+        for build, _ in builders.values():
+            build()
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    return builders
 
 
 def run(args):
@@ -214,9 +212,9 @@ def run(args):
         todo = [args.only_batch]
     else:
         todo = list(range(batches))
-    _check_build(args, ids)
+    builders = _lane_builders(args, ids)
     backend = simulation_backend(NAME, args.backend)
-    runner = _LaneRunner(backend, ids, args)
+    runner = _LaneRunner(backend, builders, args)
     progress = args.progress or sys.stderr.isatty()
     strategy = traffic_recipes(ids, frames=args.batch, timed=args.timed,
                                trusted=args.trusted, code_bits=args.code_bits)

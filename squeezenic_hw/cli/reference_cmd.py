@@ -21,6 +21,12 @@ def add_build_options(parser):
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="SqueezeNIC UDP port")
 
 
+def check_lane_port(port):
+    """``--port`` as a lane's build takes it (one line, exit 2 otherwise)."""
+    if not 1 <= port < 2**16:
+        raise CliError(f"--port must be 1..65535, got {port}")
+
+
 def add_lane_options(parser):
     """The lane options ``reference`` and ``simulate`` share."""
     add_build_options(parser)

@@ -12,7 +12,7 @@ from squeezenic_hw.spec.codecs import resolve_codecs
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
 from .output import add_format_option, render
-from .reference_cmd import add_lane_options, parse_codecs
+from .reference_cmd import add_lane_options, check_lane_port, parse_codecs
 
 NAME = "simulate"
 HELP = "simulate the TX or RX lane hardware on a pcap of frames (compiled or Amaranth)"
@@ -69,8 +69,7 @@ def run(args):
     codecs = parse_codecs(args.codecs)
     idle = probability("idle", args.idle)
     backpressure = probability("backpressure", args.backpressure)
-    if not 1 <= args.port < 2**16:
-        raise CliError(f"--port must be 1..65535, got {args.port}")
+    check_lane_port(args.port)
     frames, cycles = read_frames(args.input)
     if not frames:
         raise CliError(f"{args.input}: no frames")

@@ -50,7 +50,7 @@ from .lane import NO_IDLE_TIMEOUT, LaneRun, check_idle_timeout, default_quiet
 __all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "ports_header",
            "build_lane_model", "simulate_lane_compiled", "ModelSource", "build_model",
            "verilator_name", "source_digest", "BENCH_IO", "BEAT_BYTES", "beat_defines",
-           "write_frames", "OutputReader", "frames_of_beats"]
+           "write_frames", "OutputReader", "frames_of_beats", "run_bench"]
 
 #: C++ optimisation of the model and of its blocks' libraries: -O1 builds in three
 #: quarters of the time of -O2 and runs within 20 % of its speed (a 64-lane array: 4 %);
@@ -468,12 +468,6 @@ def write_frames(f, frames, times=None):
     return total
 
 
-def _write_input(path, frames, times):
-    """The bench's input file; returns the number of beats written."""
-    with open(path, "wb") as f:
-        return write_frames(f, frames, times)
-
-
 class OutputReader:
     """Reads a bench's output file: little-endian ``u64`` s, ``f64`` s, ints of a number of
     bytes, and output beats (``u64`` cycle, then the beat's :data:`BEAT_BYTES`)."""
@@ -501,8 +495,37 @@ class OutputReader:
         return [(self.u64(), self.int(BEAT_BYTES)) for _ in range(count)]
 
 
-def _read_output(path, counter_words):
-    r = OutputReader(path)
+def run_bench(exe, write_input, *, idle, backpressure, seed, quiet, timeout, more=(),
+              usage_error=None):
+    """Run a compiled bench with the arguments every bench takes (``bench_io.h``'s
+    ``run_args``) and ``more`` after them.
+
+    ``write_input(f)`` writes its input file. Returns ``(reader, value, wall)``: an
+    :class:`OutputReader` of its output file, what ``write_input`` returned, and the
+    seconds the bench's process took. Exit 3 (the bench's timeout) raises
+    ``TimeoutError``; exit 2 calls ``usage_error(stderr)`` first, which may raise a
+    caller's error; any other failure raises ``RuntimeError``."""
+    with tempfile.TemporaryDirectory(prefix="bench_run.") as tmp:
+        src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        with open(src, "wb") as f:
+            value = write_input(f)
+        start = time.perf_counter()
+        done = subprocess.run([str(exe), str(src), str(dst), repr(float(idle)),
+                               repr(float(backpressure)), str(int(seed)), str(int(quiet)),
+                               str(int(timeout)), *map(str, more)],
+                              capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode == 3:
+            raise TimeoutError(done.stderr.strip())
+        if done.returncode == 2 and usage_error is not None:
+            usage_error(done.stderr)
+        if done.returncode != 0:
+            raise RuntimeError(f"compiled model failed ({done.returncode}): "
+                               f"{done.stderr.strip()}")
+        return OutputReader(dst), value, wall
+
+
+def _read_output(r, counter_words):
     cycles, done_cycle = r.u64(), r.u64()
     beats = r.beats(r.u64())
     accepted = [r.u64() for _ in range(r.u64())]
@@ -546,25 +569,19 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
     exe, build = build_lane_model(lane, cache_dir=cache_dir, jobs=jobs, key=key)
     if quiet is None:
         quiet = default_quiet(backpressure, idle_timeout)
-    with tempfile.TemporaryDirectory(prefix="lane_run.") as tmp:
-        src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-        beats_in = _write_input(src, frames, times)
-        start = time.perf_counter()
-        done = subprocess.run([str(exe), str(src), str(dst), repr(float(idle)),
-                               repr(float(backpressure)), str(int(seed)), str(int(quiet)),
-                               str(int(timeout)), str(int(bool(close_at_end))),
-                               str(-1 if idle_timeout is None else int(idle_timeout))],
-                              capture_output=True, text=True)
-        wall = time.perf_counter() - start
-        if done.returncode == 3:
-            raise TimeoutError(done.stderr.strip())
-        if done.returncode == 2 and "no idle timeout" in done.stderr:
+
+    def no_idle_timeout(stderr):
+        if "no idle timeout" in stderr:
             raise ValueError(NO_IDLE_TIMEOUT)
-        if done.returncode != 0:
-            raise RuntimeError(f"compiled model failed ({done.returncode}): {done.stderr.strip()}")
-        fields = build["counters"]
-        cycles, done_cycle, beats, accepted, counter_bits, loop_s, gaps, stalls = _read_output(
-            dst, _words(max(offset + width for _, offset, width in fields)))
+
+    reader, beats_in, wall = run_bench(
+        exe, lambda f: write_frames(f, frames, times), idle=idle, backpressure=backpressure,
+        seed=seed, quiet=quiet, timeout=timeout,
+        more=(int(bool(close_at_end)), -1 if idle_timeout is None else int(idle_timeout)),
+        usage_error=no_idle_timeout)
+    fields = build["counters"]
+    cycles, done_cycle, beats, accepted, counter_bits, loop_s, gaps, stalls = _read_output(
+        reader, _words(max(offset + width for _, offset, width in fields)))
     out, max_streak = frames_of_beats(beats)
     counters = {name: (counter_bits >> offset) & ((1 << width) - 1)
                 for name, offset, width in fields}

@@ -16,11 +16,8 @@ reads of counters taken mid-run.
 """
 
 import struct
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from amaranth import Module
 from amaranth.back import verilog
@@ -39,10 +36,10 @@ from .axis import AxisFrame, FrameSink, FrameSource
 from .compiled import (
     BEAT_BYTES,
     ModelSource,
-    OutputReader,
     beat_defines,
     build_model,
     frames_of_beats,
+    run_bench,
     verilator_name,
     write_frames,
 )
@@ -309,23 +306,15 @@ def simulate_core_compiled(params, inputs, script=(), *, looped=False, idle=0.0,
     frames, script = _check_run(params, inputs, script, looped, idle, backpressure)
     exe, build = build_core_model(params, looped=looped, cache_dir=cache_dir, jobs=jobs)
     in_names, out_names = build["meta"]["inputs"], build["meta"]["outputs"]
-    with tempfile.TemporaryDirectory(prefix="core_run.") as tmp:
-        src, dst = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-        with open(src, "wb") as f:
-            f.write(struct.pack("<Q", len(script)))
-            for step in script:
-                f.write(struct.pack("<QQQQ", _KINDS.index(step.kind), step.a, step.b, step.c))
-            for name in in_names:
-                write_frames(f, frames[name])
-        done = subprocess.run([str(exe), str(src), str(dst), repr(float(idle)),
-                               repr(float(backpressure)), str(int(seed)), str(int(quiet)),
-                               str(int(timeout))], capture_output=True, text=True)
-        if done.returncode == 3:
-            raise TimeoutError(done.stderr.strip())
-        if done.returncode != 0:
-            raise RuntimeError(f"compiled model failed ({done.returncode}): "
-                               f"{done.stderr.strip()}")
-        r = OutputReader(dst)
+    def write_input(f):
+        f.write(struct.pack("<Q", len(script)))
+        for step in script:
+            f.write(struct.pack("<QQQQ", _KINDS.index(step.kind), step.a, step.b, step.c))
+        for name in in_names:
+            write_frames(f, frames[name])
+
+    r, _, _ = run_bench(exe, write_input, idle=idle, backpressure=backpressure, seed=seed,
+                        quiet=quiet, timeout=timeout)
     cycles = r.u64()
     outputs = {name: frames_of_beats(r.beats(r.u64()))[0] for name in out_names}
     responses = [tuple(r.u64() for _ in range(5)) for _ in range(r.u64())]

@@ -120,6 +120,15 @@ def test_timed_batches_run_with_their_idle_timeout(reference_model, capsys):
     assert out["counters"]["tx"]["close_idle"] > 0
 
 
+def _again_after_a_mismatch(reference_model, argv, lane, tmp_path, capsys):
+    """``argv`` (ending in ``--format json``) run again with ``lane``'s first output frame
+    corrupted: the command its mismatch description gives to run the batch again."""
+    reference_model["corrupt"] = lane
+    assert main([*argv[:-2], "-o", str(tmp_path)]) == 1
+    capsys.readouterr()
+    return json.loads((tmp_path / f"batch0-{lane}.json").read_text())["again"]
+
+
 def test_build_parameters_reach_the_lanes_and_the_reference(reference_model, tmp_path,
                                                             capsys):
     """--mtu, --port and --max-host-elements build both lanes and make the expected frames:
@@ -137,11 +146,8 @@ def test_build_parameters_reach_the_lanes_and_the_reference(reference_model, tmp
     rx = out["counters"]["rx"]
     assert rx["host_frames"] > rx["wire_frames"] - rx["bypass_frames"]
     # a mismatch's command runs the same build again
-    reference_model["corrupt"] = "rx"
-    assert main([*argv[:-2], "-o", str(tmp_path)]) == 1
-    capsys.readouterr()
-    description = json.loads((tmp_path / "batch0-rx.json").read_text())
-    assert description["again"].endswith("--mtu 1000 --port 4000 --max-host-elements 50")
+    again = _again_after_a_mismatch(reference_model, argv, "rx", tmp_path, capsys)
+    assert again.endswith("--mtu 1000 --port 4000 --max-host-elements 50")
 
 
 def test_trusted_tx_lane_gets_only_frames_it_takes(reference_model, tmp_path, capsys):
@@ -159,11 +165,8 @@ def test_trusted_tx_lane_gets_only_frames_it_takes(reference_model, tmp_path, ca
     params = {parse(f[0]).param for lane, frames in reference_model["seen"] if lane == "tx"
               for f in frames if parse(f[0]).codec == 3}
     assert params == {8}
-    reference_model["corrupt"] = "tx"
-    assert main([*argv[:-2], "-o", str(tmp_path)]) == 1
-    capsys.readouterr()
-    description = json.loads((tmp_path / "batch0-tx.json").read_text())
-    assert description["again"].endswith("--trusted --code-bits 8")
+    again = _again_after_a_mismatch(reference_model, argv, "tx", tmp_path, capsys)
+    assert again.endswith("--trusted --code-bits 8")
 
 
 def test_a_hung_lane_is_reported(reference_model, tmp_path, capsys):
