@@ -25,11 +25,11 @@ import time
 from squeezenic_hw.cli.output import render
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.array import array_reference
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import PluginParams, generator_settings, plugin_register_map
 from squeezenic_hw.sim import core_model as cm
 from squeezenic_hw.sim.traffic import draw_example, stream_frames, stream_recipes
 from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.generator import GeneratorConfig, config_values
+from squeezenic_hw.spec.generator import GeneratorConfig
 
 COLUMNS = ["backend", "host_bw", "gen_lanes", "frames", "build_cold_s", "build_cached_s",
            "cycles", "sim_cycles_per_s", "checked"]
@@ -43,11 +43,9 @@ def scenario(params, frames, host_frames):
     codec = params.gen_codecs[0]
     cfg = GeneratorConfig(codec=codec_info(codec.split(":")[0]).id, elements=363,
                           seed=3, value_seed=11, rate_bytes_per_cycle=12.5)
-    values = config_values(cfg)
-    script = [cm.write(rm[f"gen_{name}"].offset, values[name])
-              for name in ("elements", "codec", "param", "stochastic", "scale", "aux", "seed",
-                           "value_seed", "offset", "flush_every", "rate_bytes_per_cycle")]
-    script += [cm.write(rm["gen_n_frames"].offset, frames), cm.write(rm["gen_start"].offset, 1)]
+    script = [cm.write(rm[name].offset, value)
+              for name, value in generator_settings(cfg, frames).items()]
+    script.append(cm.write(rm["gen_start"].offset, 1))
     script += [cm.poll(rm[f"lane{k}_frames_sent"].offset, frames, every=500)
                for k in range(params.gen_lanes)]
     script += [cm.inputs_done(), cm.write(rm["gen_close"].offset, 1),

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from squeezenic_hw import __version__
 from squeezenic_hw.spec.codecs import resolve_codecs
 from squeezenic_hw.spec.counters import RX_COUNTERS, TRUSTED_TX_COUNTERS, TX_COUNTERS
-from squeezenic_hw.spec.generator import GeneratorConfig, narrow_lane_settings
+from squeezenic_hw.spec.generator import GeneratorConfig, config_values, narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
@@ -33,8 +33,8 @@ from .codec_choice import default_codec, gen_lanes_trusted, loopback_lanes, pars
 from .registers import RegisterMap
 
 __all__ = ["PluginParams", "plugin_register_map", "PLUGIN_ID", "version_word",
-           "GENERATOR_REGISTERS", "CHECKER_COUNTERS", "GLOBAL_BASE", "GENERATOR_BASE",
-           "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE"]
+           "GENERATOR_REGISTERS", "generator_settings", "CHECKER_COUNTERS", "GLOBAL_BASE",
+           "GENERATOR_BASE", "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE"]
 
 #: Value of the ``id`` register: ASCII "SQZN".
 PLUGIN_ID = 0x53515A4E
@@ -269,9 +269,15 @@ def _held_by_lanes(gen_codecs):
     return held
 
 
-def _generator_defaults():
-    from squeezenic_hw.spec.generator import config_values
+def generator_settings(config, n_frames):
+    """``{register name: value}`` that set the generators to ``config`` (a
+    :class:`GeneratorConfig`) and ``n_frames`` frames: every ``gen_`` register of
+    :data:`GENERATOR_REGISTERS` (not ``gen_start``)."""
+    values = {**config_values(config), "n_frames": n_frames}
+    return {f"gen_{name}": values[name] for name, _, _ in GENERATOR_REGISTERS}
 
+
+def _generator_defaults():
     values = config_values(GeneratorConfig())
     values["n_frames"] = 0
     return values

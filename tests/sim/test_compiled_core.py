@@ -10,7 +10,7 @@ from lane_scenarios import host_stream
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.array import array_reference
 from squeezenic_hw.reference.checker import CHECKER_KEYS
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import PluginParams, generator_settings, plugin_register_map
 from squeezenic_hw.sim import core_model as cm
 from squeezenic_hw.sim.compiled import compiled_available
 from squeezenic_hw.sim.core_model import (
@@ -22,7 +22,7 @@ from squeezenic_hw.sim.core_model import (
     simulate_core,
     simulate_core_compiled,
 )
-from squeezenic_hw.spec.generator import GeneratorConfig, config_values
+from squeezenic_hw.spec.generator import GeneratorConfig
 
 LOOPED = PluginParams(codecs=["sign"], gen_codecs=["sign"], host_bw=200, loopback=True)
 GENERATORS = GeneratorConfig(codec=5, elements=64, flush_every=2, value_seed=11, seed=3,
@@ -45,17 +45,14 @@ def _generators_and_host_traffic():
     generator frame is sent and the host frames are in, close, wait for every checker and
     the host frames back at C2H, and read every checker register."""
     rm = plugin_register_map(LOOPED)
-    values = config_values(GENERATORS)
     expected = array_reference(2, GENERATORS, N_FRAMES, codecs=["sign"], port=LOOPED.port,
                                src_port_base=LOOPED.src_port_base)
     host = host_stream(np.random.default_rng(2), "sign", n_total=300, max_k=90,
                        flush_rate=0.0)
     back = lr.rx(lr.tx(host, codecs=["sign"])[0], codecs=["sign"])[0]
-    script = [cm.write(rm[f"gen_{name}"].offset, values[name])
-              for name in ("elements", "codec", "param", "stochastic", "scale", "aux", "seed",
-                           "value_seed", "offset", "flush_every", "rate_bytes_per_cycle")]
-    script += [cm.write(rm["gen_n_frames"].offset, N_FRAMES),
-               cm.write(rm["gen_start"].offset, 1)]
+    script = [cm.write(rm[name].offset, value)
+              for name, value in generator_settings(GENERATORS, N_FRAMES).items()]
+    script.append(cm.write(rm["gen_start"].offset, 1))
     script += [cm.poll(rm[f"lane{k}_frames_sent"].offset, N_FRAMES) for k in range(2)]
     script += [cm.inputs_done(), cm.write(rm["gen_close"].offset, 1),
                cm.write(rm["tx_close"].offset, 1)]
