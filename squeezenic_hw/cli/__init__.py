@@ -29,6 +29,7 @@ COMMANDS = [
     "frames_cmd",
     "reference_cmd",
     "simulate_cmd",
+    "simulate_plugin_cmd",
     "fuzz_cmd",
     "tensor_cmd",
     "throughput_cmd",

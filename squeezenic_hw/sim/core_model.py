@@ -26,10 +26,12 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane
+from squeezenic_hw.gateware.arrays.source_port_splitter import is_generator_frame
 from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
 from squeezenic_hw.gateware.common.layouts import axis_signature
 from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
-from squeezenic_hw.regmap.plugin import PluginParams
+from squeezenic_hw.reference import lane as lane_reference
+from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
 
 from .axil import axil_read, axil_write
 from .axis import AxisFrame, FrameSink, FrameSource
@@ -46,7 +48,7 @@ from .compiled import (
 
 __all__ = ["RegisterStep", "write", "read", "wait", "poll", "inputs_done", "output_frames",
            "CoreRun", "LoopedCore", "core_streams", "build_core_model",
-           "simulate_core_compiled", "simulate_core"]
+           "simulate_core_compiled", "simulate_core", "check_outputs"]
 
 _KINDS = ("write", "read", "wait", "poll", "inputs_done", "frames")
 #: The Verilog module of a generator lane in a compiled core.
@@ -396,3 +398,85 @@ def simulate_core(params, inputs, script=(), *, looped=False, idle=0.0, backpres
                             for name, sink in zip(outs, sinks, strict=True)},
                    responses=responses, cycles=state["t"], wall_seconds=wall,
                    extra={"backend": "amaranth", "steps": script})
+
+
+#: Registers whose writes change what the host lanes make of a frame: the numpy lanes do not
+#: follow them, so a run whose script writes one has no reference of its host streams.
+_HOST_SETTINGS = ("enable", "udp_port", "idle_timeout")
+
+
+def check_outputs(params, inputs, script, outputs, *, looped=False):
+    """Compare the output streams of a run with the numpy reference lanes where they
+    determine them: ``{output name: (matches, detail)}``, ``matches`` ``True``, ``False``
+    (``detail`` says what differs) or ``None`` (not checked, ``detail`` says why).
+
+    - ``tx{i}``: the reference TX lane on ``h2c{i}``. On interface 0 with generator lanes,
+      the frames that are not the generators' (:func:`is_generator_frame`, by UDP source
+      port), on both sides alike: the generators' own frames are the checkers' to judge.
+    - ``c2h{i}``: the reference RX lane on what reaches host RX lane ``i``: ``rx{i}`` (less
+      the generators' frames where loopback lanes take them), or on a looped interface 0
+      the reference TX lane's frames of ``h2c0``.
+
+    Not checked: every host stream when the script writes ``enable``, ``udp_port`` or
+    ``idle_timeout``; ``tx`` when the build's idle timeout is not 0 (the reference would
+    need the cycle of every frame); ``c2h0`` when the generators' frames reach its lane
+    (looped, without loopback lanes).
+    """
+    regmap = plugin_register_map(params)
+    settings = {regmap[name].offset for name in _HOST_SETTINGS if name in regmap}
+    written = any(step.kind == "write" and step.a in settings for step in script)
+    frames = {name: [bytes(f.data if isinstance(f, AxisFrame) else f) for f in got]
+              for name, got in inputs.items()}
+    generators = params.gen_lanes
+
+    def generated(frame):
+        return is_generator_frame(frame, params.src_port_base, generators, port=params.port)
+
+    def wire_tx(i):
+        return lane_reference.tx(frames.get(f"h2c{i}", []), port=params.port, mtu=params.mtu,
+                                 codecs=params.codecs)[0]
+
+    result = {}
+    for name in outputs:
+        kind, i = _split(name)
+        shared = i == 0 and generators > 0        # the generators share interface 0's wire
+        if written:
+            result[name] = (None, "the script writes " + "/".join(_HOST_SETTINGS))
+            continue
+        if kind == "tx":
+            if params.idle_timeout:
+                result[name] = (None, "the build's idle timeout depends on cycle times")
+                continue
+            want = wire_tx(i)
+        else:
+            if looped and i == 0:
+                if shared and not params.rx_lanes:
+                    result[name] = (None, "the generators' frames reach this lane")
+                    continue
+                wire = wire_tx(0)
+            else:
+                wire = frames.get(f"rx{i}", [])
+            if shared and params.rx_lanes:
+                wire = [f for f in wire if not generated(f)]
+            want = lane_reference.rx(wire, port=params.port,
+                                     max_host_elements=params.max_host_elements,
+                                     codecs=params.codecs)[0]
+        got = [bytes(f.data) for f in outputs[name]]
+        if kind == "tx" and shared:
+            got, want = ([f for f in side if not generated(f)] for side in (got, want))
+        result[name] = _difference(got, want, kind)
+    return result
+
+
+def _difference(got, want, kind):
+    for k, (a, b) in enumerate(zip(got, want, strict=False)):
+        if a != b:
+            return False, f"frame {k}: {len(a)} bytes, reference {len(b)}" + (
+                "" if len(a) != len(b) else f", first difference at byte "
+                f"{next(j for j in range(len(a)) if a[j] != b[j])}")
+    if len(got) != len(want):
+        hint = ""
+        if kind == "tx" and len(got) < len(want):
+            hint = " (an open wire frame waits for tx_close, a flush or the idle timeout)"
+        return False, f"{len(got)} frames, reference {len(want)}{hint}"
+    return True, None
