@@ -9,6 +9,7 @@ the end. For TX, once the last input frame is in and no frame is arriving,
 close does.
 """
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -203,7 +204,13 @@ def check_idle_timeout(idle_timeout):
 
 
 def default_quiet(backpressure, idle_timeout=None):
-    """Cycles without output, after the input is done, that end a run by default: enough
-    for the lane's pipeline to drain under ``backpressure``, and for an idle timeout set at
-    run time to close the last wire frame."""
-    return 200 + int(400 * backpressure / max(0.05, 1 - backpressure)) + (idle_timeout or 0)
+    """Cycles without output, after the input is done, that end a run by default.
+
+    200 cycles for the lane's pipeline (the longest wait for an output beat once the input
+    was done, over the test suite's lane runs at every backpressure, is 51 cycles); plus a
+    run of not-ready cycles that ``backpressure`` draws with a probability under 10⁻⁹ (59
+    cycles at 0.7); plus an idle timeout set at run time, which closes the last wire frame.
+    A quiet too short cuts the run before its last frames: the check against the reference
+    then fails, it does not pass."""
+    streak = math.ceil(math.log(1e-9) / math.log(backpressure)) if backpressure > 0 else 0
+    return 200 + streak + (idle_timeout or 0)
