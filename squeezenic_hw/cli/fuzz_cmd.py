@@ -52,12 +52,18 @@ def add_arguments(parser):
     parser.add_argument("--code-bits", type=int, metavar="B",
                         help="with --trusted: the TX lane's one code width (2-16), which fixed "
                              "and qsgd frames then carry")
+    parser.add_argument("--narrow", action="store_true",
+                        help="build the TX lane narrow, as the generator lanes of sign and "
+                             "fixed:2/4/8 are (--codecs sign, or --codecs fixed --code-bits "
+                             "2|4|8), and draw only the frames it takes: --trusted's, and "
+                             "fixed at scales that are powers of two, zeros, infinities or "
+                             "NaNs, rounded to nearest (docs/lanes.md)")
     add_backend_option(parser)
     add_cache_dir_option(parser)
     parser.add_argument("--only-batch", type=int, metavar="K",
                         help="run batch K alone (0-based; the same traffic as in the whole "
                              "campaign of this seed and the same --batch, --codecs, --timed, "
-                             "--port, --trusted and --code-bits)")
+                             "--port, --trusted, --code-bits and --narrow)")
     parser.add_argument("-o", "--output", default=DEFAULT_FAILURE_DIR, metavar="DIR",
                         help="where the first mismatching batch's pcaps and description go "
                              f"(default {DEFAULT_FAILURE_DIR}; written only on a mismatch)")
@@ -154,6 +160,7 @@ def _write_failure(directory, batch, recipe, check, args, codecs):
                                              ("max_host_elements", DEFAULT_HOST_ELEMENTS))
                        if getattr(args, name) != default)
              + (" --trusted" if args.trusted else "")
+             + (" --narrow" if args.narrow else "")
              + (f" --code-bits {args.code_bits}" if args.code_bits is not None else ""))
     info = {"batch": batch, "lane": check.lane, "frame": first.frame, "what": first.what,
             "differences": [{"frame": d.frame, "what": d.what} for d in check.differences],
@@ -178,16 +185,18 @@ def _lane_builders(args, codecs):
     from squeezenic_hw.sim.traffic import lane_builders
 
     check_lane_port(args.port)
-    if args.code_bits is not None and not args.trusted:
-        raise CliError("--code-bits needs --trusted")
-    builders = lane_builders(codecs, mtu=args.mtu, port=args.port,
-                             max_host_elements=args.max_host_elements,
-                             trusted=args.trusted, code_bits=args.code_bits)
+    if args.code_bits is not None and not (args.trusted or args.narrow):
+        raise CliError("--code-bits needs --trusted or --narrow")
     try:
+        builders = lane_builders(codecs, mtu=args.mtu, port=args.port,
+                                 max_host_elements=args.max_host_elements,
+                                 trusted=args.trusted, code_bits=args.code_bits,
+                                 narrow=args.narrow)
         for build, _ in builders.values():
             build()
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        message = str(exc)
+        raise CliError(("--" if message.startswith("narrow:") else "") + message) from None
     return builders
 
 
@@ -217,7 +226,8 @@ def run(args):
     runner = _LaneRunner(backend, builders, args)
     progress = args.progress or sys.stderr.isatty()
     strategy = traffic_recipes(ids, frames=args.batch, timed=args.timed,
-                               trusted=args.trusted, code_bits=args.code_bits)
+                               trusted=args.trusted, code_bits=args.code_bits,
+                               narrow=args.narrow)
 
     start = time.perf_counter()
     generate_s = reference_s = model_s = 0.0
@@ -257,6 +267,7 @@ def run(args):
     summary = {
         "backend": backend, "codecs": ids, "mtu": args.mtu, "port": args.port,
         "max_host_elements": args.max_host_elements, "trusted": args.trusted,
+        "narrow": args.narrow,
         "code_bits": args.code_bits, "seed": args.seed, "batch": args.batch,
         "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),

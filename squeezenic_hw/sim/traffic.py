@@ -52,6 +52,7 @@ from squeezenic_hw.spec.frames import (
     ipv4_checksum,
     parse,
 )
+from squeezenic_hw.spec.generator import NARROW_LANE_CODECS
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     DEFAULT_MTU,
@@ -73,7 +74,7 @@ __all__ = [
     "draw_example", "stream_frames", "malformed_frame", "host_traffic", "arrival_times",
     "wire_traffic", "lane_view",
     "LaneExpectation", "expected_tx", "expected_rx", "Difference", "differences", "LaneCheck",
-    "round_trip", "lane_builders",
+    "round_trip", "lane_builders", "narrow_spec", "NARROW_SCALE_KINDS",
 ]
 
 #: Most elements of a host frame drawn (a host frame of 1516 bytes fits MTU 1518).
@@ -82,6 +83,9 @@ MAX_ELEMENTS = DEFAULT_HOST_ELEMENTS
 #: way), a power of two (so that ``x·scale`` lands on exact ties), random magnitude and
 #: sign, or an fp32 edge value (0, subnormal, inf, NaN…).
 SCALE_KINDS = ("fitted", "pow2", "random", "edge")
+#: The scales a narrow ``fixed`` lane takes (``NarrowTxLane``): powers of two, and the
+#: fp32 zeros, infinities and NaNs (``special``).
+NARROW_SCALE_KINDS = ("pow2", "special")
 #: How a stream's values are drawn: gradient-like, uniformly random bit patterns,
 #: rounding ties of every codec, or sparse around the threshold.
 VALUE_KINDS = ("gradient", "bits", "ties", "sparse")
@@ -177,20 +181,24 @@ def _codec_ids(codecs):
 
 
 @st.composite
-def stream_recipes(draw, codecs=None, code_bits=None):
+def stream_recipes(draw, codecs=None, code_bits=None, narrow=False):
     """Recipes of one tensor stream of a codec of ``codecs`` (default 0–6) with 1…
     :data:`MAX_STREAM_FRAMES` host frames (:func:`stream_frames` makes them). With
     ``code_bits``, the codecs whose parameter is their code width (``fixed``, ``qsgd``)
-    take that one (a lane built with ``code_bits`` takes no other)."""
+    take that one (a lane built with ``code_bits`` takes no other). With ``narrow``, the
+    streams a narrow lane takes (``NarrowTxLane``): ``fixed`` rounds to nearest
+    (``stochastic`` clear) at scales of :data:`NARROW_SCALE_KINDS`."""
     codec = draw(st.sampled_from(_codec_ids(codecs)))
     info = codec_info(codec)
     param = draw(st.integers(*info.param_range)) if (info.param_range
                                                     and not info.variable) else 0
     if code_bits is not None and info.param_range and not info.variable:
         param = code_bits
+    stochastic = draw(st.booleans())
+    held = narrow and info.name == "fixed"
     return StreamRecipe(
-        codec=codec, param=param, stochastic=draw(st.booleans()), seed=draw(_SEEDS),
-        scale_kind=draw(st.sampled_from(SCALE_KINDS)),
+        codec=codec, param=param, stochastic=stochastic and not held, seed=draw(_SEEDS),
+        scale_kind=draw(st.sampled_from(NARROW_SCALE_KINDS if held else SCALE_KINDS)),
         values=draw(st.sampled_from(VALUE_KINDS)),
         edge_share=draw(st.sampled_from((0.0, 0.02, 0.2, 1.0))),
         lengths=draw(st.sampled_from(LENGTH_KINDS)),
@@ -222,7 +230,7 @@ IDLE_TIMEOUTS = (1, 2, 5, 16, 50, 200)
 
 @st.composite
 def traffic_recipes(draw, codecs=None, *, frames=100, timed=False, trusted=False,
-                    code_bits=None):
+                    code_bits=None, narrow=False):
     """Recipes of a batch of exactly ``frames`` host frames (:class:`TrafficRecipe`).
 
     With ``timed``, one batch in four is timed: an idle timeout from
@@ -233,14 +241,16 @@ def traffic_recipes(draw, codecs=None, *, frames=100, timed=False, trusted=False
     With ``trusted``, the host frames are those a trusted TX lane takes (``TxLane(...,
     trusted=True, code_bits=code_bits)``): only tensor streams, no malformed frame and no
     wrong ``tuser_size``; with ``code_bits``, ``fixed`` and ``qsgd`` frames carry it. The
-    wire side keeps its malformed frames (the RX lane is host-facing)."""
+    wire side keeps its malformed frames (the RX lane is host-facing). ``narrow`` (which
+    implies ``trusted``) draws the streams a narrow lane takes (:func:`stream_recipes`)."""
     if frames < 1:
         raise ValueError(f"frames must be at least 1, got {frames}")
     share = draw(st.sampled_from((0.0, 0.02, 0.1, 0.3)))
     wire_bad = min(frames - 1, round(frames * share))
+    trusted = trusted or narrow
     bad = 0 if trusted else wire_bad
     good = frames - bad
-    streams, one_stream = [], stream_recipes(codecs, code_bits)
+    streams, one_stream = [], stream_recipes(codecs, code_bits, narrow)
     while good > 0:
         stream = draw(one_stream)
         if stream.frames > good:
@@ -334,11 +344,18 @@ def _values(rng, recipe, n, scale):
     return x
 
 
+#: The edge values that are zeros, infinities and NaNs.
+_SPECIAL_F32_BITS = EDGE_F32_BITS[(EDGE_F32_BITS & 0x7FFFFFFF == 0)
+                                  | (EDGE_F32_BITS & 0x7F800000 == 0x7F800000)]
+
+
 def _scale_aux(rng, recipe):
     """``scale`` and ``aux`` before the values are known (``fitted`` is refined after)."""
     kind = recipe.scale_kind
     if kind == "edge":
         return tuple(_f32(EDGE_F32_BITS[rng.integers(0, len(EDGE_F32_BITS), 2)]))
+    if kind == "special":
+        return tuple(_f32(_SPECIAL_F32_BITS[rng.integers(0, len(_SPECIAL_F32_BITS), 2)]))
     if kind == "pow2":
         e = rng.integers(-20, 21, 2).astype(np.float32)
         signs = np.where(rng.random(2) < 0.2, -1, 1).astype(np.float32)
@@ -948,15 +965,31 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
     return {"tx": tx, "rx": rx}
 
 
+def narrow_spec(codecs, code_bits):
+    """The ``NarrowTxLane`` codec spec of ``codecs`` and ``code_bits`` (``"sign"``, or
+    ``"fixed:b"`` for b of 2, 4, 8); ``ValueError`` when they make no narrow lane."""
+    names = [codec_info(c).name for c in _codec_ids(codecs)]
+    spec = "sign" if names == ["sign"] and code_bits is None else (
+        f"fixed:{code_bits}" if names == ["fixed"] else None)
+    if spec not in NARROW_LANE_CODECS:
+        raise ValueError("narrow: a narrow lane is of one codec, sign (without code_bits) "
+                         "or fixed with code_bits 2, 4 or 8; got codecs "
+                         f"{', '.join(names)}, code_bits {code_bits}")
+    return spec
+
+
 def lane_builders(codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                  max_host_elements=DEFAULT_HOST_ELEMENTS, trusted=False, code_bits=None):
+                  max_host_elements=DEFAULT_HOST_ELEMENTS, trusted=False, code_bits=None,
+                  narrow=False):
     """``{"tx": (build, key), "rx": (build, key)}``: functions of no arguments that build
     the ``TxLane`` (``mtu``, ``port``, ``trusted``, ``code_bits``) and ``RxLane``
     (``port``, ``max_host_elements``) of ``codecs`` (default 0–6), and keys that name those
-    builds for the compiled model's cache. (A bad parameter is the lanes' ``ValueError``
+    builds for the compiled model's cache. With ``narrow`` the TX lane is the
+    ``NarrowTxLane`` of :func:`narrow_spec`. (A bad parameter is the lanes' ``ValueError``
     when they are built.)"""
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane
+    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
 
     ids = _codec_ids(codecs)
     tx = dict(codecs=ids, mtu=mtu, port=port)
@@ -970,4 +1003,9 @@ def lane_builders(codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
     rx_key = f"RxLane(codecs={ids})" if (port, max_host_elements) == (
         DEFAULT_PORT, DEFAULT_HOST_ELEMENTS) else \
         f"RxLane(codecs={ids}, port={port}, max_host_elements={max_host_elements})"
-    return {"tx": (lambda: TxLane(**tx), tx_key), "rx": (lambda: RxLane(**rx), rx_key)}
+    rx_build = (lambda: RxLane(**rx), rx_key)
+    if narrow:
+        spec = narrow_spec(codecs, code_bits)
+        return {"tx": (lambda: NarrowTxLane(spec, mtu=mtu, port=port),
+                       f"NarrowTxLane({spec!r}, mtu={mtu}, port={port})"), "rx": rx_build}
+    return {"tx": (lambda: TxLane(**tx), tx_key), "rx": rx_build}

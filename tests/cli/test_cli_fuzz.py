@@ -14,7 +14,7 @@ from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.lane import LaneRun
 from squeezenic_hw.spec.frames import parse
 
-KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "trusted", "code_bits",
+KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "trusted", "narrow", "code_bits",
         "seed", "batch", "idle",
         "backpressure", "timed", "frames", "rx_frames",
         "batches", "timed_batches", "mismatches", "first_mismatch", "cycles",
@@ -48,7 +48,7 @@ def reference_model(monkeypatch):
 
     def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout, times=None,
             idle_timeout=None, close_at_end=True):
-        lane = "tx" if key.startswith("TxLane") else "rx"
+        lane = "rx" if key.startswith("RxLane") else "tx"
         state["seen"].append((lane, [(f.data, f.size, f.src, f.dst) for f in frames]))
         state["keys"].add(key)
         # the build parameters the key names (the defaults when it names none)
@@ -169,6 +169,27 @@ def test_trusted_tx_lane_gets_only_frames_it_takes(reference_model, tmp_path, ca
     assert again.endswith("--trusted --code-bits 8")
 
 
+def test_narrow_tx_lane_gets_only_frames_it_takes(reference_model, tmp_path, capsys):
+    """--narrow builds the TX lane narrow and sends it what a narrow lane takes: fixed at
+    its width, rounded to nearest, scales that are powers of two or zeros, infinities and
+    NaNs."""
+    argv = ["fuzz", "--frames", "80", "--batch", "40", "--seed", "2", "--codecs", "fixed",
+            "--narrow", "--code-bits", "4", "--format", "json"]
+    assert main(argv) == 0
+    out = _json(capsys)
+    assert out["narrow"] is True and out["code_bits"] == 4 and out["mismatches"] == 0
+    assert out["counters"]["tx"]["bypass_frames"] == 0
+    assert "NarrowTxLane('fixed:4', mtu=1518, port=21329)" in reference_model["keys"]
+    heads = [parse(f[0]) for lane, frames in reference_model["seen"] if lane == "tx"
+             for f in frames]
+    assert len(heads) == 80 and {(h.codec, h.param, h.stochastic) for h in heads} == {
+        (3, 4, False)}
+    assert all(h.scale_bits & 0x7FFFFF == 0 or h.scale_bits >> 23 & 0xFF == 255
+               for h in heads)
+    again = _again_after_a_mismatch(reference_model, argv, "tx", tmp_path, capsys)
+    assert again.endswith("--codecs 3 --narrow --code-bits 4")
+
+
 def test_a_hung_lane_is_reported(reference_model, tmp_path, capsys):
     reference_model["hang"] = "rx"
     assert main(["fuzz", "--frames", "8", "--batch", "8", "-o", str(tmp_path),
@@ -222,7 +243,10 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
     (["--mtu", "67"], "mtu must be from 68 to 9600 bytes, got 67"),
     (["--port", "0"], "--port must be 1..65535, got 0"),
     (["--max-host-elements", "0"], "max_host_elements must be from 1 to"),
-    (["--code-bits", "8"], "--code-bits needs --trusted"),
+    (["--code-bits", "8"], "--code-bits needs --trusted or --narrow"),
+    (["--narrow"], "--narrow: a narrow lane is of one codec"),
+    (["--narrow", "--codecs", "sign,fixed", "--code-bits", "8"], "--narrow: a narrow lane"),
+    (["--narrow", "--codecs", "fixed", "--code-bits", "16"], "--narrow: a narrow lane"),
     (["--trusted", "--codecs", "sign,threshold"], "trusted lanes cannot build threshold"),
     (["--trusted", "--codecs", "sign", "--code-bits", "8"], "code_bits is for fixed or qsgd"),
     (["--frames", "10", "--batch", "10", "--only-batch", "1"], "--only-batch must be from 0 to 0"),
