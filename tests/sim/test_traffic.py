@@ -305,7 +305,7 @@ def _narrow_scale(bits):
     """A scale a narrow ``fixed`` lane takes: a normal power of two, a zero, an infinity
     or a NaN."""
     exponent, mantissa = (bits >> 23) & 0xFF, bits & 0x7FFFFF
-    return mantissa == 0 and exponent != 0 or exponent == 255
+    return mantissa == 0 or exponent == 255       # (a zero: exponent and mantissa 0)
 
 
 @QUICK
