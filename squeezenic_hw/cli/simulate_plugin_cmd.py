@@ -138,15 +138,12 @@ def run(args):
                 failed.append(f"{name} differs from the reference: {detail}")
 
     regmap = plugin_register_map(params)
-    accesses = []
-    for step, cycle, address, data, response in result.responses:
-        accesses.append({"step": step, "op": script[step].kind, "cycle": cycle,
-                         "register": register_name(regmap, address), "address": address,
-                         "data": data, "response": _RESPONSES.get(response, str(response))})
-        if response:
-            failed.append(f"step {step} ({script[step].kind} "
-                          f"{register_name(regmap, address)}) answered "
-                          f"{_RESPONSES.get(response, response)}")
+    accesses = [{"step": step, "op": script[step].kind, "cycle": cycle,
+                 "register": register_name(regmap, address), "address": address, "data": data,
+                 "response": _RESPONSES.get(response, str(response))}
+                for step, cycle, address, data, response in result.responses]
+    failed += [f"step {a['step']} ({a['op']} {a['register']}) answered {a['response']}"
+               for a in accesses if a["response"] != "OKAY"]
     cycles = result.cycles
     summary = {"backend": backend,
                "build_seconds": build["build_s"] if build else None,
