@@ -69,10 +69,15 @@ with this interpreter, so no ``PATH`` lookup). :attr:`SynthResult.wall_time` is
 its wall-clock time; :attr:`SynthResult.peak_mib` its peak resident set size
 from ``os.wait4`` (``ru_maxrss`` of that one child, which
 ``getrusage(RUSAGE_CHILDREN)`` would mix with earlier children). The first run
-of YoWASP Yosys on a machine compiles the WebAssembly module (tens of seconds,
-then cached under ``~/.cache/YoWASP``) and is counted in that run's time.
+of YoWASP Yosys on a machine compiles the WebAssembly module (tens of seconds on
+both cores, then cached under ``~/.cache/YoWASP``). Each process compiles it, or
+finds it compiled, before its first run (``yosys -V``) while it holds a lock file
+in the temporary directory: concurrent first runs (``report --jobs``, test workers)
+would each compile it, and two at once take twice as long as one. That time is
+not counted in any run's :attr:`SynthResult.wall_time`.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -87,13 +92,18 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+try:
+    import fcntl
+except ImportError:      # (not on Windows: the processes may then compile YoWASP together)
+    fcntl = None
+
 from .timing import estimate as timing_estimate
 
 __all__ = [
     "SynthesisError", "SynthResult", "synthesize", "yosys_script",
     "parse_stat_json", "parse_ltp", "count_loops", "parse_yosys_version", "classify_cells",
     "U280_LUT", "U280_FF", "U280_CLB", "U280_DSP", "U280_BRAM36", "U280_URAM", "U280_TOTALS",
-    "estimated_clbs", "utilization",
+    "estimated_clbs", "utilization", "prepare_yosys", "PREPARE_LOCK",
 ]
 
 #: Alveo U280 (XCU280) totals.
@@ -396,8 +406,46 @@ def _yosys_command():
     return [sys.executable, "-c", code]
 
 
+#: The lock file :func:`prepare_yosys` holds while it runs Yosys the first time.
+PREPARE_LOCK = Path(tempfile.gettempdir()) / "squeezenic-yowasp-prepare.lock"
+
+_prepared = False
+
+
+def prepare_yosys(lock_path=None):
+    """Run ``yosys -V`` once in this process, holding ``lock_path`` (default
+    :data:`PREPARE_LOCK`) meanwhile, so that YoWASP's WebAssembly module is compiled by
+    one process at a time (module docstring, "Run time and memory"). A failure is left
+    for the real run to report."""
+    global _prepared
+    if _prepared:
+        return
+    with _held(PREPARE_LOCK if lock_path is None else Path(lock_path)):
+        subprocess.run([*_yosys_command(), "-V"], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    _prepared = True
+
+
+@contextlib.contextmanager
+def _held(lock_path):
+    try:
+        lock = open(lock_path, "a") if fcntl is not None else None
+    except OSError:     # (another user's lock file, say: go on unlocked)
+        lock = None
+    if lock is None:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _run_yosys(workdir, log_path, timeout):
     """Run ``synth.ys`` in ``workdir``; return (wall seconds, peak MiB)."""
+    prepare_yosys()
     argv = [*_yosys_command(), "-q", "-l", log_path.name, "-s", "synth.ys"]
     out_path = workdir / "yosys.stdout"
     start = time.monotonic()

@@ -2,8 +2,12 @@
 
 The fixtures are trimmed output of YoWASP Yosys 0.70 (``synth_xilinx -family
 xcup``). The end-to-end tests call Yosys; its first call on a machine compiles
-the WebAssembly module (about 40 s), later calls take a few seconds each.
+the WebAssembly module (about 30 s on both cores; one process at a time, see
+``test_prepare_one_process_at_a_time``), later calls take a few seconds each.
 """
+
+import subprocess
+import sys
 
 import pytest
 from amaranth import Module
@@ -187,3 +191,33 @@ def test_synthesis_failure_names_log(tmp_path):
     assert str(log_path) in str(info.value)
     assert info.value.log_path == log_path and log_path.exists()
     assert "family" in str(info.value)
+
+
+# A stand-in for Yosys that notes when it starts and ends, and takes long enough that two
+# unlocked runs would overlap; and a process that prepares Yosys with it, twice.
+_STAND_IN = """
+import sys, time
+with open(sys.argv[1], "a") as log:
+    log.write("start\\n")
+    log.flush()
+    time.sleep(0.4)
+    log.write("end\\n")
+"""
+_PREPARING = """
+import sys
+from squeezenic_hw.flows import synth
+stand_in, log, lock = sys.argv[1:]
+synth._yosys_command = lambda: [sys.executable, stand_in, log]
+synth.prepare_yosys(lock)
+synth.prepare_yosys(lock)
+"""
+
+
+def test_prepare_one_process_at_a_time(tmp_path):
+    stand_in, log = tmp_path / "yosys.py", tmp_path / "runs.txt"
+    stand_in.write_text(_STAND_IN)
+    argv = [sys.executable, "-c", _PREPARING, str(stand_in), str(log), str(tmp_path / "lock")]
+    procs = [subprocess.Popen(argv) for _ in range(3)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    # each process ran the stand-in once, and never while another ran it
+    assert log.read_text().split() == ["start", "end"] * 3
