@@ -103,6 +103,27 @@ def test_tx_threshold_full_rate(density):
     assert run.gaps_in_frames == 0
 
 
+@pytest.mark.parametrize("other", ["threshold", "sign"])
+def test_tx_threshold_frame_closed_idle_then_another(other):
+    """A threshold frame that the idle timeout closes, then a frame of another key, its
+    own codec or another: the close carries no kept elements into the next frame."""
+    rng = np.random.default_rng(11)
+    first = host_stream(rng, "threshold", n_total=255, lengths=[255],
+                        values=sparse_gradient(rng, 255, 0.5),
+                        header=Header(src_ip=bytes([10, 0, 0, 1])))
+    second = host_stream(rng, other, n_total=31, lengths=[31], flush_last=True,
+                         header=Header(src_ip=bytes([10, 0, 0, 2])))
+    frames = first + second
+    T = 5
+    beats = lr.frame_beats(frames[0])
+    for gap in (T - 1, T, T + 4):       # a mismatch close, then idle closes
+        times = [0, beats + gap]
+        run = lane_simulation("tx", codecs=CODECS).run(frames, times=times, idle_timeout=T)
+        check_against_reference(run, frames, "tx", codecs=CODECS, idle_timeout=T,
+                                times=times)
+        assert run.counters["close_idle"] == (gap >= T)
+
+
 #: Scales as fp32 bits: negative (keeps +0.0), −0.0, +0.0, NaN of both signs, the
 #: smallest subnormals of both signs, normal, ±inf.
 TRUNCATION_SCALES = [0xBF800000, 0x80000000, 0x00000000, 0x7FC00000, 0xFFC00001,

@@ -5,7 +5,9 @@ with ``flush``) becomes two jobs: the beat as a ``close_mid`` job (the elements 
 boundary close the first frame, the rest open the second, as for any straddling beat),
 then a job with no elements that closes the second frame. Every other decided beat is one
 job. A job that closes a ``threshold`` frame carries the frame's layout (the shorter
-of bitmap and index list, a tie picking the bitmap: wire format section 4).
+of bitmap and index list, a tie picking the bitmap: wire format section 4). A job with no
+elements keeps none (``keep`` 0): the sparse compactor counts every ``keep`` bit it is
+given, and a close between frames would otherwise carry the last beat's mask.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -122,7 +124,7 @@ class TxJobShaper(wiring.Component):
         s1_valid = st.reg(rec_valid, name="s1_valid", reset_less=False)
         s1 = {name: st.reg(value, name=f"s1_{name}") for name, value in {
             "elements": rec.elements.as_value(), "mask": count_mask,
-            "keep": Mux(second, 0, rec.keep),
+            "keep": Mux(second | rec.close_only, 0, rec.keep),
             "count": count, "split": split, "close_mid": close_mid, "close_end": close_end,
             "base": base, "n_close": n_close, "k_close": k_close,
             "offset": rec.offset, "codec": rec.codec, "params": rec.params,
