@@ -43,7 +43,8 @@ def add_arguments(parser):
                              "(default 0.2)")
     parser.add_argument("--timed", action="store_true",
                         help="make one batch in four timed: frames at set cycles, gaps on "
-                             "every side of an idle timeout set in the TX lane (docs/fuzz.md)")
+                             "every side of an idle timeout set in the TX lane; half of them "
+                             "with --idle and --backpressure (docs/fuzz.md)")
     add_build_options(parser)
     parser.add_argument("--trusted", action="store_true",
                         help="build the TX lane trusted, as the generator lanes are, and draw "
@@ -86,6 +87,7 @@ class _LaneRunner:
         self.builds = {}
         self.batch = 0
         self.timed = 0
+        self.stalled = 0
         self.cycles = 0
         self.loop_seconds = 0.0
 
@@ -93,18 +95,21 @@ class _LaneRunner:
         beats = sum(max(1, -(-len(f.data) // 64)) for f in frames)
         return 200_000 + int(64 * beats / ((1 - self.args.idle) * (1 - self.args.backpressure)))
 
-    def __call__(self, lane, frames, *, times=None, idle_timeout=None, close_at_end=True):
+    def __call__(self, lane, frames, *, times=None, idle_timeout=None, close_at_end=True,
+                 stalled=False):
         build, key = self.builders[lane]
         kw = dict(idle=self.args.idle, backpressure=self.args.backpressure,
                   seed=_derived_seed(self.args.seed, self.batch, 1),
                   timeout=self._timeout(frames))
         if times is not None:
-            # a timed batch: the frames' beats at their times, nothing to move them; the
+            # a timed batch: the frames' beats at their times, moved only when stalled; the
             # last wire frame waits for the timeout
-            kw.update(idle=0.0, backpressure=0.0, times=times, idle_timeout=idle_timeout,
-                      close_at_end=close_at_end,
+            kw.update(times=times, idle_timeout=idle_timeout, close_at_end=close_at_end,
                       timeout=kw["timeout"] + times[-1])
+            if not stalled:
+                kw.update(idle=0.0, backpressure=0.0)
             self.timed += lane == "tx"
+            self.stalled += lane == "tx" and stalled
         if self.backend == "compiled":
             from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
 
@@ -174,6 +179,12 @@ def _write_failure(directory, batch, recipe, check, args, codecs):
     return [str(p) for p in paths.values()]
 
 
+def _stalled(args, batch):
+    """Whether batch ``batch``, when timed, keeps the campaign's stalls (one in two, drawn
+    apart from the traffic, so a seed's batches stay what they were)."""
+    return bool(args.idle or args.backpressure) and _derived_seed(args.seed, batch, 3) % 2 == 1
+
+
 def _add_counters(total, counters):
     for name, value in counters.items():
         total[name] = total.get(name, 0) + value
@@ -240,7 +251,8 @@ def run(args):
         generate_s += time.perf_counter() - t
         runner.batch = batch
         checks = round_trip(recipe, runner, codecs=ids, port=args.port, mtu=args.mtu,
-                            max_host_elements=args.max_host_elements)
+                            max_host_elements=args.max_host_elements,
+                            stalled=_stalled(args, batch))
         for check in checks.values():
             frames_in[check.lane] += len(check.inputs)
             reference_s += check.reference_seconds
@@ -271,7 +283,7 @@ def run(args):
         "code_bits": args.code_bits, "seed": args.seed, "batch": args.batch,
         "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
-        "timed_batches": runner.timed,
+        "timed_batches": runner.timed, "stalled_timed_batches": runner.stalled,
         "mismatches": len(mismatched), "first_mismatch": first,
         "cycles": runner.cycles,
         "sim_cycles_per_second": round(runner.cycles / runner.loop_seconds, 1)

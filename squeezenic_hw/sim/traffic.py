@@ -39,7 +39,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from squeezenic_hw.reference import lane as lane_reference
-from squeezenic_hw.spec.codecs import codec_info, f32_bits, resolve_codecs
+from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info, f32_bits, resolve_codecs
 from squeezenic_hw.spec.frames import (
     RX_REASONS,
     TX_REASONS,
@@ -883,11 +883,124 @@ def differences(lane, frames, counters, expected):
     if len(frames) != len(expected.frames):
         found.append(Difference(lane, min(len(frames), len(expected.frames)),
                                 f"{len(frames)} frames out, expected {len(expected.frames)}"))
-    for name, value in expected.counters.items():
-        if counters.get(name) != value:
-            found.append(Difference(lane, None, f"counter {name}: {counters.get(name)}, "
-                                                f"expected {value}"))
-    return found
+    return found + _counter_differences(lane, counters, expected.counters)
+
+
+def _counter_differences(lane, counters, expected):
+    return [Difference(lane, None, f"counter {name}: {counters.get(name)}, expected {value}")
+            for name, value in expected.items() if counters.get(name) != value]
+
+
+def _shorter_cut(got, want):
+    """The element count of ``got`` when it is ``want`` (a wire frame) closed earlier: the
+    same tensor stream and first offset, fewer elements (a threshold frame's layout may
+    differ); else ``None``."""
+    g, w = parse(got), parse(want)
+    if g is None or w is None or not g.flags & FLAG_ENCODED:
+        return None
+    if w.codec == THRESHOLD_ID:
+        g = replace(g, param=w.param)     # a threshold frame's param is its layout
+    if (g.coalesce_key(), g.offset) != (w.coalesce_key(), w.offset) or not 0 < g.n < w.n:
+        return None
+    return g.n
+
+
+def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_PORT,
+                        mtu=DEFAULT_MTU, idle_timeout):
+    """What a TX lane with idle timeout ``idle_timeout`` must send for ``frames`` when
+    stalls (idle cycles, backpressure) moved their beats, so that when an idle timeout
+    fell is the lane's to say; ``got`` and ``got_counters`` are what it sent
+    (:class:`AxisFrame` s) and counted.
+
+    The lane may close the open wire frame for idleness before any frame, and nowhere
+    else: every other byte and counter is the reference's. The expectation is
+    :func:`expected_tx` with ``close_at_end`` false, on arrival cycles that put a gap of
+    ``idle_timeout`` cycles before exactly the frames the lane's output shows an idle close
+    before. Those are found from the first wire frame out that is the expectation's
+    frame closed after fewer elements, at the start of a host frame: the gap goes before
+    the first frame after the host frame before it. This repeats until no wire frame is
+    such a cut; what still differs then is for :func:`differences_stalled` to report.
+    (Frames the lane passes through are told from built ones by their bytes: the
+    strategies' built and passed-through frames never share them.) A frame whose key
+    differs closes the open frame anyway, so a timeout before it shows only in the
+    counters: up to ``close_mismatch`` of the expected mismatch closes count as idle
+    closes when ``got_counters`` says so.
+
+    Returns
+    -------
+    (LaneExpectation, list of int)
+        The expectation and the indices of the frames an idle close came before.
+    """
+    built = resolve_codecs(codecs)
+    inputs, views, processed, _ = _lane_inputs(frames, "tx", port, built)
+    back_to_back = lane_reference.back_to_back_times(views)
+    host_index = [k for k, p in enumerate(processed) if p]
+    starts = np.cumsum([0] + [parse(views[k]).n for k in host_index]).tolist()
+    passed = {v for v, p in zip(views, processed, strict=True) if not p}
+    got_wire = [f.data for f in got if f.data not in passed]
+    before = []
+    while True:
+        times = [t + idle_timeout * bisect.bisect_right(before, k)
+                 for k, t in enumerate(back_to_back)]
+        expected = expected_tx(inputs, codecs=codecs, port=port, mtu=mtu,
+                               idle_timeout=idle_timeout, times=times, close_at_end=False)
+        want_wire = [f.data for f in expected.frames if f.data not in passed]
+        k = next((k for k, (g, w) in enumerate(zip(got_wire, want_wire, strict=False))
+                  if g != w), None)
+        if k is None:
+            counters = expected.counters
+            moved = got_counters.get("close_idle", 0) - counters["close_idle"]
+            if 0 < moved <= counters["close_mismatch"] and \
+                    got_counters.get("close_mismatch") == counters["close_mismatch"] - moved:
+                counters["close_idle"] += moved
+                counters["close_mismatch"] -= moved
+            return expected, before
+        n = _shorter_cut(got_wire[k], want_wire[k])
+        element = sum(parse(w).n for w in want_wire[:k]) + (n or 0)
+        host = bisect.bisect_left(starts, element)
+        if n is None or host >= len(host_index) or starts[host] != element:
+            return expected, before          # not an idle close: a difference
+        # the gap goes right after the host frame that ends at ``element``
+        frame = host_index[host - 1] + 1
+        if frame in before:
+            return expected, before
+        bisect.insort(before, frame)
+
+
+def holds_threshold(frames, *, codecs=None, port=DEFAULT_PORT):
+    """Whether the TX lane encodes a ``threshold`` frame of ``frames``. Such a frame may
+    hold the lane's decision stage a few cycles after its input took the beats (its wire
+    frame's payload is written once the frame has closed, and the dense frames behind it
+    wait in order), so an idle close can fall later than the input's clock says, as under
+    stalls: a timed batch that holds one is judged by :func:`expected_tx_stalled`."""
+    built = resolve_codecs(codecs)
+    if THRESHOLD_ID not in built:
+        return False
+    _, views, processed, _ = _lane_inputs(frames, "tx", port, built)
+    return any(p and parse(v).codec == THRESHOLD_ID
+               for v, p in zip(views, processed, strict=True))
+
+
+def differences_stalled(lane, frames, counters, expected, inputs, *, port=DEFAULT_PORT,
+                        codecs=None):
+    """:func:`differences` where the order of built and passed-through frames is not
+    compared (a passed-through frame may overtake a wire frame that stalls hold): the
+    built frames in order, the passed-through ones (those equal to a frame of ``inputs``
+    that the lane does not process) in order, and the counters. A difference's ``frame``
+    is its index in ``frames``."""
+    built = resolve_codecs(codecs)
+    _, views, processed, _ = _lane_inputs(inputs, "tx", port, built)
+    passed = {v for v, p in zip(views, processed, strict=True) if not p}
+    found = []
+    for through in (False, True):
+        got = [k for k, f in enumerate(frames) if (f.data in passed) == through]
+        want = [f for f in expected.frames if (f.data in passed) == through]
+        part = differences(lane, [frames[k] for k in got], {}, LaneExpectation(want, {}))
+        kind = "passed-through" if through else "built"
+        found += [Difference(lane, got[d.frame] if d.frame is not None and d.frame < len(got)
+                             else len(frames), f"{kind} frame: {d.what}") for d in part]
+    found.sort(key=lambda d: d.frame)
+    return found + _counter_differences(lane, counters, expected.counters)
 
 
 # ---- a batch through both lanes -------------------------------------------------------
@@ -905,7 +1018,10 @@ class LaneCheck:
     model_seconds: float = 0.0
 
 
-def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds, **timing):
+def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds, judge=None,
+                     **timing):
+    """``judge(run)``, when given, makes the expectation from the run and compares:
+    ``(expected, differences)``."""
     check = LaneCheck(lane, inputs, expected, reference_seconds=reference_seconds)
     start = time.perf_counter()
     try:
@@ -915,13 +1031,17 @@ def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds, **timi
     except AssertionError as exc:    # the output broke an AXI-Stream rule
         check.differences = [Difference(lane, None, f"AXI-Stream rule broken: {exc}")]
     check.model_seconds = time.perf_counter() - start
-    if check.run is not None:
+    if check.run is not None and judge is not None:
+        start = time.perf_counter()
+        check.expected, check.differences = judge(check.run)
+        check.reference_seconds += time.perf_counter() - start
+    elif check.run is not None:
         check.differences = differences(lane, check.run.frames, check.run.counters, expected)
     return check
 
 
 def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_MTU,
-               max_host_elements=DEFAULT_HOST_ELEMENTS):
+               max_host_elements=DEFAULT_HOST_ELEMENTS, stalled=False):
     """A batch through the TX lane, then the RX lane, each compared with the reference.
 
     The RX lane is fed the *reference's* TX output (the TX expectation, ``tuser``
@@ -942,7 +1062,15 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
         idle_timeout=..., close_at_end=False)``: the frames arrive at those cycles, the
         lane's idle timeout is set, ``close`` is never raised (the timeout closes the last
         wire frame), and neither idle cycles nor backpressure may move the frames' beats
-        (the reference's clock counts the beats at their times).
+        (the reference's clock counts the beats at their times). With ``stalled`` it is
+        ``run_lane("tx", frames, times=..., idle_timeout=..., close_at_end=False,
+        stalled=True)``: the run keeps its idle cycles and backpressure, and is judged by
+        :func:`expected_tx_stalled` and :func:`differences_stalled` (when an idle timeout
+        fell is the lane's to say).
+    stalled : bool
+        Whether a timed batch's TX run is stalled (no effect on other batches). A timed
+        batch whose TX lane encodes ``threshold`` frames is judged as stalled either way
+        (:func:`holds_threshold`).
 
     Returns
     -------
@@ -955,10 +1083,21 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
     timing = {} if times is None else {"times": times, "idle_timeout": recipe.idle_timeout,
                                        "close_at_end": False}
     tx_expected = expected_tx(tx_in, codecs=codecs, port=port, mtu=mtu, **timing)
+    judge = None
+    if times is not None and stalled:
+        timing["stalled"] = True
+    if times is not None and (stalled or holds_threshold(tx_in, codecs=codecs, port=port)):
+
+        def judge(run):
+            expected, _ = expected_tx_stalled(tx_in, run.frames, run.counters, codecs=codecs,
+                                              port=port, mtu=mtu,
+                                              idle_timeout=recipe.idle_timeout)
+            return expected, differences_stalled("tx", run.frames, run.counters, expected,
+                                                 tx_in, port=port, codecs=codecs)
     tx = _run_and_compare("tx", tx_in, tx_expected, run_lane, time.perf_counter() - start,
-                          **timing)
+                          judge, **timing)
     start = time.perf_counter()
-    rx_in = wire_traffic(recipe, tx_expected.frames, codecs=codecs, port=port)
+    rx_in = wire_traffic(recipe, tx.expected.frames, codecs=codecs, port=port)
     rx_expected = expected_rx(rx_in, codecs=codecs, port=port,
                               max_host_elements=max_host_elements)
     rx = _run_and_compare("rx", rx_in, rx_expected, run_lane, time.perf_counter() - start)

@@ -2,7 +2,9 @@
 standing in for the model, its report of a mismatch (pcaps, exit 1), of a hung lane,
 ``--only-batch``, the Amaranth fallback and user errors."""
 
+import bisect
 import json
+import random
 import re
 
 import pytest
@@ -17,7 +19,8 @@ from squeezenic_hw.spec.frames import parse
 KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "trusted", "narrow", "code_bits",
         "seed", "batch", "idle",
         "backpressure", "timed", "frames", "rx_frames",
-        "batches", "timed_batches", "mismatches", "first_mismatch", "cycles",
+        "batches", "timed_batches", "stalled_timed_batches", "mismatches", "first_mismatch",
+        "cycles",
         "sim_cycles_per_second",
         "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
         "build_seconds", "build_cached", "counters", "mismatched_runs"]
@@ -43,8 +46,10 @@ def test_small_campaign_on_the_compiled_lanes(cache, capsys):
 def reference_model(monkeypatch):
     """The reference in the compiled model's place; ``seen`` records every run's input,
     ``corrupt`` names a lane whose first output frame gets its last byte wrong, ``hang`` a lane
-    that times out."""
-    state = {"seen": [], "corrupt": None, "hang": None, "timed": [], "keys": set()}
+    that times out. A stalled timed run closes wire frames for idleness where the stalls
+    might have: before random frames besides those its arrival cycles give."""
+    state = {"seen": [], "corrupt": None, "hang": None, "timed": [], "stalled": 0,
+             "keys": set()}
 
     def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout, times=None,
             idle_timeout=None, close_at_end=True):
@@ -59,8 +64,13 @@ def reference_model(monkeypatch):
         if lane == state["hang"]:
             raise TimeoutError("3 frames after 200000 cycles")
         if times is not None:
-            assert idle == backpressure == 0.0
             state["timed"].append(idle_timeout)
+            if idle or backpressure:
+                state["stalled"] += 1
+                rng = random.Random(seed)
+                late = [k for k in range(1, len(frames)) if rng.random() < 0.5]
+                times = [t + idle_timeout * bisect.bisect_right(late, k)
+                         for k, t in enumerate(times)]
             expected = traffic.expected_tx(frames, times=times, idle_timeout=idle_timeout,
                                            close_at_end=close_at_end, **build)
         else:
@@ -118,6 +128,18 @@ def test_timed_batches_run_with_their_idle_timeout(reference_model, capsys):
     assert out["timed"] and out["timed_batches"] == len(reference_model["timed"]) > 0
     assert set(reference_model["timed"]) <= set(traffic.IDLE_TIMEOUTS)
     assert out["counters"]["tx"]["close_idle"] > 0
+
+    # Half of the timed batches keep their stalls and are judged by where the lane's idle
+    # closes fell; the stand-in's extra closes differ from the reference's in two of these
+    # batches (the reference judged on the arrival cycles would count two mismatches).
+    reference_model["stalled"] = 0
+    assert main(["fuzz", "--frames", "480", "--batch", "60", "--seed", "2", "--timed",
+                 "--format", "json"]) == 0
+    out = _json(capsys)
+    assert 0 < out["stalled_timed_batches"] == reference_model["stalled"] < out["timed_batches"]
+    assert main(["fuzz", "--frames", "480", "--batch", "60", "--seed", "2", "--timed",
+                 "--idle", "0", "--backpressure", "0", "--format", "json"]) == 0
+    assert _json(capsys)["stalled_timed_batches"] == 0
 
 
 def _again_after_a_mismatch(reference_model, argv, lane, tmp_path, capsys):

@@ -251,6 +251,116 @@ def test_timed_batches():
         traffic.expected_tx(frames, close_at_end=False)
 
 
+def _idle_closed_before(frames, late, T, codecs=None):
+    """The reference TX output of ``frames`` with an idle close (a gap of ``T``) before each
+    frame of ``late``: a stalled lane's legitimate output."""
+    times = [t + T * sum(k >= j for j in late)
+             for k, t in enumerate(lr.back_to_back_times(traffic.lane_view(f) for f in frames))]
+    return traffic.expected_tx(frames, codecs=codecs, times=times, idle_timeout=T,
+                               close_at_end=False)
+
+
+def _stalled_batch():
+    """A timed batch with many wire frames that an idle close would cut, and the output of
+    a stalled lane that closed for idleness before a third of its frames."""
+    recipe = next(r for seed in range(100)
+                  if (r := traffic.draw_example(traffic.traffic_recipes(frames=80), seed))
+                  .malformed and not r.size_errors
+                  and len(traffic.expected_tx(traffic.host_traffic(r)).frames) < 50)
+    frames = traffic.host_traffic(recipe)
+    late = list(range(2, len(frames), 3))
+    return frames, _idle_closed_before(frames, late, 7)
+
+
+def _judge(frames, got, counters=None):
+    counters = got.counters if counters is None else counters
+    expected, before = traffic.expected_tx_stalled(frames, got.frames, counters, idle_timeout=7)
+    return before, traffic.differences_stalled("tx", got.frames, counters, expected, frames)
+
+
+def test_stalled_expectation_takes_the_lanes_idle_closes():
+    """Judged as stalled, an output with idle closes where the arrival cycles put none
+    matches, and the closes found are where they were made; judged on the arrival cycles,
+    it would not match."""
+    frames, got = _stalled_batch()
+    strict = traffic.differences("tx", got.frames, got.counters,
+                                 _idle_closed_before(frames, [], 7))
+    assert strict
+    before, found = _judge(frames, got)
+    assert found == [] and before and set(before) <= set(range(2, len(frames), 3))
+    assert _idle_closed_before(frames, before, 7).frames == got.frames
+    # a timeout before a frame of another key shows only in the counters
+    assert got.counters["close_mismatch"] > 0
+    counters = dict(got.counters, close_idle=got.counters["close_idle"] + 1,
+                    close_mismatch=got.counters["close_mismatch"] - 1)
+    assert _judge(frames, got, counters)[1] == []
+    # a passed-through frame may overtake a wire frame held by stalls
+    kinds = [parse(f.data).flags & 1 and f.data not in {traffic.lane_view(x) for x in frames}
+             for f in got.frames]
+    k = next(k for k in range(1, len(kinds)) if kinds[k - 1] and not kinds[k])
+    swapped = got.frames[:k - 1] + [got.frames[k], got.frames[k - 1]] + got.frames[k + 1:]
+    assert _judge(frames, replace(got, frames=swapped))[1] == []
+
+
+def test_stalled_threshold_frames_and_their_layouts():
+    """Threshold frames cut short by idle closes (their layout, in ``param``, may change
+    with their size) are found as such; and a timed batch holding threshold frames is
+    judged as stalled."""
+    codecs = [0, 7]
+    strategy = traffic.traffic_recipes(codecs, frames=80)
+    recipe = traffic.draw_example(strategy, 42)     # a cut that changes a frame's layout
+    assert 7 in [s.codec for s in recipe.streams] and not recipe.size_errors
+    frames = traffic.host_traffic(recipe, codecs=codecs)
+    got = _idle_closed_before(frames, list(range(1, len(frames), 2)), 3, codecs)
+    assert traffic.differences("tx", got.frames, got.counters,
+                               _idle_closed_before(frames, [], 3, codecs))
+    expected, before = traffic.expected_tx_stalled(frames, got.frames, got.counters,
+                                                   codecs=codecs, idle_timeout=3)
+    assert before and traffic.differences_stalled("tx", got.frames, got.counters, expected,
+                                                  frames, codecs=codecs) == []
+    assert traffic.holds_threshold(frames, codecs=codecs)
+    assert not traffic.holds_threshold(frames, codecs=[0])       # not built: bypassed
+    assert not traffic.holds_threshold(traffic.host_traffic(
+        traffic.draw_example(traffic.traffic_recipes([0], frames=30), 1)), codecs=codecs)
+
+
+def test_stalled_expectation_still_finds_differences():
+    """What no idle close explains is a difference: a flipped byte, a lost or a doubled
+    wire frame, two wire frames swapped, a wire frame cut inside a host frame, a lost
+    passed-through frame, and an idle close counted that no frame shows."""
+    frames, got = _stalled_batch()
+    built = [k for k, f in enumerate(got.frames)
+             if f.data not in {traffic.lane_view(x) for x in frames}]
+    passed = [k for k in range(len(got.frames)) if k not in built]
+
+    def changed(frames_out):
+        return replace(got, frames=frames_out)
+
+    k = built[len(built) // 2]
+    flipped = got.frames[k].data[:-1] + bytes([got.frames[k].data[-1] ^ 1])
+    cases = {
+        "flipped": changed(got.frames[:k] + [AxisFrame(flipped, src=got.frames[k].src,
+                                                       dst=got.frames[k].dst)]
+                           + got.frames[k + 1:]),
+        "lost": changed(got.frames[:k] + got.frames[k + 1:]),
+        "doubled": changed(got.frames[:k + 1] + got.frames[k:]),
+        "swapped": changed(got.frames[:built[0]] + [got.frames[built[1]], got.frames[built[0]]]
+                           + got.frames[built[1] + 1:]),
+        "passed lost": changed(got.frames[:passed[0]] + got.frames[passed[0] + 1:]),
+        # the same frames with a smaller MTU: wire frames close full inside host frames
+        "cut inside": traffic.expected_tx(frames, mtu=300, times=lr.back_to_back_times(
+            traffic.lane_view(f) for f in frames), idle_timeout=7, close_at_end=False),
+    }
+    for name, run in cases.items():
+        assert _judge(frames, run, got.counters)[1], name
+    counters = dict(got.counters, close_idle=got.counters["close_idle"] + 1)
+    found = _judge(frames, got, counters)[1]
+    assert found and all(d.frame is None and d.what.startswith("counter close_")
+                         for d in found)
+    assert any(d.what.startswith(f"counter close_idle: {counters['close_idle']},")
+               for d in found)
+
+
 @QUICK
 @given(n=st.integers(1, 60), codecs=st.sampled_from([None, ["sign"], ["fixed", "qsgd", "raw"]]),
        code_bits=st.sampled_from([None, 2, 8, 16]), data=st.data())
@@ -280,25 +390,32 @@ def test_trusted_recipes_keep_the_wire_sides_malformed_frames():
 @pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler")
 def test_compiled_tx_lane_on_timed_batches(cache):
     """The compiled TX lane (codecs 0–6) with its idle timeout set at run time equals the
-    reference on timed batches, timeouts of 1 to 200 cycles."""
+    reference on timed batches, timeouts of 1 to 200 cycles; and, stalled, the reference
+    with the idle closes it made."""
     builders = traffic.lane_builders()
     seen = []
 
-    def run_lane(lane, frames, **timing):
+    def run_lane(lane, frames, stalled=False, **timing):
         build, key = builders[lane]
-        stalls = {} if timing else {"idle": 0.2, "backpressure": 0.3}
+        stalls = {} if timing and not stalled else {"idle": 0.2, "backpressure": 0.5}
         run = simulate_lane_compiled(build, frames, seed=3, key=key, cache_dir=cache,
                                      **stalls, **timing)
         if timing:
             seen.append(run.counters["close_idle"])
+            moved.append(traffic.differences(lane, run.frames, run.counters,
+                                             traffic.expected_tx(frames, **timing)) != [])
         return run
 
     base = traffic.draw_example(traffic.traffic_recipes(frames=80), 4)
     for T in (1, 5, 50, 200):
         recipe = replace(base, size_errors=0, idle_timeout=T)
-        for lane_check in traffic.round_trip(recipe, run_lane).values():
-            assert lane_check.differences == []
-    assert len(seen) == 4 and all(n > 0 for n in seen)
+        for stalled in (False, True):
+            moved = []
+            for lane_check in traffic.round_trip(recipe, run_lane, stalled=stalled).values():
+                assert lane_check.differences == []
+            # stalled, the lane's idle closes fell elsewhere than the arrival cycles say
+            assert moved == [stalled]
+    assert len(seen) == 8 and all(n > 0 for n in seen)
 
 
 def _narrow_scale(bits):
