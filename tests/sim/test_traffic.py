@@ -18,6 +18,7 @@ from squeezenic_hw.reference.threshold import keep_mask
 from squeezenic_hw.sim import traffic
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.compiled import compiled_available, simulate_lane_compiled
+from squeezenic_hw.sim.lane import LaneRun
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import (
     BypassReason,
@@ -260,14 +261,19 @@ def _idle_closed_before(frames, late, T, codecs=None):
                                close_at_end=False)
 
 
+def _stalled_recipe():
+    """A batch with passed-through frames and many wire frames that an idle close would
+    cut."""
+    return next(r for seed in range(100)
+                if (r := traffic.draw_example(traffic.traffic_recipes(frames=80), seed))
+                .malformed and not r.size_errors
+                and len(traffic.expected_tx(traffic.host_traffic(r)).frames) < 50)
+
+
 def _stalled_batch():
     """A timed batch with many wire frames that an idle close would cut, and the output of
     a stalled lane that closed for idleness before a third of its frames."""
-    recipe = next(r for seed in range(100)
-                  if (r := traffic.draw_example(traffic.traffic_recipes(frames=80), seed))
-                  .malformed and not r.size_errors
-                  and len(traffic.expected_tx(traffic.host_traffic(r)).frames) < 50)
-    frames = traffic.host_traffic(recipe)
+    frames = traffic.host_traffic(_stalled_recipe())
     late = list(range(2, len(frames), 3))
     return frames, _idle_closed_before(frames, late, 7)
 
@@ -322,6 +328,24 @@ def test_stalled_threshold_frames_and_their_layouts():
     assert not traffic.holds_threshold(frames, codecs=[0])       # not built: bypassed
     assert not traffic.holds_threshold(traffic.host_traffic(
         traffic.draw_example(traffic.traffic_recipes([0], frames=30), 1)), codecs=codecs)
+
+
+def test_timed_batches_of_a_lane_whose_idle_closes_are_not_exact():
+    """``exact_idle=False`` (a narrow lane's): an unstalled timed batch is judged by where
+    the lane's idle closes fell; with the default, the same output differs."""
+    recipe = replace(_stalled_recipe(), idle_timeout=7)
+
+    def run_lane(lane, frames, times=None, idle_timeout=None, close_at_end=True):
+        if lane == "rx":
+            expected = traffic.expected_rx(frames)
+        else:
+            assert times is not None and idle_timeout == 7 and not close_at_end
+            expected = _idle_closed_before(frames, list(range(2, len(frames), 3)), 7)
+        return LaneRun(frames=expected.frames, counters=expected.counters, wall_seconds=0)
+
+    loose = traffic.round_trip(recipe, run_lane, exact_idle=False)
+    assert loose["tx"].differences == [] == loose["rx"].differences
+    assert traffic.round_trip(recipe, run_lane)["tx"].differences
 
 
 def test_stalled_expectation_still_finds_differences():
