@@ -922,9 +922,10 @@ def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_
     such a cut; what still differs then is for :func:`differences_stalled` to report.
     (Frames the lane passes through are told from built ones by their bytes: the
     strategies' built and passed-through frames never share them.) A frame whose key
-    differs closes the open frame anyway, so a timeout before it shows only in the
-    counters: up to ``close_mismatch`` of the expected mismatch closes count as idle
-    closes when ``got_counters`` says so.
+    differs closes the open frame anyway, and so does a threshold frame whose first
+    element does not fit the open one, so a timeout before it shows only in the
+    counters: expected ``close_mismatch`` (and, with threshold frames, ``close_full``)
+    closes count as idle closes when ``got_counters`` says so.
 
     Returns
     -------
@@ -948,12 +949,8 @@ def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_
         k = next((k for k, (g, w) in enumerate(zip(got_wire, want_wire, strict=False))
                   if g != w), None)
         if k is None:
-            counters = expected.counters
-            moved = got_counters.get("close_idle", 0) - counters["close_idle"]
-            if 0 < moved <= counters["close_mismatch"] and \
-                    got_counters.get("close_mismatch") == counters["close_mismatch"] - moved:
-                counters["close_idle"] += moved
-                counters["close_mismatch"] -= moved
+            _idle_in_place_of(expected.counters, got_counters,
+                              holds_threshold(inputs, codecs=codecs, port=port))
             return expected, before
         n = _shorter_cut(got_wire[k], want_wire[k])
         element = sum(parse(w).n for w in want_wire[:k]) + (n or 0)
@@ -965,6 +962,20 @@ def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_
         if frame in before:
             return expected, before
         bisect.insort(before, frame)
+
+
+def _idle_in_place_of(counters, got, threshold):
+    """Count as idle closes the expected closes that a timeout before the next frame
+    would have made instead (key mismatches; with ``threshold``, full closes too, which a
+    threshold frame makes when the next frame's first element arrives and does not fit)
+    when ``got``'s counters say exactly that happened."""
+    kinds = ["close_mismatch"] + (["close_full"] if threshold else [])
+    fewer = {name: counters[name] - got.get(name, 0) for name in kinds}
+    moved = got.get("close_idle", 0) - counters["close_idle"]
+    if moved > 0 and min(fewer.values()) >= 0 and sum(fewer.values()) == moved:
+        counters["close_idle"] += moved
+        for name, n in fewer.items():
+            counters[name] -= n
 
 
 def holds_threshold(frames, *, codecs=None, port=DEFAULT_PORT):
