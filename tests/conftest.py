@@ -1,6 +1,5 @@
 """Fixtures of the whole suite."""
 
-import fcntl
 import hashlib
 import json
 import os
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from squeezenic_hw.locks import exclusive
 from squeezenic_hw.sim.compiled import OPT_VARIABLE
 
 # After a failing property test, hypothesis imports libcst to suggest an @example, and
@@ -53,8 +53,7 @@ def generated_plugin(tmp_path_factory):
     def generate(params):
         key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
         final = root / key
-        with open(root / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with exclusive(root / f"{key}.lock"):
             if not (final / "manifest.json").exists():
                 work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
                 shutil.rmtree(work)

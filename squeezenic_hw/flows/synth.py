@@ -77,7 +77,6 @@ would each compile it, and two at once take twice as long as one. That time is
 not counted in any run's :attr:`SynthResult.wall_time`.
 """
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -92,10 +91,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-try:
-    import fcntl
-except ImportError:      # (not on Windows: the processes may then compile YoWASP together)
-    fcntl = None
+from squeezenic_hw.locks import exclusive
 
 from .timing import estimate as timing_estimate
 
@@ -420,27 +416,10 @@ def prepare_yosys(lock_path=None):
     global _prepared
     if _prepared:
         return
-    with _held(PREPARE_LOCK if lock_path is None else Path(lock_path)):
+    with exclusive(PREPARE_LOCK if lock_path is None else Path(lock_path)):
         subprocess.run([*_yosys_command(), "-V"], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     _prepared = True
-
-
-@contextlib.contextmanager
-def _held(lock_path):
-    try:
-        lock = open(lock_path, "a") if fcntl is not None else None
-    except OSError:     # (another user's lock file, say: go on unlocked)
-        lock = None
-    if lock is None:
-        yield
-        return
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _run_yosys(workdir, log_path, timeout):

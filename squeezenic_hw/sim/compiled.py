@@ -33,16 +33,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:          # not POSIX: builds are not serialised
-    fcntl = None
-
 from amaranth.back import verilog
 from amaranth.hdl import Elaboratable
 from amaranth.lib.data import Layout
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat
+from squeezenic_hw.locks import exclusive
 
 from .axis import AxisFrame, FrameAssembler, frame_beats
 from .lane import NO_IDLE_TIMEOUT, LaneRun, check_idle_timeout, default_quiet
@@ -231,15 +227,8 @@ def _build_lock(root, digest):
     the same model meanwhile waits for it and finds it built, instead of building it
     again on the same cores."""
     root.mkdir(parents=True, exist_ok=True)      # the build's work directory goes here too
-    if fcntl is None:
+    with exclusive(root / f"{digest}.lock"):
         yield
-        return
-    with open(root / f"{digest}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _settle(work, final):
