@@ -950,7 +950,7 @@ def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_
                   if g != w), None)
         if k is None:
             _idle_in_place_of(expected.counters, got_counters,
-                              holds_threshold(inputs, codecs=codecs, port=port))
+                              _encodes_threshold(views, processed))
             return expected, before
         n = _shorter_cut(got_wire[k], want_wire[k])
         element = sum(parse(w).n for w in want_wire[:k]) + (n or 0)
@@ -988,6 +988,10 @@ def holds_threshold(frames, *, codecs=None, port=DEFAULT_PORT):
     if THRESHOLD_ID not in built:
         return False
     _, views, processed, _ = _lane_inputs(frames, "tx", port, built)
+    return _encodes_threshold(views, processed)
+
+
+def _encodes_threshold(views, processed):
     return any(p and parse(v).codec == THRESHOLD_ID
                for v, p in zip(views, processed, strict=True))
 
