@@ -106,7 +106,9 @@ def test_tx_threshold_full_rate(density):
 @pytest.mark.parametrize("other", ["threshold", "sign"])
 def test_tx_threshold_frame_closed_idle_then_another(other):
     """A threshold frame that the idle timeout closes, then a frame of another key, its
-    own codec or another: the close carries no kept elements into the next frame."""
+    own codec or another: the close carries no kept elements into the next frame. Timed
+    exactly, then under random idle cycles and backpressure (a gap of 40 T, so that the
+    timeout closes the frame with no beat waiting)."""
     rng = np.random.default_rng(11)
     first = host_stream(rng, "threshold", n_total=255, lengths=[255],
                         values=sparse_gradient(rng, 255, 0.5),
@@ -122,6 +124,17 @@ def test_tx_threshold_frame_closed_idle_then_another(other):
         check_against_reference(run, frames, "tx", codecs=CODECS, idle_timeout=T,
                                 times=times)
         assert run.counters["close_idle"] == (gap >= T)
+    # under random idle cycles and backpressure, when the timeout falls is the lane's to
+    # say; every byte and counter else is the reference's
+    for seed in range(3):
+        run = lane_simulation("tx", codecs=CODECS).run(
+            frames, times=[0, beats + 40 * T], idle_timeout=T, idle=0.3, backpressure=0.3,
+            seed=seed, close_at_end=False)
+        expected, _ = traffic.expected_tx_stalled(frames, run.frames, run.counters,
+                                                  codecs=CODECS, idle_timeout=T)
+        assert traffic.differences_stalled("tx", run.frames, run.counters, expected, frames,
+                                           codecs=CODECS) == []
+        assert run.counters["close_idle"] >= 1
 
 
 #: Scales as fp32 bits: negative (keeps +0.0), −0.0, +0.0, NaN of both signs, the
