@@ -7,7 +7,6 @@ import sys
 
 from squeezenic_hw.pcap import read_frames, write_frames
 from squeezenic_hw.reference import lane as lane_reference
-from squeezenic_hw.spec.codecs import resolve_codecs
 
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
@@ -90,22 +89,15 @@ def run(args):
     build = None
     if backend == "compiled":
         from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
+        from squeezenic_hw.sim.traffic import lane_builders
 
         # The idle timeout is set at run time (one model serves every timeout), so the
-        # model is of the lane without one. (The lane built to check the parameters goes
-        # unused when the model is cached: main() silences Amaranth's warning about that.)
-        key = (f"{args.lane} codecs={sorted(resolve_codecs(codecs)) if codecs else None} "
-               f"mtu={args.mtu} "
-               f"port={args.port} "
-               f"max_host_elements={args.max_host_elements}")
-        if args.lane == "tx":
-            def model_lane():
-                return TxLane(codecs=codecs, mtu=args.mtu, port=args.port)
-            run_timeout = args.idle_timeout or 0
-        else:
-            def model_lane():
-                return lane
-            run_timeout = None
+        # model is of the lane without one; the keys are fuzz's, so the two commands find
+        # each other's models. (The lane built to check the parameters goes unused when the
+        # model is cached: main() silences Amaranth's warning about that.)
+        model_lane, key = lane_builders(codecs, mtu=args.mtu, port=args.port,
+                                        max_host_elements=args.max_host_elements)[args.lane]
+        run_timeout = (args.idle_timeout or 0) if args.lane == "tx" else None
         if progress:
             print("building or finding the compiled model ...", file=sys.stderr, flush=True)
         try:

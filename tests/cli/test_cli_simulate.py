@@ -140,6 +140,34 @@ def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, m
     assert any((cache / "by-key").iterdir())    # the keys the runs left in build/sim-cache
 
 
+def test_finds_the_model_of_fuzzs_key_without_exporting(tmp_path, capsys, monkeypatch, cache):
+    """``simulate`` names its lanes as ``fuzz`` does (``traffic.lane_builders``): a model
+    built under that key is found without elaborating the lane again."""
+    from amaranth.back import verilog
+
+    from squeezenic_hw.sim.compiled import build_lane_model
+    from squeezenic_hw.sim.traffic import lane_builders
+
+    build, key = lane_builders(["raw", "fp16", "sign"])["rx"]
+    build_lane_model(build, cache_dir=cache, key=key)
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("the Verilog was exported again")
+
+    monkeypatch.setattr(verilog, "convert", no_export)
+    np.save(tmp_path / "g.npy", np.arange(300, dtype=np.float32))
+    assert main(["frames", str(tmp_path / "g.npy"), "--codec", "sign", "-o",
+                 str(tmp_path / "host.pcap")]) == 0
+    assert main(["reference", "tx", str(tmp_path / "host.pcap"), "-o",
+                 str(tmp_path / "wire.pcap"), "--codecs", "sign,raw,fp16"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "rx", str(tmp_path / "wire.pcap"), "-o", str(tmp_path / "h.pcap"),
+                 "--codecs", "sign,fp16,raw", "--backend", "compiled", "--cache-dir",
+                 str(cache), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["build_cached"] and out["matches_reference"] and out["frames_out"] > 0
+
+
 def test_without_verilator_simulates_on_amaranth_and_says_so(tmp_path, capsys, monkeypatch):
     import squeezenic_hw.sim.compiled as compiled
 

@@ -12,6 +12,7 @@ from lane_scenarios import (
     host_stream,
     idle_gap_traffic,
     interleave,
+    lane_simulation,
     wire_of,
 )
 from param_sweep import rotated
@@ -28,7 +29,7 @@ from squeezenic_hw.sim.compiled import (
     ports_header,
     simulate_lane_compiled,
 )
-from squeezenic_hw.sim.lane import simulate_lane
+from squeezenic_hw.sim.traffic import lane_builders
 from squeezenic_hw.spec.frames import Header
 
 pytestmark = pytest.mark.skipif(not compiled_available(),
@@ -39,6 +40,14 @@ STALLS = [(0.0, 0.0), (0.3, 0.4)]
 #: codecs of the lanes simulated on Amaranth too (quick there), one model per lane kind,
 #: which the command's tests (tests/cli/test_cli_simulate.py) find built
 CHEAP = ["raw", "fp16", "sign"]
+
+
+def _model(lane, codecs=None):
+    """``simulate_lane_compiled``'s arguments for a lane of ``codecs`` (default 0–6): its
+    builder and key, the ``fuzz`` and ``simulate`` commands' (``traffic.lane_builders``), so
+    the tests and commands that run the same lane export its Verilog once."""
+    build, key = lane_builders(codecs)[lane]
+    return {"lane": build, "key": key}
 
 
 def _traffic(rng, codecs, lane, *, elements=(100, 900)):
@@ -61,9 +70,8 @@ def _traffic(rng, codecs, lane, *, elements=(100, 900)):
 def test_every_codec_and_bypass_reason(lane, idle, backpressure, cache):
     rng = np.random.default_rng([len(lane), int(idle * 10)])
     frames = _traffic(rng, CODECS, lane)
-    dut = TxLane() if lane == "tx" else RxLane()
-    run = simulate_lane_compiled(dut, frames, idle=idle, backpressure=backpressure, seed=3,
-                                 cache_dir=cache)
+    run = simulate_lane_compiled(frames=frames, idle=idle, backpressure=backpressure, seed=3,
+                                 cache_dir=cache, **_model(lane))
     check_against_reference(run, frames, lane)
     check_tuser(run, frames, lane)
     reasons = [name for name in run.counters if name.startswith("bypass_")
@@ -78,12 +86,10 @@ def test_same_frames_and_counters_as_amaranth(lane, cache):
     rng = np.random.default_rng(len(lane))
     frames = _traffic(rng, codecs, lane, elements=(50, 300))
 
-    def build():
-        return TxLane(codecs=codecs) if lane == "tx" else RxLane(codecs=codecs)
-
     kw = dict(idle=0.2, backpressure=0.3, seed=5)
-    compiled = simulate_lane_compiled(build(), frames, **kw, cache_dir=cache)
-    amaranth = simulate_lane(build(), frames, **kw)
+    compiled = simulate_lane_compiled(frames=frames, **kw, cache_dir=cache,
+                                      **_model(lane, codecs))
+    amaranth = lane_simulation(lane, codecs=codecs).run(frames, **kw)
     assert [(f.data, f.src, f.dst) for f in compiled.frames] == \
         [(f.data, f.src, f.dst) for f in amaranth.frames]
     assert compiled.counters == amaranth.counters
@@ -94,13 +100,14 @@ def test_full_rate_without_stalls(cache):
     """No idle, no backpressure: the compiled TX lane takes one host beat per cycle."""
     rng = np.random.default_rng(9)
     frames = host_stream(rng, "sign", n_total=363 * 20, lengths=[363])
-    run = simulate_lane_compiled(TxLane(codecs=CHEAP), frames, cache_dir=cache)
+    run = simulate_lane_compiled(frames=frames, cache_dir=cache, **_model("tx", CHEAP))
     check_against_reference(run, frames, "tx", codecs=CHEAP)
     assert run.input_cycles == run.beats_in and run.extra["input_stalls"] == 0
     # raw frames (no smaller on the wire) into a wire that takes a beat in five: the lane
     # holds its input back, and the bench counts the cycles
     raw = host_stream(rng, "raw", n_total=363 * 8, lengths=[363])
-    slow = simulate_lane_compiled(TxLane(codecs=CHEAP), raw, backpressure=0.8, cache_dir=cache)
+    slow = simulate_lane_compiled(frames=raw, backpressure=0.8, cache_dir=cache,
+                                  **_model("tx", CHEAP))
     check_against_reference(slow, raw, "tx", codecs=CHEAP)
     assert slow.extra["input_stalls"] > 0 and slow.input_cycles > slow.beats_in
 
@@ -157,18 +164,19 @@ def test_arrival_times_and_idle_closes(cache):
     reference's. The timeout is set at run time, in the model of a lane built without one."""
     T = 50
     frames, times = idle_gap_traffic(np.random.default_rng(4), T, n_total=600)
-    lane = TxLane(codecs=CHEAP)
-    run = simulate_lane_compiled(lane, frames, times=times, idle_timeout=T, cache_dir=cache)
+    lane = _model("tx", CHEAP)
+    run = simulate_lane_compiled(frames=frames, times=times, idle_timeout=T, cache_dir=cache,
+                                 **lane)
     check_against_reference(run, frames, "tx", codecs=CHEAP, idle_timeout=T, times=times)
     assert run.counters["close_idle"] >= 5
     assert run.extra["input_first_cycles"][:3] == [t + 1 for t in times[:3]]
     # the same model without a run-time timeout keeps the lane's: none
-    again = simulate_lane_compiled(lane, frames, times=times, cache_dir=cache)
+    again = simulate_lane_compiled(frames=frames, times=times, cache_dir=cache, **lane)
     assert again.extra["build"]["key"] == run.extra["build"]["key"]
     check_against_reference(again, frames, "tx", codecs=CHEAP, times=times)
     assert again.counters["close_idle"] == 0
     with pytest.raises(ValueError, match="idle_timeout"):
-        simulate_lane_compiled(lane, frames, idle_timeout=-1, cache_dir=cache)
+        simulate_lane_compiled(frames=frames, idle_timeout=-1, cache_dir=cache, **lane)
 
 
 def test_no_stalls_same_cycles_and_gaps_as_amaranth(cache):
@@ -179,8 +187,8 @@ def test_no_stalls_same_cycles_and_gaps_as_amaranth(cache):
     rng = np.random.default_rng(6)
     host = host_stream(rng, "fp16", n_total=700, max_k=363)
     frames = [AxisFrame(f, src=3, dst=4) for f in wire_of(host, codecs=codecs)]
-    compiled = simulate_lane_compiled(RxLane(codecs=codecs), frames, cache_dir=cache)
-    amaranth = simulate_lane(RxLane(codecs=codecs), frames)
+    compiled = simulate_lane_compiled(frames=frames, cache_dir=cache, **_model("rx", codecs))
+    amaranth = lane_simulation("rx", codecs=codecs).run(frames)
     check_against_reference(compiled, frames, "rx", codecs=codecs)
     assert [(f.data, f.first_cycle, f.last_cycle) for f in compiled.frames] == \
         [(f.data, f.first_cycle, f.last_cycle) for f in amaranth.frames]
