@@ -89,8 +89,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amaranth.back import verilog
-
+from squeezenic_hw.collector import to_verilog
 from squeezenic_hw.locks import exclusive
 
 from .timing import estimate as timing_estimate
@@ -378,7 +377,7 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
         tempfile.mkdtemp(prefix=f"squeezenic-synth-{name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     kwargs = {} if ports is None else {"ports": ports}
-    (workdir / "top.v").write_text(verilog.convert(component, name=name, **kwargs))
+    (workdir / "top.v").write_text(to_verilog(component, name=name, **kwargs))
     (workdir / "synth.ys").write_text(
         yosys_script(top=name, family=family, synth_args=synth_args,
                      netlist_file="netlist.json" if netlist or timing else None))

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from amaranth.back import verilog
 from amaranth.hdl import Elaboratable
 from amaranth.lib.data import Layout
 
+from squeezenic_hw.collector import to_verilog
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.locks import exclusive
 
@@ -440,7 +440,7 @@ def build_lane_model(lane, *, cache_dir=None, jobs=2, key=None):
         _check_payload(built)
         counters = [[name, f.offset, f.width] for name, f in built.counters.shape()]
         return ModelSource(type(built).__name__,
-                           verilog.convert(built, name="top", emit_src=False),
+                           to_verilog(built, name="top", emit_src=False),
                            {"lane_ports.h": ports_header(built)}, meta=counters)
 
     # the port header is written here: a change to it must not find an older model by key

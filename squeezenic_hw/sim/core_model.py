@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field
 
 from amaranth import Module
-from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from squeezenic_hw.collector import collector_paused, to_verilog
 from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane
 from squeezenic_hw.gateware.arrays.source_port_splitter import is_generator_frame
 from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
@@ -246,10 +246,10 @@ def build_core_model(params, *, looped=False, cache_dir=None, jobs=2):
             # the generator lanes: one module, compiled once, instantiated gen_lanes times
             top.gen_lane_module = GEN_LANE_MODULE
             lane = GeneratorLane(params.gen_codecs, mtu=params.mtu, port=params.port)
-            blocks[GEN_LANE_MODULE] = verilog.convert(lane, name=GEN_LANE_MODULE,
-                                                      emit_src=False)
+            blocks[GEN_LANE_MODULE] = to_verilog(lane, name=GEN_LANE_MODULE,
+                                                 emit_src=False)
         return ModelSource(type(top).__name__,
-                           verilog.convert(top, name="top", emit_src=False),
+                           to_verilog(top, name="top", emit_src=False),
                            {"core_ports.h": ports_header(params, looped=looped)},
                            meta={"inputs": inputs, "outputs": outputs}, blocks=blocks)
 
@@ -385,7 +385,8 @@ def simulate_core(params, inputs, script=(), *, looped=False, idle=0.0, backpres
             beats = now
             await tick(ctx)
 
-    sim = Simulator(top)
+    with collector_paused():
+        sim = Simulator(top)
     sim.add_clock(4e-9)
     for s in sources + sinks:
         sim.add_testbench(s.run, background=True)

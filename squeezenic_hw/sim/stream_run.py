@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from amaranth.back import verilog
 from amaranth.hdl import Elaboratable, Value
 from amaranth.lib import data
 from amaranth.lib.wiring import In
 from amaranth.sim import Simulator
+
+from squeezenic_hw.collector import collector_paused, to_verilog
 
 from .compiled import ModelSource, build_model, verilator_name
 
@@ -249,10 +250,10 @@ def build_run_model(dut, ports, *, blocks=None, cache_dir=None, jobs=2, key=None
         flat = _check_ports(made, ports)
         meta = {"statics": _static_inputs(flat, ports), "events": list(ports.events),
                 "snapshots": [[name, flat[name][2]] for name in ports.snapshots]}
-        texts = {name: verilog.convert(_made(block), name=name, emit_src=False)
+        texts = {name: to_verilog(_made(block), name=name, emit_src=False)
                  for name, block in (blocks or {}).items()}
         return ModelSource(type(made).__name__,
-                           verilog.convert(made, name="top", emit_src=False),
+                           to_verilog(made, name="top", emit_src=False),
                            {"run_ports.h": run_ports_header(made, ports)}, meta=meta,
                            blocks=texts)
 
@@ -430,7 +431,8 @@ def run_amaranth(dut, ports, *, statics=None, warmup=0, cycles=1000, quiet=100,
                                                              strict=True)},
                    after={name: ctx.get(Value.cast(v)) for name, v in snapshots.items()})
 
-    sim = Simulator(dut)
+    with collector_paused():
+        sim = Simulator(dut)
     sim.add_clock(4e-9)
     sim.add_testbench(bench)
     start = time.perf_counter()

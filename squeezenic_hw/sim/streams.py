@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
+from squeezenic_hw.collector import collector_paused
+
 __all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields", "probe_registered_ready",
            "ReusableSimulation", "reuse_simulation", "simulation_of"]
 
@@ -37,7 +39,8 @@ class ReusableSimulation:
         self.dut = dut
         self._job = {}
         self._runs = 0
-        self._sim = Simulator(dut)
+        with collector_paused():
+            self._sim = Simulator(dut)
         self._sim.add_clock(4e-9)
         # The simulator's testbenches are slots, alternately background and foreground, that
         # run the current job's testbenches: any order of the two kinds maps onto them.
@@ -245,7 +248,8 @@ def probe_registered_ready(dut, inputs, outputs, *, cycles=60, seed=0):
             seen.append(values[0])
             await ctx.tick()
 
-    sim = Simulator(dut)
+    with collector_paused():
+        sim = Simulator(dut)
     sim.add_clock(4e-9)
     sim.add_testbench(bench)
     sim.run()

