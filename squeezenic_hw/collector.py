@@ -34,4 +34,3 @@ def to_verilog(design, **kwargs):
     """``amaranth.back.verilog.convert(design, **kwargs)``, the collector paused."""
     with collector_paused():
         return verilog.convert(design, **kwargs)
-
