@@ -33,7 +33,8 @@ from squeezenic_hw.spec.threshold import fits, min_mtu
 from .codecs import decode, encode, pack, unpack
 from .threshold import decode_payload, encode_payload, keep_mask
 
-__all__ = ["tx", "rx", "wire_capacity", "frame_beats", "back_to_back_times"]
+__all__ = ["tx", "tx_input", "TxInput", "TxStepper", "rx", "wire_capacity", "frame_beats",
+           "back_to_back_times"]
 
 _MAX_N = 2**16 - 1
 
@@ -51,7 +52,11 @@ def frame_beats(frame):
 
 def back_to_back_times(frames):
     """Arrival cycle of each frame's first beat when frames come one beat per cycle."""
-    beats = np.array([frame_beats(f) for f in frames], dtype=np.int64)
+    return _back_to_back([frame_beats(f) for f in frames])
+
+
+def _back_to_back(beats):
+    beats = np.array(beats, dtype=np.int64)
     return (np.cumsum(beats) - beats).tolist()
 
 
@@ -70,14 +75,60 @@ class _Open:
     end_time: int = 0  # cycle after the last beat of the last host frame in it
 
 
+@dataclass(frozen=True)
+class _HostFrame:
+    """What the TX lane makes of one frame wherever it falls in time: its beats, why it
+    bypasses (``reason``), or its header, codes and, for ``threshold``, keep flags."""
+    data: bytes
+    beats: int
+    header: object
+    reason: object
+    codes: object = None
+    keep: object = None
+
+
+@dataclass(frozen=True)
+class TxInput:
+    """Frames as the TX lane classifies and encodes them (:func:`tx_input`), for
+    :func:`tx` to coalesce on one set of arrival cycles after another without doing that
+    again: only when wire frames close depends on the cycles."""
+    port: int
+    built: frozenset
+    frames: tuple
+
+
+def tx_input(frames, *, port=DEFAULT_PORT, codecs=None):
+    """``frames`` (bytes) classified and encoded by the rules of a TX lane on ``port``
+    with ``codecs`` built in: a :class:`TxInput` for :func:`tx`."""
+    built = resolve_codecs(codecs)
+    out = []
+    for frame in frames:
+        frame = bytes(frame)
+        h, reason = classify_host_frame(frame, port=port, codecs_built_in=built)
+        if reason is not None:
+            out.append(_HostFrame(frame, frame_beats(frame), h, reason))
+            continue
+        values = np.frombuffer(frame, dtype="<u4", count=h.n, offset=HEADER_LEN).view(
+            np.float32)
+        if codec_info(h.codec).variable:
+            codes, keep = values, keep_mask(values, h.scale)
+        else:
+            codes = encode(values, h.codec, param=h.param, scale=h.scale, aux=h.aux,
+                           seed=h.seed, offset=h.offset, stochastic=h.stochastic)
+            keep = None
+        out.append(_HostFrame(frame, frame_beats(frame), h, None, codes, keep))
+    return TxInput(port, frozenset(built), tuple(out))
+
+
 def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=None,
        times=None):
     """The TX lane: host frames in, wire frames out (section 6).
 
     Parameters
     ----------
-    frames : iterable of bytes
-        Host-side frames in arrival order.
+    frames : iterable of bytes, or TxInput
+        Host-side frames in arrival order, or :func:`tx_input` of them (made with this
+        ``port`` and ``codecs``).
     port : int
         SqueezeNIC UDP destination port.
     mtu : int
@@ -96,25 +147,68 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
     (list of bytes, dict)
         Output frames in order and the counters (keys: :func:`tx_counter_names`).
     """
-    frames = [bytes(f) for f in frames]
-    if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
-        raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, got {mtu}")
-    if idle_timeout is not None and idle_timeout < 1:
-        raise ValueError(f"idle_timeout must be at least 1 cycle, got {idle_timeout}")
-    built = resolve_codecs(codecs)
-    if 7 in built and mtu < min_mtu():
-        raise ValueError(f"mtu must be at least {min_mtu()} bytes with threshold built in "
-                         f"(one kept value), got {mtu}")
-    times = back_to_back_times(frames) if times is None else [int(t) for t in times]
+    lane = TxStepper(port=port, mtu=mtu, codecs=codecs, idle_timeout=idle_timeout)
+    if not isinstance(frames, TxInput):
+        frames = tx_input(frames, port=port, codecs=codecs)
+    frames = lane.check(frames).frames
+    times = (_back_to_back([f.beats for f in frames]) if times is None
+             else [int(t) for t in times])
     if len(times) != len(frames):
         raise ValueError(f"{len(times)} times for {len(frames)} frames")
-    counters = dict.fromkeys(tx_counter_names(), 0)
-    out = []
-    state = {"open": None}
+    for host, t in zip(frames, times, strict=True):
+        lane.feed(host, t)
+    lane.finish()
+    return lane.out, lane.counters
 
-    def close(why, flush=False):
-        o = state["open"]
-        state["open"] = None
+
+class TxStepper:
+    """:func:`tx` one frame at a time, with its state saved and restored at will: what
+    finds, in one pass, where a stalled lane's idle timeouts fell (the frames before a
+    point do not depend on the arrival cycles after it).
+
+    ``out`` and ``counters`` are :func:`tx`'s so far. :meth:`feed` takes the frames of a
+    :class:`TxInput` (made with this ``port`` and ``codecs``: :meth:`check`), in order,
+    with their arrival cycles; :meth:`finish` closes the open wire frame (``close_end``).
+    """
+
+    def __init__(self, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=None):
+        if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
+            raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "
+                             f"got {mtu}")
+        if idle_timeout is not None and idle_timeout < 1:
+            raise ValueError(f"idle_timeout must be at least 1 cycle, got {idle_timeout}")
+        self.built = resolve_codecs(codecs)
+        if 7 in self.built and mtu < min_mtu():
+            raise ValueError(f"mtu must be at least {min_mtu()} bytes with threshold built "
+                             f"in (one kept value), got {mtu}")
+        self.port, self.mtu, self.idle_timeout = port, mtu, idle_timeout
+        self.out = []
+        self.counters = dict.fromkeys(tx_counter_names(), 0)
+        self._open = None
+
+    def check(self, frames):
+        """``frames`` (a :class:`TxInput`), ``ValueError`` if made for another port or
+        other codecs."""
+        if frames.port != self.port or frames.built != frozenset(self.built):
+            raise ValueError("frames: a TxInput made for another port or other codecs")
+        return frames
+
+    def save(self):
+        """The state now, for :meth:`restore`."""
+        o = self._open
+        if o is not None:
+            o = replace(o, codes=list(o.codes), keep=list(o.keep))
+        return len(self.out), dict(self.counters), o
+
+    def restore(self, saved):
+        """Back to the state :meth:`save` gave ``saved``."""
+        n, counters, o = saved
+        del self.out[n:]
+        self.counters = dict(counters)
+        self._open = None if o is None else replace(o, codes=list(o.codes), keep=list(o.keep))
+
+    def _close(self, why, flush=False):
+        o, self._open = self._open, None
         codes = np.concatenate(o.codes)
         flags = FLAG_ENCODED | (o.header.flags & FLAG_STOCHASTIC) | (FLAG_FLUSH if flush else 0)
         h = replace(o.header, flags=flags, n=o.n)
@@ -123,44 +217,41 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
             h = replace(h, param=layout)
         else:
             payload = pack(codes, o.bits)
-        out.append(build_wire_frame(h, payload))
-        counters["wire_frames"] += 1
-        counters[f"close_{why}"] += 1
+        self.out.append(build_wire_frame(h, payload))
+        self.counters["wire_frames"] += 1
+        self.counters[f"close_{why}"] += 1
 
-    for frame, t in zip(frames, times, strict=True):
-        o = state["open"]
-        if o is not None and idle_timeout is not None and t - o.end_time >= idle_timeout:
-            close("idle")
-        h, reason = classify_host_frame(frame, port=port, codecs_built_in=built)
+    def feed(self, host, t):
+        """Frame ``host`` (of a :class:`TxInput`) with its first beat at cycle ``t``."""
+        counters, mtu = self.counters, self.mtu
+        o = self._open
+        if o is not None and self.idle_timeout is not None and \
+                t - o.end_time >= self.idle_timeout:
+            self._close("idle")
+        h, reason = host.header, host.reason
         if reason is not None:
-            out.append(frame)
+            self.out.append(host.data)
             counters["bypass_frames"] += 1
             counters[f"bypass_{reason.value}"] += 1
-            continue
+            return
         counters["host_frames"] += 1
         counters["elements"] += h.n
-        o = state["open"]
+        o = self._open
         if o is not None and (o.key != h.coalesce_key() or o.next_offset != h.offset):
-            close("mismatch")
-        values = np.frombuffer(frame, dtype="<u4", count=h.n, offset=HEADER_LEN).view(
-            np.float32)
+            self._close("mismatch")
         info = codec_info(h.codec)
-        if info.variable:
-            codes, keep = values, keep_mask(values, h.scale)
-        else:
-            codes = encode(values, h.codec, param=h.param, scale=h.scale, aux=h.aux,
-                           seed=h.seed, offset=h.offset, stochastic=h.stochastic)
+        codes, keep = host.codes, host.keep
         pos = 0
         while pos < h.n:
-            if state["open"] is None:
+            if self._open is None:
                 off = (h.offset + pos) % 2**32
                 sparse = info.variable
-                state["open"] = _Open(header=replace(h, offset=off), key=h.coalesce_key(),
-                                      bits=None if sparse else info.bits_per_element(h.param),
-                                      capacity=None if sparse else wire_capacity(
-                                          info, h.param, mtu),
-                                      next_offset=off)
-            o = state["open"]
+                self._open = _Open(header=replace(h, offset=off), key=h.coalesce_key(),
+                                   bits=None if sparse else info.bits_per_element(h.param),
+                                   capacity=None if sparse else wire_capacity(
+                                       info, h.param, mtu),
+                                   next_offset=off)
+            o = self._open
             if o.bits is None:
                 # Data-dependent size: admit elements while the frame still fits the MTU;
                 # the frame closes full when its next element does not fit.
@@ -168,7 +259,7 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
                 fit = fits(o.n + np.arange(1, rest.size + 1), o.k + np.cumsum(rest), mtu)
                 take = rest.size if fit.all() else int(np.argmin(fit))
                 if take == 0:
-                    close("full")
+                    self._close("full")
                     continue
                 o.keep.append(rest[:take])
                 o.k += int(rest[:take].sum())
@@ -178,14 +269,16 @@ def tx(frames, *, port=DEFAULT_PORT, mtu=DEFAULT_MTU, codecs=None, idle_timeout=
             o.n += take
             pos += take
             o.next_offset = (o.next_offset + take) % 2**32
-            o.end_time = t + frame_beats(frame)
+            o.end_time = t + host.beats
             if o.n == o.capacity or (o.capacity is None and pos < h.n):
-                close("full", flush=h.flush and pos == h.n)
-        if h.flush and state["open"] is not None:
-            close("flush", flush=True)
-    if state["open"] is not None:
-        close("end")
-    return out, counters
+                self._close("full", flush=h.flush and pos == h.n)
+        if h.flush and self._open is not None:
+            self._close("flush", flush=True)
+
+    def finish(self):
+        """The end of the input: the open wire frame closes (``close_end``)."""
+        if self._open is not None:
+            self._close("end")
 
 
 def rx(frames, *, port=DEFAULT_PORT, max_host_elements=DEFAULT_HOST_ELEMENTS, codecs=None):

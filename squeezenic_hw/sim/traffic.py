@@ -789,32 +789,56 @@ def expected_tx(frames, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_MTU, idle
     -------
     LaneExpectation
     """
-    if not close_at_end and idle_timeout is None:
-        raise ValueError("close_at_end: without close, an idle timeout must close the last "
-                         "wire frame")
-    built = resolve_codecs(codecs)
-    frames, views, processed, errors = _lane_inputs(frames, "tx", port, built)
-    out, counters = lane_reference.tx(views, port=port, mtu=mtu, codecs=codecs,
-                                      idle_timeout=idle_timeout, times=times)
-    if not close_at_end and counters["close_end"]:
-        counters["close_end"] -= 1
-        counters["close_idle"] += 1
-    counters["size_errors"] = errors
-    hosts = [(parse(v).n, f) for v, f, p in zip(views, frames, processed, strict=True) if p]
-    ends = np.cumsum([n for n, _ in hosts]).tolist()
-    bypassed = [(v, f) for v, f, p in zip(views, frames, processed, strict=True) if not p]
-    expected, next_bypassed, element = [], 0, 0
-    for data in out:
-        # A built frame never equals a bypassed one in the strategies' traffic (their IPv4
-        # identifications differ): the bypassed frames are the outputs that equal them.
-        if next_bypassed < len(bypassed) and data == bypassed[next_bypassed][0]:
-            src = bypassed[next_bypassed][1]
-            next_bypassed += 1
-        else:
-            src = hosts[bisect.bisect_right(ends, element)][1]
-            element += parse(data).n
-        expected.append(AxisFrame(data, src=src.src, dst=src.dst))
-    return LaneExpectation(expected, counters)
+    return _TxBatch(frames, codecs, port).expected(mtu=mtu, idle_timeout=idle_timeout,
+                                                   times=times, close_at_end=close_at_end)
+
+
+class _TxBatch:
+    """Frames as a TX lane reads, classifies and encodes them: what :func:`expected_tx`
+    makes once and coalesces on any arrival cycles (:meth:`expected`)."""
+
+    def __init__(self, frames, codecs, port):
+        self.codecs, self.port = codecs, port
+        self.built = resolve_codecs(codecs)
+        self.frames, self.views, self.processed, self.errors = _lane_inputs(
+            frames, "tx", port, self.built)
+        self.input = lane_reference.tx_input(self.views, port=port, codecs=codecs)
+        self.hosts = [(parse(v).n, f) for v, f, p in
+                      zip(self.views, self.frames, self.processed, strict=True) if p]
+        self.ends = np.cumsum([n for n, _ in self.hosts]).tolist()
+        self.bypassed = [(v, f) for v, f, p in
+                         zip(self.views, self.frames, self.processed, strict=True) if not p]
+
+    def expected(self, *, mtu, idle_timeout, times, close_at_end):
+        if not close_at_end and idle_timeout is None:
+            raise ValueError("close_at_end: without close, an idle timeout must close the "
+                             "last wire frame")
+        out, counters = lane_reference.tx(self.input, port=self.port, mtu=mtu,
+                                          codecs=self.codecs, idle_timeout=idle_timeout,
+                                          times=times)
+        return self.expectation(out, counters, close_at_end=close_at_end)
+
+    def expectation(self, out, counters, *, close_at_end):
+        """The :class:`LaneExpectation` of the reference's ``out`` and ``counters``."""
+        counters = dict(counters)
+        if not close_at_end and counters["close_end"]:
+            counters["close_end"] -= 1
+            counters["close_idle"] += 1
+        counters["size_errors"] = self.errors
+        hosts, ends, bypassed = self.hosts, self.ends, self.bypassed
+        expected, next_bypassed, element = [], 0, 0
+        for data in out:
+            # A built frame never equals a bypassed one in the strategies' traffic (their
+            # IPv4 identifications differ): the bypassed frames are the outputs that equal
+            # them.
+            if next_bypassed < len(bypassed) and data == bypassed[next_bypassed][0]:
+                src = bypassed[next_bypassed][1]
+                next_bypassed += 1
+            else:
+                src = hosts[bisect.bisect_right(ends, element)][1]
+                element += parse(data).n
+            expected.append(AxisFrame(data, src=src.src, dst=src.dst))
+        return LaneExpectation(expected, counters)
 
 
 def expected_rx(frames, *, codecs=None, port=DEFAULT_PORT,
@@ -932,36 +956,68 @@ def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_
     (LaneExpectation, list of int)
         The expectation and the indices of the frames an idle close came before.
     """
-    built = resolve_codecs(codecs)
-    inputs, views, processed, _ = _lane_inputs(frames, "tx", port, built)
+    batch = _TxBatch(frames, codecs, port)
+    views, processed = batch.views, batch.processed
     back_to_back = lane_reference.back_to_back_times(views)
     host_index = [k for k, p in enumerate(processed) if p]
     starts = np.cumsum([0] + [parse(views[k]).n for k in host_index]).tolist()
     passed = {v for v, p in zip(views, processed, strict=True) if not p}
     got_wire = [f.data for f in got if f.data not in passed]
-    before = []
-    while True:
-        times = [t + idle_timeout * bisect.bisect_right(before, k)
-                 for k, t in enumerate(back_to_back)]
-        expected = expected_tx(inputs, codecs=codecs, port=port, mtu=mtu,
-                               idle_timeout=idle_timeout, times=times, close_at_end=False)
-        want_wire = [f.data for f in expected.frames if f.data not in passed]
-        k = next((k for k, (g, w) in enumerate(zip(got_wire, want_wire, strict=False))
-                  if g != w), None)
-        if k is None:
-            _idle_in_place_of(expected.counters, got_counters,
-                              _encodes_threshold(views, processed))
-            return expected, before
-        n = _shorter_cut(got_wire[k], want_wire[k])
-        element = sum(parse(w).n for w in want_wire[:k]) + (n or 0)
-        host = bisect.bisect_left(starts, element)
-        if n is None or host >= len(host_index) or starts[host] != element:
-            return expected, before          # not an idle close: a difference
-        # the gap goes right after the host frame that ends at ``element``
-        frame = host_index[host - 1] + 1
-        if frame in before:
-            return expected, before
+    hosts = batch.input.frames
+    lane = lane_reference.TxStepper(port=port, mtu=mtu, codecs=codecs,
+                                    idle_timeout=idle_timeout)
+    lane.check(batch.input)
+    # One pass over the frames, comparing each built wire frame with the lane's as it
+    # closes. An idle close found before frame f takes the reference back to its state
+    # before f (nothing earlier depends on f's cycle), exactly as running it again on the
+    # new cycles would; ``saved[f]`` is that state, with the built frames compared and
+    # their elements.
+    before, saved = [], []
+    judging, checked, elements = True, 0, 0
+    j = 0
+    while j <= len(hosts):
+        if len(saved) == j:
+            saved.append((lane.save(), checked, elements))
+        seen = len(lane.out)
+        if j < len(hosts):
+            lane.feed(hosts[j], back_to_back[j] + idle_timeout * bisect.bisect_right(before, j))
+        else:
+            lane.finish()
+        frame = None
+        for data in lane.out[seen:]:
+            if data in passed:
+                continue
+            k, n_want = checked, parse(data).n
+            checked, elements = checked + 1, elements + n_want
+            if not judging or k >= len(got_wire) or got_wire[k] == data:
+                continue
+            n = _shorter_cut(got_wire[k], data)
+            element = elements - n_want + (n or 0)
+            host = bisect.bisect_left(starts, element)
+            if n is None or host >= len(host_index) or starts[host] != element:
+                judging = False              # not an idle close: a difference
+                continue
+            # the gap goes right after the host frame that ends at ``element``
+            frame = host_index[host - 1] + 1
+            if frame in before:
+                judging, frame = False, None
+                continue
+            break
+        if frame is None:
+            j += 1
+            continue
         bisect.insort(before, frame)
+        # (a gap after frame j changes nothing up to it: step j again finds the same
+        # difference, now one that ends the judging, as a run on the new cycles would)
+        j = min(frame, j)
+        state, checked, elements = saved[j]
+        lane.restore(state)
+        del saved[j + 1:]
+    expected = batch.expectation(lane.out, lane.counters, close_at_end=False)
+    if judging:
+        _idle_in_place_of(expected.counters, got_counters,
+                          _encodes_threshold(views, processed))
+    return expected, before
 
 
 def _idle_in_place_of(counters, got, threshold):

@@ -7,7 +7,7 @@ import pytest
 from lane_scenarios import bad_host_frames
 
 from squeezenic_hw.reference.codecs import decode, encode
-from squeezenic_hw.reference.lane import rx, tx, wire_capacity
+from squeezenic_hw.reference.lane import TxStepper, rx, tx, tx_input, wire_capacity
 from squeezenic_hw.spec.codecs import PRESETS, f32_bits, preset_params
 from squeezenic_hw.spec.frames import (
     BypassReason,
@@ -129,6 +129,47 @@ def test_idle_timeout_and_end_of_input():
     wire, c = tx(frames, idle_timeout=101, times=times)
     assert [parse(w).n for w in wire] == [30]
     assert [parse(w).n for w in tx(frames, times=times)[0]] == [30]
+
+
+def test_frames_classified_once_coalesce_as_the_frames_on_any_times():
+    """``tx_input`` does what does not depend on time once; ``tx`` on it gives what it
+    gives on the frames, for every set of arrival cycles (timeouts fall elsewhere)."""
+    rng = np.random.default_rng(8)
+    frames = (host_frames(X[:900], "qsgd", 5, k=90, flush_last=False)
+              + host_frames(X[:700], "threshold", k=70, flush_last=False)
+              + list(bad_host_frames().values()) + host_frames(X[:400], "sign", k=40))
+    frames = [frames[k] for k in rng.permutation(len(frames))]
+    codecs = ["qsgd", "sign", "threshold"]
+    once = tx_input(frames, codecs=codecs)
+    beats = np.array([-(-len(f) // 64) for f in frames])
+    for _ in range(6):
+        steps = beats + rng.choice([0, 0, 0, 7, 8, 9, 40], size=len(frames))
+        times = (np.cumsum(steps) - steps).tolist()
+        want = tx(frames, codecs=codecs, idle_timeout=8, times=times, mtu=700)
+        assert tx(once, codecs=codecs, idle_timeout=8, times=times, mtu=700) == want
+        assert want[1]["close_idle"] > 0
+    assert tx(once, codecs=codecs) == tx(frames, codecs=codecs)
+    # one frame at a time, going back to a saved state and on with other cycles after it
+    lane = TxStepper(codecs=codecs, idle_timeout=8, mtu=700)
+    middle = len(frames) // 2
+    for host, t in zip(once.frames[:middle], times, strict=False):
+        lane.feed(host, t)
+    saved = lane.save()
+    for host, t in zip(once.frames[middle:], times[middle:], strict=True):
+        lane.feed(host, t)
+    lane.finish()
+    assert (lane.out, lane.counters) == want
+    lane.restore(saved)
+    later = times[:middle] + [t + 50 for t in times[middle:]]
+    for host, t in zip(once.frames[middle:], later[middle:], strict=True):
+        lane.feed(host, t)
+    lane.finish()
+    assert (lane.out, lane.counters) == tx(frames, codecs=codecs, idle_timeout=8,
+                                           times=later, mtu=700)
+    with pytest.raises(ValueError, match="another port or other codecs"):
+        tx(once, codecs=["qsgd", "sign"])
+    with pytest.raises(ValueError, match="another port or other codecs"):
+        tx(once, codecs=codecs, port=5000)
 
 
 def test_every_bypass_reason_passes_unchanged_and_overtakes():
