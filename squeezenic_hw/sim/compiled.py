@@ -538,12 +538,17 @@ def frames_of_beats(beats):
     and the longest run of back-to-back beats."""
     assembler, frames = FrameAssembler(), []
     streak, max_streak, previous = 0, 0, None
+    # (shift, mask) of each field, worked out once: Amaranth's field widths are slow to ask
+    data, keep, last, size, src, dst = (
+        (_BEAT[name].offset, (1 << _BEAT[name].width) - 1)
+        for name in ("data", "keep", "last", "size", "src", "dst"))
     for t, word in beats:
         streak = streak + 1 if previous == t - 1 else 1
         max_streak, previous = max(max_streak, streak), t
-        field = {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in _BEAT}
-        frame = assembler.add(t, field["data"], field["keep"], field["last"],
-                              (field["size"], field["src"], field["dst"]))
+        frame = assembler.add(t, (word >> data[0]) & data[1], (word >> keep[0]) & keep[1],
+                              (word >> last[0]) & last[1],
+                              ((word >> size[0]) & size[1], (word >> src[0]) & src[1],
+                               (word >> dst[0]) & dst[1]))
         if frame is not None:
             frames.append(frame)
     return frames, max_streak
