@@ -12,7 +12,9 @@ Cycle numbers count clock edges from time zero in each testbench; a source
 and a sink built on the same simulator agree on them.
 """
 
+import functools
 import random
+import types
 from dataclasses import dataclass
 
 from amaranth.hdl import Shape
@@ -20,7 +22,8 @@ from amaranth.lib.data import Layout
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat
 
-__all__ = ["AxisFrame", "frame_beats", "FrameSource", "FrameAssembler", "FrameSink"]
+__all__ = ["AxisFrame", "frame_beats", "field_slices", "FrameSource", "FrameAssembler",
+           "FrameSink"]
 
 
 @dataclass
@@ -41,10 +44,15 @@ def frame_beats(frame, layout=AxisBeat):
         frame = AxisFrame(bytes(frame))
     data = frame.data
     size = len(data) if frame.size is None else frame.size
-    place = _placement(layout)
+    fields = field_slices(layout)
+
+    def place(name, value):
+        at = fields.get(name)
+        return 0 if at is None else (value & at[1]) << at[0]
+
     n = max(1, -(-len(data) // DATA_BYTES))
-    # what ``layout.const`` packs, field by field; shifting is a hundred times faster, which
-    # counts where every beat of a bulk campaign goes through here
+    # what ``layout.const`` packs, field by field, about 25 times faster: every beat of a
+    # bulk campaign goes through here
     user = place("size", size) | place("src", frame.src) | place("dst", frame.dst)
     full = place("keep", (1 << DATA_BYTES) - 1)
     beats = []
@@ -56,21 +64,18 @@ def frame_beats(frame, layout=AxisBeat):
     return beats
 
 
-def _placement(layout):
-    """``place(name, value)``: ``value`` in field ``name`` of ``layout`` (truncated to its
-    width, as ``layout.const`` does), 0 for a field ``layout`` does not have. Every field
-    must be unsigned."""
+@functools.cache
+def field_slices(layout):
+    """``{name: (offset, mask)}`` of every field of ``layout``, all of them unsigned: a
+    value goes in as ``(value & mask) << offset`` (truncated to the field's width, as
+    ``layout.const`` does) and comes out of a packed int as ``(word >> offset) & mask``."""
     fields = {}
     for name, field in Layout.cast(layout):
         shape = Shape.cast(field.shape)
         if shape.signed:
-            raise TypeError(f"frame_beats: field {name!r} of {layout!r} is signed")
+            raise TypeError(f"field {name!r} of {layout!r} is signed")
         fields[name] = (field.offset, (1 << shape.width) - 1)
-
-    def place(name, value):
-        at = fields.get(name)
-        return 0 if at is None else (value & at[1]) << at[0]
-    return place
+    return types.MappingProxyType(fields)   # one per layout, shared: read-only
 
 
 class FrameSource:

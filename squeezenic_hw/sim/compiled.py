@@ -40,7 +40,7 @@ from squeezenic_hw.collector import to_verilog
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.locks import exclusive
 
-from .axis import AxisFrame, FrameAssembler, frame_beats
+from .axis import AxisFrame, FrameAssembler, field_slices, frame_beats
 from .lane import NO_IDLE_TIMEOUT, LaneRun, check_idle_timeout, default_quiet
 
 __all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "ports_header",
@@ -538,10 +538,8 @@ def frames_of_beats(beats):
     and the longest run of back-to-back beats."""
     assembler, frames = FrameAssembler(), []
     streak, max_streak, previous = 0, 0, None
-    # (shift, mask) of each field, worked out once: Amaranth's field widths are slow to ask
     data, keep, last, size, src, dst = (
-        (_BEAT[name].offset, (1 << _BEAT[name].width) - 1)
-        for name in ("data", "keep", "last", "size", "src", "dst"))
+        field_slices(AxisBeat)[name] for name in ("data", "keep", "last", "size", "src", "dst"))
     for t, word in beats:
         streak = streak + 1 if previous == t - 1 else 1
         max_streak, previous = max(max_streak, streak), t
