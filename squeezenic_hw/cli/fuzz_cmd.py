@@ -88,6 +88,7 @@ class _LaneRunner:
         self.batch = 0
         self.timed = 0
         self.stalled = 0
+        self.held = 0
         self.cycles = 0
         self.loop_seconds = 0.0
 
@@ -253,6 +254,7 @@ def run(args):
         checks = round_trip(recipe, runner, codecs=ids, port=args.port, mtu=args.mtu,
                             max_host_elements=args.max_host_elements,
                             stalled=_stalled(args, batch), exact_idle=not args.narrow)
+        runner.held += checks["tx"].held
         for check in checks.values():
             frames_in[check.lane] += len(check.inputs)
             reference_s += check.reference_seconds
@@ -284,6 +286,7 @@ def run(args):
         "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
         "timed_batches": runner.timed, "stalled_timed_batches": runner.stalled,
+        "held_timed_batches": runner.held,
         "mismatches": len(mismatched), "first_mismatch": first,
         "cycles": runner.cycles,
         "sim_cycles_per_second": round(runner.cycles / runner.loop_seconds, 1)

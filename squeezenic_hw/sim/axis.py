@@ -100,6 +100,7 @@ class FrameSource:
         self.rng = random.Random(seed * 7919 + 1)
         self.accepted_cycles = []   # cycle each frame's first beat was accepted
         self.done_cycle = None      # cycle after the last beat was accepted
+        self.stalls = 0             # cycles a beat was offered and not taken
 
     async def run(self, ctx):
         s, t = self.stream, 0
@@ -121,6 +122,7 @@ class FrameSource:
                     t += 1
                     if ready:
                         break
+                    self.stalls += 1
                 if b == 0:
                     self.accepted_cycles.append(t)
         ctx.set(s.valid, 0)

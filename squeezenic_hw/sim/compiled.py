@@ -587,9 +587,10 @@ def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0
     counters = {name: (counter_bits >> offset) & ((1 << width) - 1)
                 for name, offset, width in fields}
     run = LaneRun(frames=out, counters=counters, beats_in=beats_in, beats_out=len(beats),
-                  max_out_streak=max_streak, gaps_in_frames=gaps, wall_seconds=loop_s,
+                  max_out_streak=max_streak, gaps_in_frames=gaps, input_stalls=stalls,
+                  wall_seconds=loop_s,
                   extra={"backend": "compiled", "build": build, "sim_cycles": cycles,
-                         "run_wall_s": round(wall, 3), "input_stalls": stalls,
+                         "run_wall_s": round(wall, 3),
                          "input_first_cycles": list(accepted)})
     run.time_from(accepted, done_cycle if len(accepted) == len(frames) else None)
     return run

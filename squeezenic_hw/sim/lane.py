@@ -31,6 +31,7 @@ class LaneRun:
     max_out_streak: int = 0            # longest run of back-to-back output beats
     gaps_in_frames: int = 0            # output cycles inside a frame, ready high, no beat
     input_cycles: int = 0              # cycles the source took to deliver all beats
+    input_stalls: int = 0              # cycles the input offered a beat the lane did not take
     wall_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -185,7 +186,7 @@ class LaneSimulation:
         beats_in = sum(max(1, -(-len(f.data) // 64)) for f in frames)
         run = LaneRun(frames=sink.frames, counters=self._job["counters"], beats_in=beats_in,
                       beats_out=sink.beats, max_out_streak=sink.max_streak,
-                      gaps_in_frames=sink.gaps, wall_seconds=wall,
+                      gaps_in_frames=sink.gaps, input_stalls=source.stalls, wall_seconds=wall,
                       extra={"sim_cycles": sink.cycles,
                              "input_first_cycles": list(source.accepted_cycles)})
         run.time_from(source.accepted_cycles, source.done_cycle)

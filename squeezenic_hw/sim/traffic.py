@@ -1085,6 +1085,8 @@ class LaneCheck:
     differences: list = field(default_factory=list)
     reference_seconds: float = 0.0
     model_seconds: float = 0.0
+    #: a timed TX run, not stalled, whose lane held its input back: judged as stalled
+    held: bool = False
 
 
 def _run_and_compare(lane, inputs, expected, run_lane, reference_seconds, judge=None,
@@ -1135,7 +1137,9 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
         ``run_lane("tx", frames, times=..., idle_timeout=..., close_at_end=False,
         stalled=True)``: the run keeps its idle cycles and backpressure, and is judged by
         :func:`expected_tx_stalled` and :func:`differences_stalled` (when an idle timeout
-        fell is the lane's to say).
+        fell is the lane's to say). So is an unstalled timed run whose lane held its input
+        back (``LaneRun.input_stalls``: its wire is slower than its input, as at a small
+        MTU, so the frames went in later than their times); its check is ``held``.
     stalled : bool
         Whether a timed batch's TX run is stalled (no effect on other batches). A timed
         batch whose TX lane encodes ``threshold`` frames is judged as stalled either way
@@ -1159,17 +1163,26 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
     judge = None
     if times is not None and stalled:
         timing["stalled"] = True
-    if times is not None and (stalled or not exact_idle
-                              or holds_threshold(tx_in, codecs=codecs, port=port)):
 
-        def judge(run):
-            expected, _ = expected_tx_stalled(tx_in, run.frames, run.counters, codecs=codecs,
-                                              port=port, mtu=mtu,
-                                              idle_timeout=recipe.idle_timeout)
-            return expected, differences_stalled("tx", run.frames, run.counters, expected,
-                                                 tx_in, port=port, codecs=codecs)
+    def stalled_judge(run):
+        expected, _ = expected_tx_stalled(tx_in, run.frames, run.counters, codecs=codecs,
+                                          port=port, mtu=mtu, idle_timeout=recipe.idle_timeout)
+        return expected, differences_stalled("tx", run.frames, run.counters, expected, tx_in,
+                                             port=port, codecs=codecs)
+
+    def held_or_exact(run):
+        # A lane that held its input back (a wire slower than its input: a small MTU)
+        # took frames later than their times: when its idle timeouts fell is its own.
+        if run.input_stalls:
+            return stalled_judge(run)
+        return tx_expected, differences("tx", run.frames, run.counters, tx_expected)
+
+    if times is not None:
+        judge = stalled_judge if (stalled or not exact_idle or holds_threshold(
+            tx_in, codecs=codecs, port=port)) else held_or_exact
     tx = _run_and_compare("tx", tx_in, tx_expected, run_lane, time.perf_counter() - start,
                           judge, **timing)
+    tx.held = bool(judge is held_or_exact and tx.run is not None and tx.run.input_stalls)
     start = time.perf_counter()
     rx_in = wire_traffic(recipe, tx.expected.frames, codecs=codecs, port=port)
     rx_expected = expected_rx(rx_in, codecs=codecs, port=port,

@@ -19,7 +19,8 @@ from squeezenic_hw.spec.frames import parse
 KEYS = ["backend", "codecs", "mtu", "port", "max_host_elements", "trusted", "narrow", "code_bits",
         "seed", "batch", "idle",
         "backpressure", "timed", "frames", "rx_frames",
-        "batches", "timed_batches", "stalled_timed_batches", "mismatches", "first_mismatch",
+        "batches", "timed_batches", "stalled_timed_batches", "held_timed_batches",
+        "mismatches", "first_mismatch",
         "cycles",
         "sim_cycles_per_second",
         "wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
@@ -47,9 +48,11 @@ def reference_model(monkeypatch):
     """The reference in the compiled model's place; ``seen`` records every run's input,
     ``corrupt`` names a lane whose first output frame gets its last byte wrong, ``hang`` a lane
     that times out. A stalled timed run closes wire frames for idleness where the stalls
-    might have: before random frames besides those its arrival cycles give."""
+    might have: before random frames besides those its arrival cycles give; so does an
+    unstalled one when ``held`` (a lane that held its input back, as at a small MTU), which
+    then reports input stalls."""
     state = {"seen": [], "corrupt": None, "hang": None, "timed": [], "stalled": 0,
-             "keys": set()}
+             "held": False, "keys": set()}
 
     def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout, times=None,
             idle_timeout=None, close_at_end=True):
@@ -63,10 +66,12 @@ def reference_model(monkeypatch):
             build.pop("max_host_elements", None)
         if lane == state["hang"]:
             raise TimeoutError("3 frames after 200000 cycles")
+        input_stalls = 0
         if times is not None:
             state["timed"].append(idle_timeout)
-            if idle or backpressure:
-                state["stalled"] += 1
+            if idle or backpressure or state["held"]:
+                state["stalled"] += bool(idle or backpressure)
+                input_stalls = 0 if idle or backpressure else len(frames)
                 rng = random.Random(seed)
                 late = [k for k in range(1, len(frames)) if rng.random() < 0.5]
                 times = [t + idle_timeout * bisect.bisect_right(late, k)
@@ -82,6 +87,7 @@ def reference_model(monkeypatch):
             out[0] = AxisFrame(data[:-1] + bytes([data[-1] ^ 0xFF]), src=out[0].src,
                                dst=out[0].dst)
         return LaneRun(frames=out, counters=dict(expected.counters), wall_seconds=0.01,
+                       input_stalls=input_stalls,
                        extra={"build": {"build_s": 0.5, "cached": True}, "sim_cycles": 100})
 
     monkeypatch.setattr(compiled, "compiled_available", lambda: True)
@@ -137,9 +143,19 @@ def test_timed_batches_run_with_their_idle_timeout(reference_model, capsys):
                  "--format", "json"]) == 0
     out = _json(capsys)
     assert 0 < out["stalled_timed_batches"] == reference_model["stalled"] < out["timed_batches"]
-    assert main(["fuzz", "--frames", "480", "--batch", "60", "--seed", "2", "--timed",
-                 "--idle", "0", "--backpressure", "0", "--format", "json"]) == 0
+    assert out["held_timed_batches"] == 0
+    unstalled = ["fuzz", "--frames", "480", "--batch", "60", "--seed", "2", "--timed",
+                 "--idle", "0", "--backpressure", "0", "--format", "json"]
+    assert main(unstalled) == 0
     assert _json(capsys)["stalled_timed_batches"] == 0
+
+    # A lane that held its input back closed for idleness on its own clock: judged as
+    # stalled, and counted; judged on the arrival cycles, the same closes would mismatch.
+    reference_model["held"] = True
+    assert main(unstalled) == 0
+    out = _json(capsys)
+    assert out["held_timed_batches"] == out["timed_batches"] > 0
+    assert out["stalled_timed_batches"] == 0 and out["mismatches"] == 0
 
 
 def _again_after_a_mismatch(reference_model, argv, lane, tmp_path, capsys):

@@ -102,14 +102,14 @@ def test_full_rate_without_stalls(cache):
     frames = host_stream(rng, "sign", n_total=363 * 20, lengths=[363])
     run = simulate_lane_compiled(frames=frames, cache_dir=cache, **_model("tx", CHEAP))
     check_against_reference(run, frames, "tx", codecs=CHEAP)
-    assert run.input_cycles == run.beats_in and run.extra["input_stalls"] == 0
+    assert run.input_cycles == run.beats_in and run.input_stalls == 0
     # raw frames (no smaller on the wire) into a wire that takes a beat in five: the lane
     # holds its input back, and the bench counts the cycles
     raw = host_stream(rng, "raw", n_total=363 * 8, lengths=[363])
     slow = simulate_lane_compiled(frames=raw, backpressure=0.8, cache_dir=cache,
                                   **_model("tx", CHEAP))
     check_against_reference(slow, raw, "tx", codecs=CHEAP)
-    assert slow.extra["input_stalls"] > 0 and slow.input_cycles > slow.beats_in
+    assert slow.input_stalls > 0 and slow.input_cycles > slow.beats_in
 
 
 def test_build_is_cached(cache):

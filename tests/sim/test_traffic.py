@@ -369,6 +369,32 @@ def test_timed_batches_of_a_lane_whose_idle_closes_are_not_exact():
     assert traffic.round_trip(recipe, run_lane)["tx"].differences
 
 
+def test_timed_batch_whose_lane_held_its_input_is_judged_as_stalled():
+    """An unstalled timed run whose lane held its input back (``input_stalls``: frames
+    went in later than their times) is judged by where the lane's idle closes fell, and
+    its check says so; the same output from a lane that took every beat on time differs."""
+    recipe = replace(_stalled_recipe(), idle_timeout=7)
+
+    def run_lane(held):
+        def run(lane, frames, times=None, idle_timeout=None, close_at_end=True):
+            if lane == "rx":
+                expected = traffic.expected_rx(frames)
+                return LaneRun(frames=expected.frames, counters=expected.counters)
+            expected = _idle_closed_before(frames, list(range(2, len(frames), 3)), 7)
+            return LaneRun(frames=expected.frames, counters=expected.counters,
+                           input_stalls=held)
+        return run
+
+    held = traffic.round_trip(recipe, run_lane(12))
+    assert held["tx"].held and held["tx"].differences == [] == held["rx"].differences
+    on_time = traffic.round_trip(recipe, run_lane(0))
+    assert not on_time["tx"].held and on_time["tx"].differences
+    # a stalled run is counted as stalled, not as held
+    stalled = traffic.round_trip(recipe, lambda lane, frames, stalled=False, **timing:
+                                 run_lane(12)(lane, frames, **timing), stalled=True)
+    assert not stalled["tx"].held and stalled["tx"].differences == []
+
+
 def test_stalled_expectation_still_finds_differences():
     """What no idle close explains is a difference: a flipped byte, a lost or a doubled
     wire frame, two wire frames swapped, a wire frame cut inside a host frame, a lost

@@ -16,6 +16,7 @@ from param_sweep import grid, rotated, slow_except
 
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import lane as lr
+from squeezenic_hw.sim import traffic
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.spec.frames import TX_REASONS, Header, build_host_frame
 from squeezenic_hw.spec.header import FLAG_FLUSH
@@ -124,6 +125,30 @@ def test_tx_idle_timeout_exact_boundaries():
         check_against_reference(run, mixed, "tx", codecs=["fp16"], idle_timeout=T,
                                 times=times)
         assert run.counters["close_idle"] >= 5
+
+
+def test_tx_small_mtu_holds_its_input_and_times_out_on_its_own_clock():
+    """At MTU 68 a wire frame carries two fp16 elements in two beats: the wire is slower
+    than the host, and the lane holds its input back. Frames then go in later than their
+    times, and the lane's idle closes fall where its own input clock puts them: the
+    reference on the set times differs, the reference on the closes the lane made
+    (``traffic.expected_tx_stalled``, the fuzz campaign's judge of such runs) does not."""
+    T = 16
+    frames = [AxisFrame(f) for f in host_stream(np.random.default_rng(5), "fp16",
+                                                 n_total=363 * 4 - 1, lengths=[363])]
+    times = [5]
+    for f, gap in zip(frames, [T + 1, T, T - 1], strict=False):   # either side of T
+        times.append(times[-1] + lr.frame_beats(f.data) + gap)
+    run = lane_simulation("tx", codecs=CHEAP, mtu=68).run(frames, times=times, idle_timeout=T,
+                                                          close_at_end=False)
+    assert run.input_stalls > 0 and run.counters["close_idle"] > 0
+    on_times = traffic.expected_tx(frames, codecs=CHEAP, mtu=68, times=times, idle_timeout=T,
+                                   close_at_end=False)
+    assert traffic.differences("tx", run.frames, run.counters, on_times)
+    expected, _ = traffic.expected_tx_stalled(frames, run.frames, run.counters, codecs=CHEAP,
+                                              mtu=68, idle_timeout=T)
+    assert traffic.differences_stalled("tx", run.frames, run.counters, expected, frames,
+                                       codecs=CHEAP) == []
 
 
 @pytest.mark.parametrize("passing", [1, 2])
