@@ -200,6 +200,32 @@ def test_draw_example_is_the_same_for_a_seed():
     assert traffic.host_traffic(first) == traffic.host_traffic(first)
 
 
+def test_draw_example_does_not_depend_on_the_modules_loaded(tmp_path, monkeypatch):
+    """A seed's example stays the same after the process loads a module of its own, full
+    of constants a recipe could take (Hypothesis lifts constants from the source of
+    modules outside site-packages): a campaign's seed gives the same traffic in the CLI,
+    in a script, and from an editable or a wheel install."""
+    strategy = traffic.traffic_recipes(frames=200, timed=True)
+    before = [traffic.draw_example(strategy, seed) for seed in range(12)]
+    module = tmp_path / "campaign_constants_probe.py"
+    module.write_text("SHARES = " + repr([0.0, 0.02, 0.1, 0.3, 0.5, 1.0]) + "\n"
+                      "NUMBERS = " + repr(list(range(400)) + [2**k - 1 for k in range(33)])
+                      + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("campaign_constants_probe")
+    after = [traffic.draw_example(strategy, seed) for seed in range(12)]
+    assert after == before
+
+
+def test_draw_example_draws_the_simplest_choices_too():
+    """A campaign's batch is a random draw, not one made to differ from the strategy's
+    simplest example: batches without malformed frames (its first choice at its
+    simplest) come up as often as each other share."""
+    strategy = traffic.traffic_recipes(frames=100)
+    shares = {len(traffic.draw_example(strategy, seed).malformed) for seed in range(40)}
+    assert shares == {0, 2, 10, 30}
+
+
 @pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler")
 def test_compiled_lanes_on_drawn_traffic(cache):
     """The compiled TX and RX lanes (codecs 0–6) equal the reference on batches drawn by
