@@ -305,7 +305,7 @@ def draw_example(strategy, seed):
     example is a plain random draw; Hypothesis's own backend makes it differ from the
     first in its first choices, so that a strategy's simplest first choice never came up.
     """
-    AVAILABLE_PROVIDERS.setdefault(SEEDED_BACKEND, _SeededProvider)
+    AVAILABLE_PROVIDERS.setdefault(SEEDED_BACKEND, f"{__name__}._SeededProvider")
     examples = []
 
     @hypothesis.settings(max_examples=2, database=None, deadline=None,
