@@ -4,6 +4,8 @@ reason, recipes make exactly their frames, the reference TX → RX round trip ke
 promises on them, the expectations (``tuser``, wrong ``tuser_size``) and the comparison;
 and the compiled lanes driven by the strategies."""
 
+import importlib
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -212,8 +214,11 @@ def test_draw_example_does_not_depend_on_the_modules_loaded(tmp_path, monkeypatc
                       "NUMBERS = " + repr(list(range(400)) + [2**k - 1 for k in range(33)])
                       + "\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    __import__("campaign_constants_probe")
-    after = [traffic.draw_example(strategy, seed) for seed in range(12)]
+    try:
+        importlib.import_module("campaign_constants_probe")
+        after = [traffic.draw_example(strategy, seed) for seed in range(12)]
+    finally:
+        sys.modules.pop("campaign_constants_probe", None)   # not left to the tests after
     assert after == before
 
 
