@@ -186,7 +186,12 @@ class TxBeatPrep(wiring.Component):
         sub = Signal(4)             # elements of the input beat already prepared
         frame_sparse = Signal()     # the frame being read is a threshold frame
 
+        # Driven whole, by assignments outside any If or Switch: a signal driven partly in
+        # a process becomes a Verilog `reg`, and yosys writes each constant part of one
+        # as an `always @*` that reads nothing, which simulators never run.
         item = Signal(layout)
+        kind = Signal(PrepKind)
+        sparse = Signal()           # a threshold frame: the header's codec, then the frame's
         item_valid = Signal()
         zero_data = Signal()        # the item is a stand-in beat: zero elements
         consume = Signal()          # the input beat is used up with this item
@@ -233,9 +238,11 @@ class TxBeatPrep(wiring.Component):
             item.last.eq(last),
             item.offset.eq(offset),
             item.flush.eq(field_le(hdr, *HDR.FLAGS)[FLAG_FLUSH.bit_length() - 1]),
-            item.sparse.eq(field_le(hdr, *HDR.CODEC) == THRESHOLD_ID),
+            item.sparse.eq(sparse),
+            item.kind.eq(kind),
             item.width.eq(width),
             item.cap.eq(cap),
+            sparse.eq(field_le(hdr, *HDR.CODEC) == THRESHOLD_ID),
         ]
         # The key and contiguity compare, in parts of 24 bits (two LUT levels each),
         # combined in stage 2.
@@ -262,25 +269,25 @@ class TxBeatPrep(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += consume.eq(1)
                 with m.If(self.i.payload.reason != Reason.NONE):
-                    m.d.comb += [item.kind.eq(PrepKind.BYPASS_FIRST),
+                    m.d.comb += [kind.eq(PrepKind.BYPASS_FIRST),
                                  item_valid.eq(self.i.valid)]
                     with m.If(take & ~beat.last):
                         m.next = "BYPASS"
                 with m.Else():
-                    m.d.comb += [item.kind.eq(PrepKind.HEADER), item_valid.eq(self.i.valid)]
+                    m.d.comb += [kind.eq(PrepKind.HEADER), item_valid.eq(self.i.valid)]
                     with m.If(take):
                         m.d.sync += [left.eq(n_hdr), offset.eq(offset_hdr), sub.eq(0),
                                      pad.eq(beat.last), prev_key.eq(key),
                                      prev_end.eq(offset_hdr + n_hdr), have_prev.eq(1),
-                                     frame_sparse.eq(item.sparse),
+                                     frame_sparse.eq(sparse),
                                      chunk.eq(Mux(cap < ELEMENTS_PER_BEAT, cap[:5],
                                                   ELEMENTS_PER_BEAT))]
                         with m.If(beat.last):
                             bump_size_errors()
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
-                m.d.comb += [item.kind.eq(PrepKind.PAYLOAD), consume.eq(~pad & beat_done),
-                             item_valid.eq(self.i.valid | pad), item.sparse.eq(frame_sparse)]
+                m.d.comb += [kind.eq(PrepKind.PAYLOAD), consume.eq(~pad & beat_done),
+                             item_valid.eq(self.i.valid | pad), sparse.eq(frame_sparse)]
                 with m.If(pad):
                     # the stand-in beat's data: cleared in the stage-1 register (its keep
                     # bits are the frame's ``zero_kept``)
@@ -302,7 +309,7 @@ class TxBeatPrep(wiring.Component):
                         bump_size_errors()          # the frame ended early
                         m.d.sync += pad.eq(1)
             with m.State("BYPASS"):
-                m.d.comb += [item.kind.eq(PrepKind.BYPASS), consume.eq(1),
+                m.d.comb += [kind.eq(PrepKind.BYPASS), consume.eq(1),
                              item_valid.eq(self.i.valid)]
                 with m.If(take & beat.last):
                     m.next = "IDLE"

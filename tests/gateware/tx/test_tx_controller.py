@@ -5,12 +5,17 @@ the threshold fit guessed a beat ahead at the smallest MTU where it is guessed a
 it, beats cut into pieces at tiny MTUs, beats that close two frames, idle closes between
 threshold frames — each under random idle cycles and backpressure."""
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 from lane_scenarios import check_against_reference, host_stream, interleave, lane_simulation
 from param_sweep import grid, rotated
 
+from squeezenic_hw.collector import blocks_never_run, to_verilog
 from squeezenic_hw.gateware.tx.coalescer import SPARSE_SPECULATION_MTU
+from squeezenic_hw.gateware.tx.prep import TxBeatPrep
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.vectors import sparse_gradient
 from squeezenic_hw.spec.codecs import codec_info
@@ -139,3 +144,20 @@ def test_wire_frames_take_the_header_of_their_first_host_frame(idle, backpressur
     ids = {int.from_bytes(f[18:20], "big") for f in wire if len(f) > 64 and f[23] == 17}
     assert len(ids) > 20, "wire frames from many different host headers"
     assert run.counters["close_full"] > 10 and run.counters["close_mismatch"] > 5
+
+
+@pytest.mark.parametrize("widths,sparse", [([1], False), ([1, 8, 16, 32], False),
+                                           ([1, 32], True)])
+def test_prep_verilog_has_no_block_simulators_never_run(tmp_path, widths, sparse):
+    # A constant (or undriven) part of a signal driven in an FSM became an `always @*`
+    # reading nothing: Icarus and Verilator never ran it, and the prepared beat's code
+    # width was X there in a one-codec lane.
+    prep = TxBeatPrep(capacity=lambda w: 11776 // w, widths=widths, sparse=sparse)
+    text = to_verilog(prep, name="prep", emit_src=False)     # raises on such a block
+    assert blocks_never_run(text) == []
+    if shutil.which("iverilog"):
+        (tmp_path / "prep.v").write_text(text)
+        done = subprocess.run(["iverilog", "-g2005", "-o", str(tmp_path / "prep.vvp"),
+                               str(tmp_path / "prep.v")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert "no sensitivities" not in done.stderr, done.stderr
