@@ -64,10 +64,9 @@ _MODULE = re.compile(r"^module (\S+?)\s*\(", re.MULTILINE)
 def blocks_never_run(text):
     """The ``always @*`` blocks of Verilog ``text`` that assign a constant and read
     nothing, as ``(module, target)``: IEEE 1364 runs such a block on no event at all."""
+    blocks = list(_CONSTANT_ALWAYS.finditer(text))
+    if not blocks:          # every export: one scan of the text, no module table
+        return []
     modules = [(m.start(), m.group(1).lstrip("\\")) for m in _MODULE.finditer(text)]
-    found = []
-    for block in _CONSTANT_ALWAYS.finditer(text):
-        module = next((name for start, name in reversed(modules) if start < block.start()),
-                      "?")
-        found.append((module, block.group("target")))
-    return found
+    return [(next((name for start, name in reversed(modules) if start < block.start()), "?"),
+             block.group("target")) for block in blocks]

@@ -163,6 +163,8 @@ def test_icarus_compiles_the_plugin_inside_a_box(plugin_dirs, tmp_path, n):
         if not expect_ok and r.returncode:
             continue     # widths already disagree at compile time: also a clear failure
         assert r.returncode == 0, r.stderr[-2000:]
+        # an `always @*` that reads nothing never runs: its bits would stay X
+        assert "no sensitivities" not in r.stderr, r.stderr[-2000:]
         run = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True)
         if expect_ok:
             assert "ELABORATED" in run.stdout and "FATAL" not in run.stdout.upper()
