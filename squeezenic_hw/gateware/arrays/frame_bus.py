@@ -180,5 +180,7 @@ class FrameBusArbiter(wiring.Component):
 
 
 def _masked(head, mask):
-    """``head`` with the bits outside ``mask`` constant zero (out of the OR)."""
-    return Cat(*[head[i] if mask >> i & 1 else Const(0, 1) for i in range(len(head))])
+    """``head`` with the bits outside ``mask`` constant zero (out of the OR): an AND with a
+    constant, which synthesis folds to wires and zeros, and which Amaranth's simulator
+    evaluates at once rather than bit by bit."""
+    return head & Const(mask, len(head))

@@ -7,7 +7,7 @@ bits here are better left to ABC, which maps whole cones into LUTs.
 
 from amaranth import Array, Cat, Const, Signal
 
-__all__ = ["add_bits", "const_bits", "named", "or_all", "popcount_bits", "popcount16",
+__all__ = ["add_bits", "const_bits", "named", "or_all", "popcount_table", "popcount16",
            "count_onehot", "combine_onehot", "prefix_counts16", "shift_right_by4"]
 
 _GROUP = 4      # elements per group of a popcount
@@ -49,18 +49,23 @@ def or_all(terms):
     return terms[0]
 
 
-def popcount_bits(bits):
-    """Popcount of a few bits as little-endian gate-level bits."""
-    total = [bits[0]]
-    for bit in bits[1:]:
-        total = add_bits(total, [bit])
-    return total
+def popcount_table(m, bits, name):
+    """Popcount of a few bits (a LUT per output bit), as a comb signal holding a table of
+    the bits; returns its little-endian bits. A chain of :func:`add_bits` would compute
+    the same, but each of its sums reads the one before twice, and Amaranth's simulator
+    evaluates an unnamed expression at every read."""
+    sig = Signal(len(bits).bit_length(), name=name)
+    with m.Switch(Cat(*bits)):
+        for pattern in range(1 << len(bits)):
+            with m.Case(pattern):
+                m.d.comb += sig.eq(pattern.bit_count())
+    return [sig[k] for k in range(len(sig))]
 
 
 def popcount16(m, bits, name):
     """5-bit popcount of 16 bits: counts of groups of 4 (one LUT per bit), pairwise
     sums (six inputs per bit), and their sum."""
-    groups = [named(m, popcount_bits(bits[g:g + _GROUP]), f"{name}_group{g // _GROUP}")
+    groups = [popcount_table(m, bits[g:g + _GROUP], f"{name}_group{g // _GROUP}")
               for g in range(0, 16, _GROUP)]
     pairs = [named(m, add_bits(groups[0], groups[1]), f"{name}_lo"),
              named(m, add_bits(groups[2], groups[3]), f"{name}_hi")]
@@ -77,7 +82,7 @@ def prefix_counts16(m, bits, name):
     for g, (b0, b1, b2, _) in enumerate(groups):
         s01 = add_bits([b0], [b1])
         local.append([[], [b0], s01, add_bits(s01, [b2])[:2],
-                      named(m, popcount_bits(groups[g]), f"{name}_group{g}")])
+                      popcount_table(m, groups[g], f"{name}_group{g}")])
     offsets = [[], local[0][4]]
     for g in (1, 2):
         offsets.append(named(m, add_bits(offsets[-1], local[g][4]), f"{name}_offset{g + 1}"))
@@ -98,10 +103,17 @@ def count_onehot(m, bits, name):
     up to 8 bits is 2 levels and of 15 bits 4 at most.
     """
     if len(bits) <= 4:
-        total = Cat(*popcount_bits(bits)) if bits else Const(0, 1)
+        # Each output as a sum of products of the bits (one LUT either way): as
+        # ``popcount == v`` each would repeat the popcount, which Amaranth's simulator
+        # evaluates at every use.
         oh = [Signal(name=f"{name}_is{v}") for v in range(len(bits) + 1)]
         for v, sig in enumerate(oh):
-            m.d.comb += sig.eq(total == v)
+            products = []
+            for pattern in range(1 << len(bits)):
+                if pattern.bit_count() == v:
+                    literals = [b if pattern >> k & 1 else ~b for k, b in enumerate(bits)]
+                    products.append(Cat(*literals).all() if literals else Const(1, 1))
+            m.d.comb += sig.eq(or_all(products))
         return oh
     split = 4 if len(bits) <= 8 else 8
     head = count_onehot(m, bits[:split], f"{name}_h")

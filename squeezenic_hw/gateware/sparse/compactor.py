@@ -212,7 +212,7 @@ class SparseCompactor(wiring.Component):
         for h in range(2):
             slots = []
             for j in range(_HALF):
-                terms = [entries[e] & selects[e][j].replicate(_ENTRY)
+                terms = [Mux(selects[e][j], entries[e], 0)
                          for e in range(_HALF * h + j, _HALF * (h + 1))]
                 slots.append(stage(1, or_all(terms), f"half{h}_slot{j}"))
             halves.append(slots)
@@ -240,12 +240,12 @@ class SparseCompactor(wiring.Component):
                 # Slot j: the low half's slot j (zero past its kept elements) or the high
                 # half's slot j - v when v elements of the low half are kept.
                 terms = [halves[0][j]] if j < _HALF else []
-                terms += [halves[1][j - v] & low_count2[v].replicate(_ENTRY)
+                terms += [Mux(low_count2[v], halves[1][j - v], 0)
                           for v in range(_HALF + 1) if 0 <= j - v < _HALF]
                 slot = Signal(_ENTRY, name=f"slot{j}")
                 m.d.comb += slot.eq(or_all(terms))
                 # Both flags clear (empty slot, or after a mid-job close): high bits zero.
-                hi = (base_hi2 & slot[36].replicate(12)) | (base_hi_inc2 & slot[37].replicate(12))
+                hi = Mux(slot[36], base_hi2, 0) | Mux(slot[37], base_hi_inc2, 0)
                 m.d.sync += [
                     out.values[j].eq(slot[:32]),
                     out.indices[j].eq(Cat(slot[32:36], hi)),
