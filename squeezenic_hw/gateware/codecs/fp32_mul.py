@@ -117,23 +117,27 @@ from squeezenic_hw.spec.fp32 import CANONICAL_NAN, INF_BITS, MUL_MAX_SHIFT
 __all__ = ["Fp32Operand", "Fp32Multiplier", "pipeline_helpers", "product_stages", "operand_stage",
            "operand_value"]
 
-def _leading_groups(comb, f, tag):
+def _leading_groups(m, f, tag):
     """Stage 1 of the leading-zero count of the 23-bit ``f`` padded with a one below
     (so the count is 23 for ``f = 0``): per group of four bits, most significant first,
     the count of its leading zeros (2 bits each), and the first group with a one
     (one-hot). Returns ``(first, counts)``.
 
-    ``padded`` and ``nonzero`` are named wires (``comb``), each computed from ``f``: both
-    are read many times, and Amaranth's simulator would evaluate an unnamed expression
-    again at every read (and a wire computed from another of the same block's wires
-    would make it evaluate the block's wires twice)."""
+    ``padded`` and ``nonzero`` are named wires, in a block of their own (``m``'s
+    submodule ``leading_<tag>``): both are read many times, and Amaranth's simulator
+    evaluates an unnamed expression at every read; on their own they are evaluated only
+    when ``f`` changes, not with the rest of ``m``'s combinational logic."""
     def groups_of(bits):
         return [[bits[23 - i] for i in range(k, k + 4)] for k in range(0, 24, 4)]
 
-    padded = Cat(Const(1, 1), f)
-    nonzero = comb(Cat(g[0] | g[1] | g[2] | g[3] for g in groups_of(padded)),
-                   f"nonzero_{tag}", 6)
-    groups = groups_of(comb(padded, f"padded_{tag}", 24))
+    m.submodules[f"leading_{tag}"] = own = Module()
+    padded = Signal(24, name="padded")
+    nonzero = Signal(6, name="nonzero")
+    own.d.comb += [
+        padded.eq(Cat(Const(1, 1), f)),
+        nonzero.eq(Cat(g[0] | g[1] | g[2] | g[3] for g in groups_of(Cat(Const(1, 1), f)))),
+    ]
+    groups = groups_of(padded)
     counts = [Cat(~g[0] & (g[1] | ~g[2]), ~g[0] & ~g[1]) for g in groups]
     first = []
     for k in range(6):
@@ -163,13 +167,13 @@ def _normalised(f, first, counts):
 Fp32Operand = namedtuple("Fp32Operand", ["m", "lz", "nan", "inf", "zero"])
 
 
-def operand_stage(reg, comb, x, tag):
-    """Stage 1 of one operand (steps 1, 3 and 4's groups): its fraction, the exponent
-    tests and the leading-zero groups of its fraction, registered (``reg`` and ``comb``
-    from :func:`pipeline_helpers`). Returns a dict for :func:`operand_value`."""
+def operand_stage(m, reg, x, tag):
+    """Stage 1 of one operand (steps 1, 3 and 4's groups) in ``m``: its fraction, the
+    exponent tests and the leading-zero groups of its fraction, registered (``reg`` from
+    :func:`pipeline_helpers`). Returns a dict for :func:`operand_value`."""
     e = x[23:31]
     f = x[:23]
-    first, counts = _leading_groups(comb, f, tag)
+    first, counts = _leading_groups(m, f, tag)
     fields = {"f": f, "e_max": e == 0xFF, "e_zero": e == 0, "first": first, "counts": counts}
     return {key: reg(value, f"s1_{key}_{tag}") for key, value in fields.items()}
 
@@ -217,8 +221,8 @@ def product_stages(m, reg, comb, a, b):
     registers of stage 5.
     """
     # ---- stage 1: unpack, exponent tests, leading-zero groups, exponent bases (1-5)
-    oa = operand_value(operand_stage(reg, comb, a, "a"))
-    ob = operand_value(operand_stage(reg, comb, b, "b"))
+    oa = operand_value(operand_stage(m, reg, a, "a"))
+    ob = operand_value(operand_stage(m, reg, b, "b"))
     esum_e = a[23:31] + b[23:31]
     s1_sign = reg(a[31] ^ b[31], "s1_sign")
     s1_base0 = reg(esum_e - 127, "s1_base0", signed(10))    # ebase

@@ -95,7 +95,7 @@ class IntegerProduct(wiring.Component):
         s1_c_zero = reg(self.c == 0, "s1_c_zero")
         s1_sign = reg(self.negative ^ self.b[31], "s1_sign")
         s1_e = reg(self.b[23:31], "s1_e")
-        ob_fields = operand_stage(reg, comb, self.b, "b")
+        ob_fields = operand_stage(m, reg, self.b, "b")
         ob = operand_value(ob_fields)
 
         # ---- stage 2: normalised factors, the exponent base, the special cases
