@@ -131,12 +131,12 @@ def _leading_groups(m, f, tag):
         return [[bits[23 - i] for i in range(k, k + 4)] for k in range(0, 24, 4)]
 
     m.submodules[f"leading_{tag}"] = own = Module()
+    value = Cat(Const(1, 1), f)
     padded = Signal(24, name="padded")
     nonzero = Signal(6, name="nonzero")
-    own.d.comb += [
-        padded.eq(Cat(Const(1, 1), f)),
-        nonzero.eq(Cat(g[0] | g[1] | g[2] | g[3] for g in groups_of(Cat(Const(1, 1), f)))),
-    ]
+    # both from ``value``: one read of ``padded`` here would run the block twice
+    own.d.comb += [padded.eq(value),
+                   nonzero.eq(Cat(g[0] | g[1] | g[2] | g[3] for g in groups_of(value)))]
     groups = groups_of(padded)
     counts = [Cat(~g[0] & (g[1] | ~g[2]), ~g[0] & ~g[1]) for g in groups]
     first = []
