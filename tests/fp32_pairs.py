@@ -149,19 +149,23 @@ def run_enabled_pipeline(dut, inputs, outputs, *, stall=0.3, seed=0):
     out = {name: [] for name in outputs}
     stats = {}
 
+    # the ports and their widths, looked up once: the loop below runs every cycle
+    in_ports = [(getattr(dut, name), len(getattr(dut, name)), values)
+                for name, values in inputs.items()]
+    out_ports = [getattr(dut, name) for name in outputs]
+
     async def bench(ctx):
         issued = enabled = cycles = 0
-        last = [ctx.get(getattr(dut, name)) for name in outputs]
+        last = [ctx.get(port) for port in out_ports]
         while issued < n or enabled < n + dut.LATENCY - 1:
             en = rnd.random() >= stall
-            for name, values in inputs.items():
-                port = getattr(dut, name)
+            for port, width, values in in_ports:
                 ctx.set(port, values[issued] if en and issued < n
-                        else rnd.getrandbits(len(port)))
+                        else rnd.getrandbits(width))
             ctx.set(dut.en, en)
             await ctx.tick()
             cycles += 1
-            now = [ctx.get(getattr(dut, name)) for name in outputs]
+            now = [ctx.get(port) for port in out_ports]
             if en:
                 issued += 1
                 enabled += 1

@@ -104,28 +104,39 @@ class FrameSource:
 
     async def run(self, ctx):
         s, t = self.stream, 0
+        # the ports, looked up once: this loop runs every cycle of a run
+        valid, ready_port, payload = s.valid, s.ready, s.payload.as_value()
+        layout = s.payload.shape()
+        idle, rng = self.idle, self.rng
+        driven = None      # what ``valid`` was last set to: set again only when it changes
         for k, frame in enumerate(self.frames):
             if self.times is not None:
                 while t < self.times[k]:
-                    ctx.set(s.valid, 0)
+                    if driven != 0:
+                        ctx.set(valid, 0)
+                        driven = 0
                     await ctx.tick()
                     t += 1
-            for b, beat in enumerate(frame_beats(frame, s.payload.shape())):
-                while self.idle and self.rng.random() < self.idle:
-                    ctx.set(s.valid, 0)
+            for b, beat in enumerate(frame_beats(frame, layout)):
+                while idle and rng.random() < idle:
+                    if driven != 0:
+                        ctx.set(valid, 0)
+                        driven = 0
                     await ctx.tick()
                     t += 1
-                ctx.set(s.payload.as_value(), beat)
-                ctx.set(s.valid, 1)
+                ctx.set(payload, beat)
+                if driven != 1:
+                    ctx.set(valid, 1)
+                    driven = 1
                 while True:
-                    _, _, ready = await ctx.tick().sample(s.ready)
+                    _, _, ready = await ctx.tick().sample(ready_port)
                     t += 1
                     if ready:
                         break
                     self.stalls += 1
                 if b == 0:
                     self.accepted_cycles.append(t)
-        ctx.set(s.valid, 0)
+        ctx.set(valid, 0)
         self.done_cycle = t
 
 
@@ -195,10 +206,20 @@ class FrameSink:
     async def run(self, ctx):
         s, t, last_beat, streak = self.stream, 0, 0, 0
         assembler, in_frame = FrameAssembler(), False
+        # the ports, looked up once, and the payload sampled as one int (no view of it made
+        # each cycle): this loop runs every cycle of a run
+        ready_port, valid_port, payload_port = s.ready, s.valid, s.payload.as_value()
+        fields = field_slices(s.payload.shape())
+        data_at, keep_at, last_at, size_at, src_at, dst_at = (
+            fields[name] for name in ("data", "keep", "last", "size", "src", "dst"))
+        backpressure, rng = self.backpressure, self.rng
+        driven = None      # what ``ready`` was last set to: set again only when it changes
         while not self._done(t, last_beat):
-            ready = not (self.backpressure and self.rng.random() < self.backpressure)
-            ctx.set(s.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(s.valid, s.payload)
+            ready = not (backpressure and rng.random() < backpressure)
+            if ready != driven:
+                ctx.set(ready_port, ready)
+                driven = ready
+            _, _, valid, payload = await ctx.tick().sample(valid_port, payload_port)
             t += 1
             if t > self.timeout:
                 raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
@@ -211,8 +232,10 @@ class FrameSink:
             self.max_streak = max(self.max_streak, streak)
             self.beats += 1
             last_beat = t
-            frame = assembler.add(t, int(payload.data), int(payload.keep), int(payload.last),
-                                  (int(payload.size), int(payload.src), int(payload.dst)))
+            frame = assembler.add(
+                t, (payload >> data_at[0]) & data_at[1], (payload >> keep_at[0]) & keep_at[1],
+                (payload >> last_at[0]) & last_at[1],
+                tuple((payload >> at) & mask for at, mask in (size_at, src_at, dst_at)))
             in_frame = frame is None
             if frame is not None:
                 self.frames.append(frame)

@@ -325,7 +325,9 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
         Says how the design was made. A model is found by the hash of its Verilog, its
         bench, its headers, its blocks' libraries, the Verilator version and the flags;
         with ``key``, a second call finds it without ``source`` when the same key met the
-        same package sources (:func:`source_digest` of ``key_sources``) and tools before.
+        same package sources (:func:`source_digest` of ``key_sources``) and tools before;
+        a call that asks for a key while another process elaborates it waits for that
+        process and finds the model by the key.
     key_sources : sequence of path
         Files besides the package's gateware that the design follows from.
     exe_name, meta_file : str
@@ -352,14 +354,38 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
             "cached": cached, "build_s": round(time.perf_counter() - start, 2),
             "key": model, "verilator": version, "meta": meta, **more}
 
-    alias = None
-    if key is not None:
-        alias = root / "by-key" / _digest(key, source_digest(key_sources), *bench_files.values(),
-                                          version, cxx_opt(), *_VERILATOR_FLAGS)
+    if key is None:
+        return _build_from_source(root, source, bench, bench_files, version, jobs, None,
+                                  exe_name, meta_file, found)
+    alias = root / "by-key" / _digest(key, source_digest(key_sources), *bench_files.values(),
+                                      version, cxx_opt(), *_VERILATOR_FLAGS)
+
+    def by_key():
         if alias.exists():
             known = alias.read_text().strip()
             if (root / known / exe_name).exists():
                 return found(known, True, json.loads((root / known / meta_file).read_text()))
+        return None
+
+    hit = by_key()
+    if hit is not None:
+        return hit
+    # Another process that asks for the same key meanwhile waits here and finds the model
+    # by its key, instead of elaborating and exporting the design again on the same cores.
+    alias.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(alias.with_suffix(".lock")):
+        hit = by_key()
+        if hit is not None:
+            return hit
+        return _build_from_source(root, source, bench, bench_files, version, jobs, alias,
+                                  exe_name, meta_file, found)
+
+
+def _build_from_source(root, source, bench, bench_files, version, jobs, alias, exe_name,
+                       meta_file, found):
+    """:func:`build_model` once its key (``alias``, or ``None``) did not find the model:
+    call ``source`` if it is a function, then find the model by its hash or build it."""
+    start = time.perf_counter()
     if not isinstance(source, ModelSource):
         source = source()
     more = {"source_s": round(time.perf_counter() - start, 2)}

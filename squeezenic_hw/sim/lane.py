@@ -127,9 +127,16 @@ class LaneSimulation:
         self._sim = simulation_of(lane)
 
     async def _source(self, ctx):
-        if self._job["idle_timeout"] is not None:
-            ctx.set(self.lane.cfg_idle_timeout, self._job["idle_timeout"])
-        await self._job["source"].run(ctx)
+        job = self._job
+        if job["idle_timeout"] is not None:
+            ctx.set(self.lane.cfg_idle_timeout, job["idle_timeout"])
+        await job["source"].run(ctx)
+        # Raise `close` once the input is done and the classifier has drained (here, not in
+        # a testbench of its own: one that waited for the source would tick every cycle).
+        if job["close_at_end"] and hasattr(self.lane, "close"):
+            for _ in range(16):
+                await ctx.tick()
+            ctx.set(self.lane.close, 1)
 
     async def _bench(self, ctx):
         job = self._job
@@ -137,21 +144,8 @@ class LaneSimulation:
         for name, _field in self.lane.counters.shape():
             job["counters"][name] = int(ctx.get(self.lane.counters[name]))
 
-    async def _closer(self, ctx):
-        # Raise `close` once the input is done and the classifier has drained.
-        job = self._job
-        if not job["close_at_end"]:
-            return
-        while job["source"].done_cycle is None:
-            await ctx.tick()
-        for _ in range(16):
-            await ctx.tick()
-        ctx.set(self.lane.close, 1)
-
     async def _reporter(self, ctx):
         job = self._job
-        if job["progress"] is None:
-            return
         cycle = 0
         while True:
             for _ in range(2000):
@@ -177,9 +171,8 @@ class LaneSimulation:
         self._job = {"source": source, "sink": sink, "counters": {}, "progress": progress,
                      "close_at_end": close_at_end, "idle_timeout": idle_timeout}
         benches = [(self._source, True), (self._bench, False)]
-        if hasattr(lane, "close"):
-            benches.append((self._closer, True))
-        benches.append((self._reporter, True))
+        if progress is not None:
+            benches.append((self._reporter, True))
         start = time.perf_counter()
         self._sim.run(benches, vcd=vcd)
         wall = time.perf_counter() - start

@@ -392,13 +392,19 @@ def run_amaranth(dut, ports, *, statics=None, warmup=0, cycles=1000, quiet=100,
         counts = [[0, None, None] for _ in events]
         before, t, beats, nbytes, still, closing, closed_at = None, 0, 0, 0, 0, False, None
         shown = time.perf_counter()
+        # what ``ready`` and ``close`` were last set to: each is set again only when it
+        # changes (this loop runs every cycle)
+        ready_now = close_now = None
         while True:
             if t == warmup:
                 before = {name: ctx.get(Value.cast(v)) for name, v in snapshots.items()}
             ready = not (backpressure > 0 and rng.random() < backpressure)
-            ctx.set(stream.ready, ready)
-            if close is not None:
+            if ready != ready_now:
+                ctx.set(stream.ready, ready)
+                ready_now = ready
+            if close is not None and closing != close_now:
                 ctx.set(close, closing)
+                close_now = closing
             _, _, valid, keep_bits, *high = await ctx.tick().sample(stream.valid, keep,
                                                                     *events)
             beat = ready and bool(valid)

@@ -17,6 +17,7 @@ of setting up another.
 import random
 from dataclasses import dataclass, field
 
+from amaranth.hdl import Value
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
@@ -167,35 +168,45 @@ def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=
     rng_src = random.Random(seed * 2 + 1)
     rng_snk = random.Random(seed * 2 + 2)
     result = StreamRun()
+    # the ports, looked up once: the loops below run every cycle
+    i_valid, i_ready, i_payload = i_stream.valid, i_stream.ready, Value.cast(i_stream.payload)
+    o_valid, o_ready, o_payload = o_stream.valid, o_stream.ready, Value.cast(o_stream.payload)
 
     # Each testbench counts its own clock edges from time zero, so cycle numbers
     # agree between them without a shared counter (whose update order would race).
     async def source(ctx):
         t = 0
+        driven = None      # what ``valid`` was last set to: set again only when it changes
         for k, value in enumerate(packed):
             while idle and rng_src.random() < idle:
-                ctx.set(i_stream.valid, 0)
+                if driven != 0:
+                    ctx.set(i_valid, 0)
+                    driven = 0
                 await ctx.tick()
                 t += 1
-            ctx.set(i_stream.payload.as_value(), value)
-            ctx.set(i_stream.valid, 1)
+            ctx.set(i_payload, value)
+            if driven != 1:
+                ctx.set(i_valid, 1)
+                driven = 1
             while True:
-                _, _, ready = await ctx.tick().sample(i_stream.ready)
+                _, _, ready = await ctx.tick().sample(i_ready)
                 t += 1
                 if ready:
                     break
             if k == 0:
                 result.first_input_cycle = t
-        ctx.set(i_stream.valid, 0)
+        ctx.set(i_valid, 0)
 
     async def sink(ctx):
         t = 0
         streak = 0
+        driven = None      # what ``ready`` was last set to: set again only when it changes
         while len(result.outputs) < expected:
             ready = not (backpressure and rng_snk.random() < backpressure)
-            ctx.set(o_stream.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(
-                o_stream.valid, o_stream.payload.as_value())
+            if ready != driven:
+                ctx.set(o_ready, ready)
+                driven = ready
+            _, _, valid, payload = await ctx.tick().sample(o_valid, o_payload)
             t += 1
             if t > timeout:
                 raise TimeoutError(
@@ -209,7 +220,7 @@ def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=
                 result.max_ready_streak = max(result.max_ready_streak, streak)
             else:
                 streak = 0
-        ctx.set(o_stream.ready, 0)
+        ctx.set(o_ready, 0)
         result.cycles = t - (result.first_input_cycle or 1) + 1
 
     benches = [(source, True), (sink, False)] + [(tb, True) for tb in extra_testbenches]

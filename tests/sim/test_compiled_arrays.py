@@ -5,6 +5,8 @@ both backends: equal cycle for cycle while the stream is always ready; the build
 arrays whose lanes are one module compiled once."""
 
 import json
+import threading
+import time
 
 import pytest
 from amaranth import Module, Mux, Signal
@@ -131,6 +133,32 @@ def test_build_is_cached_and_a_key_skips_elaboration(cache):
     # without a key: the Verilog is exported again and names the same model
     _, third = build_run_model(_Source(), PORTS, cache_dir=cache)
     assert third["cached"] and third["key"] == first["key"]
+
+
+def test_callers_of_one_key_at_once_elaborate_once(cache):
+    """Two callers that ask for the same unknown key at the same time: the second waits
+    for the first and finds the model by the key; the design is elaborated once."""
+    build_run_model(_Source(), PORTS, cache_dir=cache)     # the model itself is known
+    key = f"{_key()} asked twice at once"
+    started, calls, results = threading.Event(), [], {}
+
+    def source():
+        calls.append(threading.current_thread().name)
+        started.set()
+        time.sleep(0.5)            # the other caller asks meanwhile
+        return _Source()
+
+    def ask(name):
+        results[name] = build_run_model(source, PORTS, cache_dir=cache, key=key)
+
+    first = threading.Thread(target=ask, args=("first",), name="first")
+    first.start()
+    assert started.wait(60)
+    ask("second")
+    first.join()
+    assert calls == ["first"]
+    assert results["second"][1]["cached"] and "source_s" not in results["second"][1]
+    assert results["first"][0] == results["second"][0]
 
 
 def test_cold_build_then_cached_and_one_runtime_library(tmp_path):
