@@ -109,33 +109,38 @@ class FrameSource:
         layout = s.payload.shape()
         idle, rng = self.idle, self.rng
         driven = None      # what ``valid`` was last set to: set again only when it changes
-        for k, frame in enumerate(self.frames):
-            if self.times is not None:
-                while t < self.times[k]:
-                    if driven != 0:
-                        ctx.set(valid, 0)
-                        driven = 0
-                    await ctx.tick()
-                    t += 1
-            for b, beat in enumerate(frame_beats(frame, layout)):
-                while idle and rng.random() < idle:
-                    if driven != 0:
-                        ctx.set(valid, 0)
-                        driven = 0
-                    await ctx.tick()
-                    t += 1
-                ctx.set(payload, beat)
-                if driven != 1:
-                    ctx.set(valid, 1)
-                    driven = 1
-                while True:
-                    _, _, ready = await ctx.tick().sample(ready_port)
-                    t += 1
-                    if ready:
-                        break
-                    self.stalls += 1
-                if b == 0:
-                    self.accepted_cycles.append(t)
+        # one trigger for every clock edge of the run, not one made and registered per edge
+        edges = aiter(ctx.tick().sample(ready_port))
+        try:
+            for k, frame in enumerate(self.frames):
+                if self.times is not None:
+                    while t < self.times[k]:
+                        if driven != 0:
+                            ctx.set(valid, 0)
+                            driven = 0
+                        await anext(edges)
+                        t += 1
+                for b, beat in enumerate(frame_beats(frame, layout)):
+                    while idle and rng.random() < idle:
+                        if driven != 0:
+                            ctx.set(valid, 0)
+                            driven = 0
+                        await anext(edges)
+                        t += 1
+                    ctx.set(payload, beat)
+                    if driven != 1:
+                        ctx.set(valid, 1)
+                        driven = 1
+                    while True:
+                        _, _, ready = await anext(edges)
+                        t += 1
+                        if ready:
+                            break
+                        self.stalls += 1
+                    if b == 0:
+                        self.accepted_cycles.append(t)
+        finally:
+            await edges.aclose()
         ctx.set(valid, 0)
         self.done_cycle = t
 
@@ -214,30 +219,35 @@ class FrameSink:
             fields[name] for name in ("data", "keep", "last", "size", "src", "dst"))
         backpressure, rng = self.backpressure, self.rng
         driven = None      # what ``ready`` was last set to: set again only when it changes
-        while not self._done(t, last_beat):
-            ready = not (backpressure and rng.random() < backpressure)
-            if ready != driven:
-                ctx.set(ready_port, ready)
-                driven = ready
-            _, _, valid, payload = await ctx.tick().sample(valid_port, payload_port)
-            t += 1
-            if t > self.timeout:
-                raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
-            if not (valid and ready):
-                streak = 0
-                if ready and in_frame:
-                    self.gaps += 1
-                continue
-            streak += 1
-            self.max_streak = max(self.max_streak, streak)
-            self.beats += 1
-            last_beat = t
-            frame = assembler.add(
-                t, (payload >> data_at[0]) & data_at[1], (payload >> keep_at[0]) & keep_at[1],
-                (payload >> last_at[0]) & last_at[1],
-                tuple((payload >> at) & mask for at, mask in (size_at, src_at, dst_at)))
-            in_frame = frame is None
-            if frame is not None:
-                self.frames.append(frame)
+        # one trigger for every clock edge of the run, not one made and registered per edge
+        edges = aiter(ctx.tick().sample(valid_port, payload_port))
+        try:
+            while not self._done(t, last_beat):
+                ready = not (backpressure and rng.random() < backpressure)
+                if ready != driven:
+                    ctx.set(ready_port, ready)
+                    driven = ready
+                _, _, valid, payload = await anext(edges)
+                t += 1
+                if t > self.timeout:
+                    raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
+                if not (valid and ready):
+                    streak = 0
+                    if ready and in_frame:
+                        self.gaps += 1
+                    continue
+                streak += 1
+                self.max_streak = max(self.max_streak, streak)
+                self.beats += 1
+                last_beat = t
+                frame = assembler.add(
+                    t, (payload >> data_at[0]) & data_at[1],
+                    (payload >> keep_at[0]) & keep_at[1], (payload >> last_at[0]) & last_at[1],
+                    tuple((payload >> at) & mask for at, mask in (size_at, src_at, dst_at)))
+                in_frame = frame is None
+                if frame is not None:
+                    self.frames.append(frame)
+        finally:
+            await edges.aclose()
         ctx.set(s.ready, 0)
         self.cycles = t

@@ -341,9 +341,9 @@ def simulate_core(params, inputs, script=(), *, looped=False, idle=0.0, backpres
     state = {"t": 0}
 
     async def clock(ctx):
-        # every cycle of the run, the AXI-Lite helpers' own included
-        while True:
-            await ctx.tick()
+        # every cycle of the run, the AXI-Lite helpers' own included (one trigger for
+        # every clock edge, not one made and registered per edge)
+        async for _ in ctx.tick():
             state["t"] += 1
 
     async def tick(ctx):

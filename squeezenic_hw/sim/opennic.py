@@ -43,7 +43,8 @@ def add_clocks(sim, top):
         t = 0
         while True:
             ctx.set(top.axis_aclk, t % 2 == 0)
-            ctx.set(top.axil_aclk, t % 4 < 2)
+            if t % 2 == 0:           # axil_aclk changes every other step
+                ctx.set(top.axil_aclk, t % 4 < 2)
             await ctx.delay(2e-9)
             t += 1
     sim.add_process(clocks)

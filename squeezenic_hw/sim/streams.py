@@ -177,49 +177,58 @@ def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=
     async def source(ctx):
         t = 0
         driven = None      # what ``valid`` was last set to: set again only when it changes
-        for k, value in enumerate(packed):
-            while idle and rng_src.random() < idle:
-                if driven != 0:
-                    ctx.set(i_valid, 0)
-                    driven = 0
-                await ctx.tick()
-                t += 1
-            ctx.set(i_payload, value)
-            if driven != 1:
-                ctx.set(i_valid, 1)
-                driven = 1
-            while True:
-                _, _, ready = await ctx.tick().sample(i_ready)
-                t += 1
-                if ready:
-                    break
-            if k == 0:
-                result.first_input_cycle = t
+        # one trigger for every clock edge of the run, not one made and registered per edge
+        edges = aiter(ctx.tick().sample(i_ready))
+        try:
+            for k, value in enumerate(packed):
+                while idle and rng_src.random() < idle:
+                    if driven != 0:
+                        ctx.set(i_valid, 0)
+                        driven = 0
+                    await anext(edges)
+                    t += 1
+                ctx.set(i_payload, value)
+                if driven != 1:
+                    ctx.set(i_valid, 1)
+                    driven = 1
+                while True:
+                    _, _, ready = await anext(edges)
+                    t += 1
+                    if ready:
+                        break
+                if k == 0:
+                    result.first_input_cycle = t
+        finally:
+            await edges.aclose()
         ctx.set(i_valid, 0)
 
     async def sink(ctx):
         t = 0
         streak = 0
         driven = None      # what ``ready`` was last set to: set again only when it changes
-        while len(result.outputs) < expected:
-            ready = not (backpressure and rng_snk.random() < backpressure)
-            if ready != driven:
-                ctx.set(o_ready, ready)
-                driven = ready
-            _, _, valid, payload = await ctx.tick().sample(o_valid, o_payload)
-            t += 1
-            if t > timeout:
-                raise TimeoutError(
-                    f"{type(dut).__name__}: {len(result.outputs)} of {expected} output beats "
-                    f"after {timeout} cycles")
-            if ready and valid:
-                if result.first_output_cycle is None:
-                    result.first_output_cycle = t
-                result.outputs.append(_as_int(payload))
-                streak += 1
-                result.max_ready_streak = max(result.max_ready_streak, streak)
-            else:
-                streak = 0
+        edges = aiter(ctx.tick().sample(o_valid, o_payload))
+        try:
+            while len(result.outputs) < expected:
+                ready = not (backpressure and rng_snk.random() < backpressure)
+                if ready != driven:
+                    ctx.set(o_ready, ready)
+                    driven = ready
+                _, _, valid, payload = await anext(edges)
+                t += 1
+                if t > timeout:
+                    raise TimeoutError(
+                        f"{type(dut).__name__}: {len(result.outputs)} of {expected} output "
+                        f"beats after {timeout} cycles")
+                if ready and valid:
+                    if result.first_output_cycle is None:
+                        result.first_output_cycle = t
+                    result.outputs.append(_as_int(payload))
+                    streak += 1
+                    result.max_ready_streak = max(result.max_ready_streak, streak)
+                else:
+                    streak = 0
+        finally:
+            await edges.aclose()
         ctx.set(o_ready, 0)
         result.cycles = t - (result.first_input_cycle or 1) + 1
 

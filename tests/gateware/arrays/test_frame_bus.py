@@ -76,8 +76,10 @@ def _run(n, codec, traffic, *, idle, backpressure, hold=0, cluster=None):
     shown = []
 
     async def closer(ctx):
+        edges = aiter(ctx.tick())       # one trigger for the edges it waits
         while any(s.done_cycle is None for s in sources):
-            await ctx.tick()
+            await anext(edges)
+        await edges.aclose()
         for _ in range(16):
             await ctx.tick()
         ctx.set(dut.close, 1)

@@ -234,9 +234,8 @@ def check(mtu, frames, jobs, *, idle, backpressure, seed):
 
     async def monitor(ctx):
         t = 0
-        while True:
-            _, _, iv, ir, ov, orr = await ctx.tick().sample(
-                dut.i.valid, dut.i.ready, dut.o.valid, dut.o.ready)
+        async for _, _, iv, ir, ov, orr in ctx.tick().sample(
+                dut.i.valid, dut.i.ready, dut.o.valid, dut.o.ready):
             t += 1
             if iv and ir:
                 trace["accept"].append(t)
