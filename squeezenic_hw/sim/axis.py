@@ -22,6 +22,8 @@ from amaranth.lib.data import Layout
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat
 
+from .streams import BeatSender
+
 __all__ = ["AxisFrame", "frame_beats", "field_slices", "FrameSource", "FrameAssembler",
            "FrameSink"]
 
@@ -103,46 +105,20 @@ class FrameSource:
         self.stalls = 0             # cycles a beat was offered and not taken
 
     async def run(self, ctx):
-        s, t = self.stream, 0
-        # the ports, looked up once: this loop runs every cycle of a run
-        valid, ready_port, payload = s.valid, s.ready, s.payload.as_value()
-        layout = s.payload.shape()
-        idle, rng = self.idle, self.rng
-        driven = None      # what ``valid`` was last set to: set again only when it changes
-        # one trigger for every clock edge of the run, not one made and registered per edge
-        edges = aiter(ctx.tick().sample(ready_port))
+        layout = self.stream.payload.shape()
+        sender = BeatSender(ctx, self.stream, idle=self.idle, rng=self.rng)
         try:
             for k, frame in enumerate(self.frames):
                 if self.times is not None:
-                    while t < self.times[k]:
-                        if driven != 0:
-                            ctx.set(valid, 0)
-                            driven = 0
-                        await anext(edges)
-                        t += 1
+                    await sender.wait_until(self.times[k])
                 for b, beat in enumerate(frame_beats(frame, layout)):
-                    while idle and rng.random() < idle:
-                        if driven != 0:
-                            ctx.set(valid, 0)
-                            driven = 0
-                        await anext(edges)
-                        t += 1
-                    ctx.set(payload, beat)
-                    if driven != 1:
-                        ctx.set(valid, 1)
-                        driven = 1
-                    while True:
-                        _, _, ready = await anext(edges)
-                        t += 1
-                        if ready:
-                            break
-                        self.stalls += 1
+                    t = await sender.send(beat)
                     if b == 0:
                         self.accepted_cycles.append(t)
         finally:
-            await edges.aclose()
-        ctx.set(valid, 0)
-        self.done_cycle = t
+            self.stalls = sender.stalls
+            await sender.close()
+        self.done_cycle = sender.t
 
 
 class FrameAssembler:

@@ -23,8 +23,8 @@ from amaranth.sim import Simulator
 
 from squeezenic_hw.collector import collector_paused
 
-__all__ = ["StreamRun", "run_stream", "pack_payload", "unpack_fields", "probe_registered_ready",
-           "ReusableSimulation", "reuse_simulation", "simulation_of"]
+__all__ = ["StreamRun", "BeatSender", "run_stream", "pack_payload", "unpack_fields",
+           "probe_registered_ready", "ReusableSimulation", "reuse_simulation", "simulation_of"]
 
 
 class ReusableSimulation:
@@ -140,6 +140,61 @@ class StreamRun:
         return len(self.outputs) / self.cycles if self.cycles else 0.0
 
 
+class BeatSender:
+    """Offers beats on ``stream`` (its ``valid``, ``ready`` and ``payload``) from an async
+    testbench: before each beat an idle cycle with probability ``idle`` (drawn from
+    ``rng``, again after each idle cycle), then the beat until ``ready`` takes it.
+
+    Every cycle of a run goes through here, so it does little per cycle: ``valid`` is set
+    only when it changes, the payload is set as one integer, and one trigger serves every
+    clock edge of the run (:meth:`close` releases it and lowers ``valid``). ``t`` counts
+    the clock edges waited so far, ``stalls`` the cycles a beat was offered and not taken.
+    """
+
+    def __init__(self, ctx, stream, *, idle=0.0, rng=None):
+        self._ctx = ctx
+        self._valid, self._payload = stream.valid, Value.cast(stream.payload)
+        self._edges = aiter(ctx.tick().sample(stream.ready))
+        self._idle, self._rng = idle, rng
+        self._driven = None      # what ``valid`` was last set to
+        self.t = 0
+        self.stalls = 0
+
+    def _drive(self, valid):
+        if self._driven != valid:
+            self._ctx.set(self._valid, valid)
+            self._driven = valid
+
+    async def wait_until(self, t):
+        """Idle (``valid`` low) until clock edge ``t``."""
+        while self.t < t:
+            self._drive(0)
+            await anext(self._edges)
+            self.t += 1
+
+    async def send(self, value):
+        """Offer ``value`` (the payload's bits) after the idle cycles drawn; returns the
+        clock edge that took it."""
+        idle, rng = self._idle, self._rng
+        while idle and rng.random() < idle:
+            self._drive(0)
+            await anext(self._edges)
+            self.t += 1
+        self._ctx.set(self._payload, value)
+        self._drive(1)
+        while True:
+            _, _, ready = await anext(self._edges)
+            self.t += 1
+            if ready:
+                return self.t
+            self.stalls += 1
+
+    async def close(self):
+        """Release the run's trigger and lower ``valid``."""
+        await self._edges.aclose()
+        self._ctx.set(self._valid, 0)
+
+
 def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=0,
                timeout=None, i_name="i", o_name="o", vcd=None, extra_testbenches=()):
     """Simulate ``dut`` feeding ``inputs`` on stream ``i`` and collecting ``o``.
@@ -168,39 +223,20 @@ def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=
     rng_src = random.Random(seed * 2 + 1)
     rng_snk = random.Random(seed * 2 + 2)
     result = StreamRun()
-    # the ports, looked up once: the loops below run every cycle
-    i_valid, i_ready, i_payload = i_stream.valid, i_stream.ready, Value.cast(i_stream.payload)
+    # the ports, looked up once: the sink's loop runs every cycle
     o_valid, o_ready, o_payload = o_stream.valid, o_stream.ready, Value.cast(o_stream.payload)
 
     # Each testbench counts its own clock edges from time zero, so cycle numbers
     # agree between them without a shared counter (whose update order would race).
     async def source(ctx):
-        t = 0
-        driven = None      # what ``valid`` was last set to: set again only when it changes
-        # one trigger for every clock edge of the run, not one made and registered per edge
-        edges = aiter(ctx.tick().sample(i_ready))
+        sender = BeatSender(ctx, i_stream, idle=idle, rng=rng_src)
         try:
             for k, value in enumerate(packed):
-                while idle and rng_src.random() < idle:
-                    if driven != 0:
-                        ctx.set(i_valid, 0)
-                        driven = 0
-                    await anext(edges)
-                    t += 1
-                ctx.set(i_payload, value)
-                if driven != 1:
-                    ctx.set(i_valid, 1)
-                    driven = 1
-                while True:
-                    _, _, ready = await anext(edges)
-                    t += 1
-                    if ready:
-                        break
+                t = await sender.send(value)
                 if k == 0:
                     result.first_input_cycle = t
         finally:
-            await edges.aclose()
-        ctx.set(i_valid, 0)
+            await sender.close()
 
     async def sink(ctx):
         t = 0
