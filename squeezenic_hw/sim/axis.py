@@ -107,17 +107,15 @@ class FrameSource:
     async def run(self, ctx):
         layout = self.stream.payload.shape()
         sender = BeatSender(ctx, self.stream, idle=self.idle, rng=self.rng)
-        try:
-            for k, frame in enumerate(self.frames):
-                if self.times is not None:
-                    await sender.wait_until(self.times[k])
-                for b, beat in enumerate(frame_beats(frame, layout)):
-                    t = await sender.send(beat)
-                    if b == 0:
-                        self.accepted_cycles.append(t)
-        finally:
-            self.stalls = sender.stalls
-            await sender.close()
+        for k, frame in enumerate(self.frames):
+            if self.times is not None:
+                await sender.wait_until(self.times[k])
+            for b, beat in enumerate(frame_beats(frame, layout)):
+                t = await sender.send(beat)
+                self.stalls = sender.stalls
+                if b == 0:
+                    self.accepted_cycles.append(t)
+        await sender.close()
         self.done_cycle = sender.t
 
 
@@ -196,34 +194,34 @@ class FrameSink:
         backpressure, rng = self.backpressure, self.rng
         driven = None      # what ``ready`` was last set to: set again only when it changes
         # one trigger for every clock edge of the run, not one made and registered per edge
+        # (closed when the loop ends; a run that ends first leaves it to lapse at the next
+        # edge: closing it there, while it waits, is an error)
         edges = aiter(ctx.tick().sample(valid_port, payload_port))
-        try:
-            while not self._done(t, last_beat):
-                ready = not (backpressure and rng.random() < backpressure)
-                if ready != driven:
-                    ctx.set(ready_port, ready)
-                    driven = ready
-                _, _, valid, payload = await anext(edges)
-                t += 1
-                if t > self.timeout:
-                    raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
-                if not (valid and ready):
-                    streak = 0
-                    if ready and in_frame:
-                        self.gaps += 1
-                    continue
-                streak += 1
-                self.max_streak = max(self.max_streak, streak)
-                self.beats += 1
-                last_beat = t
-                frame = assembler.add(
-                    t, (payload >> data_at[0]) & data_at[1],
-                    (payload >> keep_at[0]) & keep_at[1], (payload >> last_at[0]) & last_at[1],
-                    tuple((payload >> at) & mask for at, mask in (size_at, src_at, dst_at)))
-                in_frame = frame is None
-                if frame is not None:
-                    self.frames.append(frame)
-        finally:
-            await edges.aclose()
+        while not self._done(t, last_beat):
+            ready = not (backpressure and rng.random() < backpressure)
+            if ready != driven:
+                ctx.set(ready_port, ready)
+                driven = ready
+            _, _, valid, payload = await anext(edges)
+            t += 1
+            if t > self.timeout:
+                raise TimeoutError(f"{len(self.frames)} frames after {t} cycles")
+            if not (valid and ready):
+                streak = 0
+                if ready and in_frame:
+                    self.gaps += 1
+                continue
+            streak += 1
+            self.max_streak = max(self.max_streak, streak)
+            self.beats += 1
+            last_beat = t
+            frame = assembler.add(
+                t, (payload >> data_at[0]) & data_at[1],
+                (payload >> keep_at[0]) & keep_at[1], (payload >> last_at[0]) & last_at[1],
+                tuple((payload >> at) & mask for at, mask in (size_at, src_at, dst_at)))
+            in_frame = frame is None
+            if frame is not None:
+                self.frames.append(frame)
+        await edges.aclose()
         ctx.set(s.ready, 0)
         self.cycles = t

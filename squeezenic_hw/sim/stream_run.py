@@ -396,46 +396,46 @@ def run_amaranth(dut, ports, *, statics=None, warmup=0, cycles=1000, quiet=100,
         # changes (this loop runs every cycle)
         ready_now = close_now = None
         # one trigger for every clock edge of the run, not one made and registered per edge
+        # (closed when the loop ends; a run that ends first leaves it to lapse at the next
+        # edge: closing it there, while it waits, is an error)
         edges = aiter(ctx.tick().sample(stream.valid, keep, *events))
-        try:
-            while True:
-                if t == warmup:
-                    before = {name: ctx.get(Value.cast(v)) for name, v in snapshots.items()}
-                ready = not (backpressure > 0 and rng.random() < backpressure)
-                if ready != ready_now:
-                    ctx.set(stream.ready, ready)
-                    ready_now = ready
-                if close is not None and closing != close_now:
-                    ctx.set(close, closing)
-                    close_now = closing
-                _, _, valid, keep_bits, *high = await anext(edges)
-                beat = ready and bool(valid)
-                if t >= warmup:
-                    if beat:
-                        beats += 1
-                        nbytes += bin(int(keep_bits)).count("1")
-                    for count, h in zip(counts, high, strict=True):
-                        if h:
-                            count[0] += 1
-                            count[1] = t if count[1] is None else count[1]
-                            count[2] = t
-                t += 1
-                if done is not None:
-                    if closing:
-                        still = 0 if beat else still + 1
-                        if still >= quiet:
-                            break
-                    elif ctx.get(done):
-                        closing, closed_at = True, t
-                    if t >= warmup + cycles:
-                        raise TimeoutError(f"timeout: not done after {t} cycles")
-                elif t >= warmup + cycles:
-                    break
-                if progress and t % 256 == 0 and time.perf_counter() - shown >= progress_seconds:
-                    progress(t)
-                    shown = time.perf_counter()
-        finally:
-            await edges.aclose()
+        while True:
+            if t == warmup:
+                before = {name: ctx.get(Value.cast(v)) for name, v in snapshots.items()}
+            ready = not (backpressure > 0 and rng.random() < backpressure)
+            if ready != ready_now:
+                ctx.set(stream.ready, ready)
+                ready_now = ready
+            if close is not None and closing != close_now:
+                ctx.set(close, closing)
+                close_now = closing
+            _, _, valid, keep_bits, *high = await anext(edges)
+            beat = ready and bool(valid)
+            if t >= warmup:
+                if beat:
+                    beats += 1
+                    nbytes += bin(int(keep_bits)).count("1")
+                for count, h in zip(counts, high, strict=True):
+                    if h:
+                        count[0] += 1
+                        count[1] = t if count[1] is None else count[1]
+                        count[2] = t
+            t += 1
+            if done is not None:
+                if closing:
+                    still = 0 if beat else still + 1
+                    if still >= quiet:
+                        break
+                elif ctx.get(done):
+                    closing, closed_at = True, t
+                if t >= warmup + cycles:
+                    raise TimeoutError(f"timeout: not done after {t} cycles")
+            elif t >= warmup + cycles:
+                break
+            if progress and t % 256 == 0 and time.perf_counter() - shown >= progress_seconds:
+                progress(t)
+                shown = time.perf_counter()
+        await edges.aclose()
         res.update(cycles=t, beats=beats, bytes=nbytes, closed_at=closed_at, before=before,
                    events={name: tuple(c) for name, c in zip(ports.events, counts,
                                                              strict=True)},

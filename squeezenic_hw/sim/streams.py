@@ -149,9 +149,15 @@ class BeatSender:
     only when it changes, the payload is set as one integer, and one trigger serves every
     clock edge of the run (:meth:`close` releases it and lowers ``valid``). ``t`` counts
     the clock edges waited so far, ``stalls`` the cycles a beat was offered and not taken.
+
+    A source is a background testbench, which the simulation may leave waiting on an edge
+    when it ends: :meth:`close` is for a source that has sent everything (not for a
+    ``finally``: a trigger left behind lapses at the next edge by itself).
     """
 
     def __init__(self, ctx, stream, *, idle=0.0, rng=None):
+        if idle and rng is None:
+            raise ValueError("rng: idle cycles are drawn from it, so it must be given")
         self._ctx = ctx
         self._valid, self._payload = stream.valid, Value.cast(stream.payload)
         self._edges = aiter(ctx.tick().sample(stream.ready))
@@ -230,41 +236,37 @@ def run_stream(dut, inputs, *, n_outputs=None, idle=0.0, backpressure=0.0, seed=
     # agree between them without a shared counter (whose update order would race).
     async def source(ctx):
         sender = BeatSender(ctx, i_stream, idle=idle, rng=rng_src)
-        try:
-            for k, value in enumerate(packed):
-                t = await sender.send(value)
-                if k == 0:
-                    result.first_input_cycle = t
-        finally:
-            await sender.close()
+        for k, value in enumerate(packed):
+            t = await sender.send(value)
+            if k == 0:
+                result.first_input_cycle = t
+        await sender.close()
 
     async def sink(ctx):
         t = 0
         streak = 0
         driven = None      # what ``ready`` was last set to: set again only when it changes
         edges = aiter(ctx.tick().sample(o_valid, o_payload))
-        try:
-            while len(result.outputs) < expected:
-                ready = not (backpressure and rng_snk.random() < backpressure)
-                if ready != driven:
-                    ctx.set(o_ready, ready)
-                    driven = ready
-                _, _, valid, payload = await anext(edges)
-                t += 1
-                if t > timeout:
-                    raise TimeoutError(
-                        f"{type(dut).__name__}: {len(result.outputs)} of {expected} output "
-                        f"beats after {timeout} cycles")
-                if ready and valid:
-                    if result.first_output_cycle is None:
-                        result.first_output_cycle = t
-                    result.outputs.append(_as_int(payload))
-                    streak += 1
-                    result.max_ready_streak = max(result.max_ready_streak, streak)
-                else:
-                    streak = 0
-        finally:
-            await edges.aclose()
+        while len(result.outputs) < expected:
+            ready = not (backpressure and rng_snk.random() < backpressure)
+            if ready != driven:
+                ctx.set(o_ready, ready)
+                driven = ready
+            _, _, valid, payload = await anext(edges)
+            t += 1
+            if t > timeout:
+                raise TimeoutError(
+                    f"{type(dut).__name__}: {len(result.outputs)} of {expected} output "
+                    f"beats after {timeout} cycles")
+            if ready and valid:
+                if result.first_output_cycle is None:
+                    result.first_output_cycle = t
+                result.outputs.append(_as_int(payload))
+                streak += 1
+                result.max_ready_streak = max(result.max_ready_streak, streak)
+            else:
+                streak = 0
+        await edges.aclose()
         ctx.set(o_ready, 0)
         result.cycles = t - (result.first_input_cycle or 1) + 1
 

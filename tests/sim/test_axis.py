@@ -1,13 +1,18 @@
 """Frames cut into AXI-Stream beats (``sim.axis.frame_beats``): the packed ints Amaranth's
-``layout.const`` gives for every field, on every length and out-of-range side-band."""
+``layout.const`` gives for every field, on every length and out-of-range side-band; and
+whole frames through a block under idle cycles and backpressure (``FrameSource`` and
+``FrameSink``)."""
 
 import random
 
 import pytest
 from amaranth.lib.data import Layout
+from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat, BareBeat
-from squeezenic_hw.sim.axis import AxisFrame, FrameAssembler, frame_beats
+from squeezenic_hw.gateware.common.stream import SkidBuffer
+from squeezenic_hw.sim.axis import AxisFrame, FrameAssembler, FrameSink, FrameSource, frame_beats
+from squeezenic_hw.sim.streams import BeatSender
 
 LENGTHS = [0, 1, 63, 64, 65, 127, 128, 129, 1518, 9600]
 
@@ -48,3 +53,29 @@ def test_beats_assemble_into_the_frame(length):
         out = assembler.add(cycle, int(b.data), int(b.keep), int(b.last),
                             (int(b.size), int(b.src), int(b.dst)))
     assert out is not None and (out.data, out.src, out.dst) == (frame.data, 3, 4)
+
+
+def test_frames_through_a_skid_buffer_under_idle_and_backpressure():
+    """``FrameSource`` into a skid buffer, ``FrameSink`` out of it: every frame whole and in
+    order, the arrival times kept, and the backpressure seen at the source as stalls."""
+    dut = SkidBuffer(AxisBeat)
+    rng = random.Random(5)
+    frames = [AxisFrame(rng.randbytes(n), src=k, dst=k + 1)
+              for k, n in enumerate([1, 63, 64, 65, 200, 9600])]
+    source = FrameSource(dut.i, frames, times=[0, 0, 50, 0, 0, 0], idle=0.3, seed=1)
+    sink = FrameSink(dut.o, backpressure=0.4, seed=2, source=source, quiet=20)
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(source.run, background=True)
+    sim.add_testbench(sink.run)
+    sim.run()
+    assert [(f.data, f.src, f.dst) for f in sink.frames] == \
+        [(f.data, f.src, f.dst) for f in frames]
+    assert sink.beats == sum(max(1, -(-len(f.data) // DATA_BYTES)) for f in frames)
+    assert source.accepted_cycles[2] > 50 and source.stalls > 0
+    assert source.done_cycle >= source.accepted_cycles[-1] and sink.frames[0].first_cycle > 1
+
+
+def test_beat_sender_draws_idle_cycles_from_a_given_rng():
+    with pytest.raises(ValueError, match="rng"):
+        BeatSender(None, None, idle=0.5)
