@@ -102,17 +102,21 @@ class FrameSource:
         self.rng = random.Random(seed * 7919 + 1)
         self.accepted_cycles = []   # cycle each frame's first beat was accepted
         self.done_cycle = None      # cycle after the last beat was accepted
-        self.stalls = 0             # cycles a beat was offered and not taken
+        self._sender = None         # the run's BeatSender, once it runs
+
+    @property
+    def stalls(self):
+        """Cycles a beat was offered and not taken."""
+        return 0 if self._sender is None else self._sender.stalls
 
     async def run(self, ctx):
         layout = self.stream.payload.shape()
-        sender = BeatSender(ctx, self.stream, idle=self.idle, rng=self.rng)
+        sender = self._sender = BeatSender(ctx, self.stream, idle=self.idle, rng=self.rng)
         for k, frame in enumerate(self.frames):
             if self.times is not None:
                 await sender.wait_until(self.times[k])
             for b, beat in enumerate(frame_beats(frame, layout)):
                 t = await sender.send(beat)
-                self.stalls = sender.stalls
                 if b == 0:
                     self.accepted_cycles.append(t)
         await sender.close()

@@ -7,12 +7,11 @@ import random
 
 import pytest
 from amaranth.lib.data import Layout
-from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat, BareBeat
 from squeezenic_hw.gateware.common.stream import SkidBuffer
 from squeezenic_hw.sim.axis import AxisFrame, FrameAssembler, FrameSink, FrameSource, frame_beats
-from squeezenic_hw.sim.streams import BeatSender
+from squeezenic_hw.sim.streams import BeatSender, simulation_of
 
 LENGTHS = [0, 1, 63, 64, 65, 127, 128, 129, 1518, 9600]
 
@@ -64,11 +63,7 @@ def test_frames_through_a_skid_buffer_under_idle_and_backpressure():
               for k, n in enumerate([1, 63, 64, 65, 200, 9600])]
     source = FrameSource(dut.i, frames, times=[0, 0, 50, 0, 0, 0], idle=0.3, seed=1)
     sink = FrameSink(dut.o, backpressure=0.4, seed=2, source=source, quiet=20)
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source.run, background=True)
-    sim.add_testbench(sink.run)
-    sim.run()
+    simulation_of(dut).run([(source.run, True), (sink.run, False)])
     assert [(f.data, f.src, f.dst) for f in sink.frames] == \
         [(f.data, f.src, f.dst) for f in frames]
     assert sink.beats == sum(max(1, -(-len(f.data) // DATA_BYTES)) for f in frames)

@@ -6,10 +6,10 @@ checksum fields, no tkeep or tuser_size) come out as the frames the reference bu
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.arrays.header_finisher import FINISHER_CODE_BITS, HeaderFinisher
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
+from squeezenic_hw.sim.streams import simulation_of
 from squeezenic_hw.spec.frames import Header, build_wire_frame
 from squeezenic_hw.spec.header import HDR, HEADER_LEN, MAX_PKT_LEN
 
@@ -54,11 +54,7 @@ def test_header_finisher_completes_bare_frames(b, idle, backpressure):
     source = FrameSource(dut.i, [_bare(f) for f in want], idle=idle, seed=1)
     sink = FrameSink(dut.o, n_frames=len(want), backpressure=backpressure, seed=2,
                      timeout=100_000)
-    sim = Simulator(dut)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source.run, background=True)
-    sim.add_testbench(sink.run)
-    sim.run()
+    simulation_of(dut).run([(source.run, True), (sink.run, False)])
     # (the sink checks tkeep, and tuser_size against the bytes delivered)
     assert [(f.data, f.src, f.dst) for f in sink.frames] == \
         [(f.data, f.src, f.dst) for f in want]
