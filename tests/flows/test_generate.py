@@ -13,6 +13,7 @@ from shared_plugins import LOOPBACK_PLUGIN
 from squeezenic_hw.cli import main
 from squeezenic_hw.flows import opennic
 from squeezenic_hw.flows.opennic import GEN_LANE_MODULE, PLUGIN_FILES, write_opennic_plugin
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT
 from squeezenic_hw.gateware.opennic.plugin import opennic_ports
 from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
 
@@ -188,6 +189,18 @@ def test_generator_lanes_are_one_module_instantiated_n_times(plugin_dirs):
         assert lanes["loopback"]["count"] == rx
         assert manifest["params"]["gen_codecs"] == gen and manifest["params"]["rx_lanes"] == rx
     assert "squeezenic_gen_lane" not in (plugin_dirs[1][0] / "squeezenic_250mhz.v").read_text()
+
+
+def test_wide_enables_and_resets_carry_max_fanout_into_the_verilog(plugin_dirs):
+    """The nets of thousands of loads (each domain's reset, the pipelines' enables) reach
+    the plugin's Verilog with the ``max_fanout`` attribute that Vivado honours."""
+    text = (plugin_dirs[1][0] / "squeezenic_250mhz.v").read_text()
+    marked = re.findall(r"\(\* max_fanout = 32'd(\d+) \*\)\s*(?:reg|wire)\s*(?:\[[^]]*\]\s*)?"
+                        r"(\S+);", text)
+    names = {name.strip("\\") for _, name in marked}
+    assert {int(v) for v, _ in marked} == {MAX_FANOUT}
+    assert {"in_reset", "sync_rst"} <= names
+    assert any(name.endswith("enable") for name in names)
 
 
 @pytest.mark.parametrize("n", [1, 2, "gen", "loop"])

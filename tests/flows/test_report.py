@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 import squeezenic_hw
 from squeezenic_hw.cli import main
 from squeezenic_hw.cli.report_cmd import format_report
-from squeezenic_hw.flows import report, synth
+from squeezenic_hw.flows import report, synth, timing
 from squeezenic_hw.flows.report import blocks as report_blocks
 from squeezenic_hw.flows.report import build as report_build
 from squeezenic_hw.flows.report import cache as report_cache
@@ -374,13 +374,13 @@ def test_failed_synthesis_names_block_and_log(tmp_path):
 
 def test_real_block_end_to_end_then_cached(tmp_path, monkeypatch):
     calls = []
-    real = synth.synthesize
+    real = synth.synthesize_verilog
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("name"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(synth, "synthesize", counting)
+    monkeypatch.setattr(synth, "synthesize_verilog", counting)
     block = report.Block.of("distributor", n=2, port=21329)
     lines = []
     recs = report.synthesize_blocks([block, block], cache_dir=tmp_path, timeout=600,
@@ -642,6 +642,70 @@ def test_sources_digest_covers_the_whole_package(monkeypatch):
     names = {p.relative_to(root).as_posix() for p in read}
     assert {"gateware/tx/lane.py", "spec/header.py", "flows/report/cache.py",
             "reference/lane.py"} <= names
+
+
+def test_a_new_estimator_estimates_again_from_the_kept_netlist(tmp_path, fake_yosys,
+                                                               monkeypatch):
+    """The netlist is kept (compressed) beside the log; a record made by another estimator
+    is estimated again from it, with no synthesis, and stored so."""
+    first = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                cache_dir=tmp_path)
+    workdir = Path(first["log"]).parent
+    assert (workdir / report_cache.NETLIST_FILE).is_file()
+    assert not (workdir / "netlist.json").exists()
+    assert first["estimator"] == timing.estimator_digest()
+    monkeypatch.setattr(timing, "_DIGEST", "a-newer-estimator")
+    with monkeypatch.context() as m:
+        _no_process(m)
+        again = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                    cache_dir=tmp_path)
+    assert again["cached"] and len(fake_yosys) == 1
+    assert again["estimator"] == "a-newer-estimator"
+    assert again["est_ns"] == first["est_ns"] and again["key"] == first["key"]
+    stored = json.loads((tmp_path / "results" / f"{first['key']}.json").read_text())
+    assert stored["estimator"] == "a-newer-estimator"
+    # without its netlist the record is stale: synthesised again
+    (workdir / report_cache.NETLIST_FILE).unlink()
+    monkeypatch.setattr(timing, "_DIGEST", "yet-another")
+    third = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                                cache_dir=tmp_path)
+    assert not third["cached"] and len(fake_yosys) == 2
+
+
+def test_the_default_cache_is_in_the_user_cache_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("SQUEEZENIC_HW_CACHE", str(tmp_path / "mine"))
+    assert report.default_cache_dir() == tmp_path / "mine" / "synth"
+    monkeypatch.delenv("SQUEEZENIC_HW_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert report.default_cache_dir() == tmp_path / "xdg" / "squeezenic-hw" / "synth"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert report.default_cache_dir() == tmp_path / "home" / ".cache" / "squeezenic-hw" / "synth"
+
+
+def test_block_ram_output_registers_are_not_fabric_flip_flops(tmp_path, monkeypatch):
+    """A flip-flop that takes a block RAM's read data and nothing else is the RAM's output
+    register in Vivado: ``ff`` leaves it out, ``ff_yosys`` counts it."""
+    netlist = json.loads(NETLIST_JSON)
+    cells = netlist["modules"]["top"]["cells"]
+    cells["ram"] = {"type": "RAMB18E2", "port_directions": {"CLKARDCLK": "input",
+                                                            "DOUTADOUT": "output"},
+                    "connections": {"CLKARDCLK": [2], "DOUTADOUT": [7]}}
+    cells["out"] = {"type": "FDRE", "port_directions": {"C": "input", "D": "input",
+                                                        "Q": "output"},
+                    "connections": {"C": [2], "D": [7], "Q": [8]}}
+
+    def run(workdir, log_path, timeout):
+        (workdir / "stat.json").write_text(STAT_JSON)
+        (workdir / "netlist.json").write_text(json.dumps(netlist))
+        log_path.write_text(LOG)
+        return 1.0, 100.0
+
+    monkeypatch.setattr(synth, "_run_yosys", run)
+    rec = report.synth_cached(Counter, {"kind": "counter"}, name="counter",
+                              cache_dir=tmp_path)
+    assert rec["ff_yosys"] == 9 and rec["ff_ram_output"] == 1 and rec["ff"] == 8
+    assert rec["bram_reads_into_logic"] == []
 
 
 def test_records_carry_the_timing_estimate(tmp_path, fake_yosys):

@@ -10,12 +10,13 @@ import subprocess
 import sys
 
 import pytest
-from amaranth import Module
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.flows.synth import (
     U280_CLB,
+    YOSYS_ENV,
     SynthesisError,
     classify_cells,
     count_loops,
@@ -25,6 +26,7 @@ from squeezenic_hw.flows.synth import (
     parse_yosys_version,
     synthesize,
     utilization,
+    yosys_backend,
 )
 
 # `tee -o stat.json stat -json` of an 8x8 multiply-add with IBUF/OBUF (trimmed: the
@@ -221,3 +223,37 @@ def test_prepare_one_process_at_a_time(tmp_path):
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
     # each process ran the stand-in once, and never while another ran it
     assert log.read_text().split() == ["start", "end"] * 3
+
+
+class _Pipelined(wiring.Component):
+    """An adder and a compare between registers: LUTs, carry cells and flip-flops."""
+    a: In(16)
+    b: In(16)
+    o: Out(17)
+
+    def elaborate(self, platform):
+        m = Module()
+        a = Signal(16, reset_less=True)
+        b = Signal(16, reset_less=True)
+        m.d.sync += [a.eq(self.a), b.eq(self.b), self.o.eq(Cat(a + b, a < b))]
+        return m
+
+
+def test_native_yosys_gives_what_yowasp_gives(tmp_path, monkeypatch):
+    """``SQUEEZENIC_HW_YOSYS=native`` runs the pyosys build of the same Yosys release (no
+    4 GiB WebAssembly limit): the same cells, depth and timing estimate."""
+    wasm = synthesize(_Pipelined(), workdir=tmp_path / "wasm", timing=True)
+    monkeypatch.setenv(YOSYS_ENV, "native")
+    native = synthesize(_Pipelined(), workdir=tmp_path / "native", timing=True)
+    assert native.cells == wasm.cells and native.depth == wasm.depth
+    assert native.timing.as_dict() == wasm.timing.as_dict()
+    assert native.yosys_version == wasm.yosys_version    # the same release and commit
+    assert (tmp_path / "native" / "yosys.log").read_text().startswith("Yosys 0.")
+
+
+def test_yosys_backend_is_checked(monkeypatch):
+    monkeypatch.setenv(YOSYS_ENV, "bogus")
+    with pytest.raises(ValueError, match=YOSYS_ENV):
+        yosys_backend()
+    monkeypatch.delenv(YOSYS_ENV)
+    assert yosys_backend() == "yowasp"

@@ -2,6 +2,8 @@
 small Amaranth circuits through Yosys (a LUT chain, a 32-bit adder, a DSP multiply with
 and without registers)."""
 
+import math
+
 import pytest
 from amaranth import Module, Signal
 from amaranth.lib import wiring
@@ -215,3 +217,81 @@ def test_dsp_multiply_through_yosys(tmp_path):
     _, comb = _estimate(_Combinational(), tmp_path / "comb")
     assert comb.est_ns == pytest.approx(M.dsp_comb)
     assert comb.worst.cells == ("input", "DSP48E2")
+
+
+# ---- fanout, LUT levels, block RAM reads -----------------------------------------------
+
+def _fan(n, *, cap=None):
+    """A flip-flop whose Q drives ``n`` LUTs, each into a flip-flop of its own."""
+    cells = [_ff(50, 10)]
+    for j in range(n):
+        cells += [_lut([10], 1000 + j), _ff(1000 + j, 5000 + j)]
+    netlist = _netlist(cells, {"fan": [10]})
+    if cap is not None:
+        netlist["modules"]["top"]["netnames"]["fan"]["attributes"] = {"max_fanout": cap}
+    return netlist
+
+
+@pytest.mark.parametrize("loads", [1, 16, 64, 1024])
+def test_fanout_adds_a_delay_per_doubling_beyond_the_free_loads(loads):
+    est = estimate_json(_fan(loads))
+    extra = M.fanout_doubling * max(0.0, math.log2(loads / M.fanout_free))
+    assert est.est_ns == pytest.approx(M.ff_clk_to_q + extra + M.lut)
+    assert est.max_fanout == loads and M.fanout(loads) == pytest.approx(extra)
+    if loads > 1:
+        assert est.largest_nets[0].name == "fan" and est.max_fanout_net == "fan"
+
+
+def test_max_fanout_caps_a_net_and_its_copies_load_the_driver():
+    # 4,096 loads over the limit: flagged; with max_fanout 64, Vivado's 64 copies of the
+    # driver each drive 64 loads, and the driver's D net drives the 64 copies
+    loads = 4096
+    plain = estimate_json(_fan(loads), fanout_limit=2048)
+    assert [n.name for n in plain.nets_over_limit] == ["fan"]
+    capped = estimate_json(_fan(loads, cap=64), fanout_limit=2048)
+    assert capped.nets_over_limit == ()
+    assert capped.largest_nets[0].max_fanout == 64 and capped.largest_nets[0].effective == 64
+    assert capped.est_ns == pytest.approx(M.ff_clk_to_q + M.fanout(64) + M.lut)
+    assert capped.est_ns < plain.est_ns
+    # the 64 copies are loads of the driver's input (bit 50, the flip-flop's D)
+    assert {n.name: n.loads for n in capped.largest_nets}["bit50"] == 64
+    assert "fan:4096>64" in capped.as_dict()["largest_nets"]
+
+
+def test_a_top_level_input_is_not_checked_against_the_limit():
+    cells = [c for j in range(40) for c in (_lut([5], 1000 + j), _ff(1000 + j, 5000 + j))]
+    ports = {"clk": {"direction": "input", "bits": [2]},
+             "x": {"direction": "input", "bits": [5]}}
+    est = estimate_json(_netlist(cells, {"x": [5]}, ports), fanout_limit=16)
+    assert est.max_fanout == 40 and est.nets_over_limit == ()
+
+
+def test_most_lut_levels_of_any_path_not_only_the_slowest():
+    # a 4-LUT path (1.95 ns) and a slower path of one LUT into an unregistered DSP
+    cells = [_ff(50, 10)] + [_lut([10 + j], 11 + j) for j in range(4)] + [_ff(14, 60)]
+    cells += [_ff(51, 20), _lut([20], 21), _ff(52, 22), _dsp({}, 21, 22, 23), _ff(23, 61)]
+    est = estimate_json(_netlist(cells, {"deep": [60], "slow": [61]}),
+                        fold_dsp_registers=False)
+    assert est.worst.end == "slow" and est.lut_levels == 1
+    assert est.max_lut_levels == 4 and est.deepest.end == "deep"
+    assert est.as_dict()["max_lut_levels"] == 4
+
+
+def _bram(addr, dout):
+    return {"type": "RAMB36E2", "parameters": {},
+            "port_directions": {"CLKARDCLK": "input", "ADDRARDADDR": "input",
+                                "DOUTADOUT": "output", "CASDOUTA": "output"},
+            "connections": {"CLKARDCLK": [2], "ADDRARDADDR": [addr], "DOUTADOUT": [dout],
+                            "CASDOUTA": [dout + 1]}}
+
+
+def test_block_ram_read_into_logic_is_found_and_a_register_after_it_is_not():
+    into_logic = [_ff(50, 10), _bram(10, 20), _lut([20], 21), _ff(21, 60)]
+    est = estimate_json(_netlist(into_logic, {"q": [60]}))
+    assert est.bram_reads_into_logic == ("c1",)
+    assert est.est_ns == pytest.approx(M.bram_clk_to_out + M.lut)
+    assert est.ram_output_ffs == 0
+    registered = [_ff(50, 10), _bram(10, 20), _ff(20, 30), _lut([30], 31), _ff(31, 60)]
+    est = estimate_json(_netlist(registered, {"q": [60], "r": [30]}))
+    assert est.bram_reads_into_logic == () and est.ram_output_ffs == 1
+    assert est.est_ns == pytest.approx(M.bram_clk_to_out)

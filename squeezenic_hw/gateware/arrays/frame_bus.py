@@ -54,7 +54,11 @@ class FrameBusArbiter(wiring.Component):
     grant : Out(range(n_inputs))
         The lane that owns the bus (for monitoring and tests).
     rows : In(512).array(shared_rows)
-        With ``shared_rows``: the clusters' ring reads (``RingCluster.o``).
+        With ``shared_rows``: the clusters' ring reads (``RingCluster.o``), registered in
+        the rings on ``en``.
+    en : Out(1)
+        With ``shared_rows``: the bus moves on (the output skid buffer's ready, a
+        register), for the rings' output registers.
 
     Notes
     -----
@@ -81,9 +85,9 @@ class FrameBusArbiter(wiring.Component):
 
     Reset: the grant and the valid bits; the beat registers take none.
 
-    Resources: an OR of the n beats (or the ``shared_rows`` rings' rows and the n
-    ``last`` bits) and n headers (513 bits; ``show``, ``penult``), the rows' registered
-    after its first level (⌈n/6⌉, or ⌈shared_rows/6⌉, × 513 flip-flops), the headers'
+    Resources: an OR of the n beats (or the ``shared_rows`` rings' rows, registered in the
+    rings, and the n ``last`` bits) and n headers (513 bits; ``show``, ``penult``), the
+    lanes' rows registered after its first level (⌈n/6⌉ × 513 flip-flops), the headers'
     whole (the bits of ``head_mask``), the output and skid registers, and the round
     robin of :class:`~.arbiter.FrameArbiter`.
     """
@@ -109,6 +113,7 @@ class FrameBusArbiter(wiring.Component):
         }
         if shared_rows:
             members["rows"] = In(BEAT_BITS).array(shared_rows)
+            members["en"] = Out(1)
         super().__init__(members)
 
     @property
@@ -136,12 +141,15 @@ class FrameBusArbiter(wiring.Component):
         head = Signal(BEAT_BITS, reset_less=True)
         groups = [Cat(head, Const(0, 1))]
         if self.shared_rows:
-            # the rows from the clusters' rings (block RAM reads); ``last`` from the lanes
-            sources = list(self.rows)
+            # the rows from the clusters' rings, registered there on ``en`` (block RAM
+            # reads, which feed no logic); ``last`` from the lanes
+            sources = []
             last = Signal(reset_less=True)
             with m.If(en):
                 m.d.sync += last.eq(tree_or([lane.beat.last for lane in lanes]))
             groups.append(Cat(Const(0, BEAT_BITS), last))
+            groups += [Cat(row, Const(0, 1)) for row in self.rows]
+            m.d.comb += self.en.eq(en)
         else:
             sources = [lane.beat.as_value() for lane in lanes]
         for g in range(0, len(sources), _GROUP):

@@ -22,7 +22,7 @@ from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
 )
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, stage_enable
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.generator import (
     DEFAULT_RATE,
@@ -284,7 +284,7 @@ class GradientGenerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        en = Signal()
+        en = stage_enable("en")
         m.d.comb += en.eq(~self.o.valid | self.o.ready)
         st = Stager(m, en, reset_less=True)     # data; the valid bits are reset
 
@@ -344,7 +344,7 @@ class GradientGenerator(wiring.Component):
         quota_ok = Signal()         # registered (n_frames == 0) | (k != n_frames)
         more = Signal()             # the run may start another frame
         can_start = Signal()
-        issue_header = Signal()
+        issue_header = stage_enable("issue_header")   # loads the next frame's counters
         issue_payload = Signal()
         is_last = Signal()
         m.d.comb += [

@@ -21,7 +21,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_le,
     keep_through,
 )
-from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
+from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager, stage_enable
 from squeezenic_hw.gateware.lane.header_builder import ipv4_checksum_stages
 from squeezenic_hw.spec.header import HDR, HEADER_LEN
 
@@ -85,7 +85,7 @@ class HeaderFinisher(wiring.Component):
         m.submodules.out = out = SkidBuffer(AxisBeat)
         wiring.connect(m, out.o, wiring.flipped(self.o))
         last_valid = Signal()
-        enable = Signal()
+        enable = stage_enable()
         m.d.comb += [enable.eq(~last_valid | out.i.ready), self.i.ready.eq(enable)]
         st = Stager(m, enable, reset_less=True)
 

@@ -508,7 +508,7 @@ class TxArray(wiring.Component):
             for j in range(ring.n_lanes):
                 wiring.connect(m, self._lanes[first + j].ring, ring.lanes[j])
             first += ring.n_lanes
-            m.d.comb += arbiter.rows[c].eq(ring.o)
+            m.d.comb += [arbiter.rows[c].eq(ring.o), ring.en.eq(arbiter.en)]
         if self._finisher is None:
             wiring.connect(m, arbiter.o, wiring.flipped(self.o))
         else:

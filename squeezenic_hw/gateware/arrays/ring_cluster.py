@@ -5,7 +5,8 @@ takes them. Alone, that ring is 512 bits wide and a few dozen rows deep: LUTRAM,
 300 LUTs a lane. A cluster of G lanes shares one block RAM instead, each lane a region
 of it: the write port goes to each lane in turn (one lane a cycle, in rotation), which
 writes the halves of its row register that are ready; the read port reads the row the
-lane showing on the frame bus asks for, and its data goes to the bus once for the
+lane showing on the frame bus asks for, into an output register (block RAM's read data
+feeds no logic; Vivado makes it the RAM's ``DOB_REG``), which goes to the bus once for the
 cluster (:class:`~.frame_bus.FrameBusArbiter`'s ``rows``).
 
 A lane fills one half of its row register while the other waits for its turn, so a
@@ -44,21 +45,28 @@ class RingCluster(wiring.Component):
     ----------
     lanes : In(shared_ring_signature(rows)).array(n_lanes)
         The lanes' sides (``NarrowTxLane(shared_ring=True).ring``).
+    en : In(1)
+        The frame bus moves on (:attr:`~.frame_bus.FrameBusArbiter.en`): the output
+        register takes the row read.
     o : Out(512)
-        The row read, in the cycle after a lane addressed it; zero when no lane did
-        (every lane's address is then its region's last row, which it never writes).
+        The output register: the row read in the cycle after a lane addressed it, taken
+        when ``en``; zero when no lane did (every lane's address is then its region's last
+        row, which it never writes).
 
     Notes
     -----
-    Latency: a row addressed in cycle ``t`` is on ``o`` in cycle ``t + 1``; a half
-    ready in cycle ``t`` is written by cycle ``t + n_lanes - 1``.
+    Latency: a row addressed in cycle ``t`` is read in cycle ``t + 1`` and on ``o`` in
+    cycle ``t + 2`` when ``en`` was high in ``t + 1``; a half ready in cycle ``t`` is
+    written by cycle ``t + n_lanes - 1``.
 
     Throughput: one row read a cycle; one lane's write a cycle.
 
-    Backpressure: none; the lanes wait for their turns (``w_turn``, a register).
+    Backpressure: none; the lanes wait for their turns (``w_turn``, a register). While
+    ``en`` is low the output register holds (the lane showing holds its address).
 
     Resources: one memory of ``n_lanes · rows`` × 512 bits (block RAM), written in
-    halves; a ``n_lanes``:1 multiplexer of the lanes' row registers in front of its
+    halves, with its 512-bit output register (flip-flops in Yosys's count, inside the RAM
+    in Vivado's); a ``n_lanes``:1 multiplexer of the lanes' row registers in front of its
     write port, and an AND of their read addresses.
     """
 
@@ -73,6 +81,7 @@ class RingCluster(wiring.Component):
         self.rows = rows
         super().__init__({
             "lanes": In(shared_ring_signature(rows)).array(n_lanes),
+            "en": In(1),
             "o": Out(BEAT_BITS),
         })
 
@@ -113,5 +122,8 @@ class RingCluster(wiring.Component):
             m.d.comb += rd.addr.eq(Cat(row, index))
         else:
             m.d.comb += rd.addr.eq(row)
-        m.d.comb += self.o.eq(rd.data)
+        row_out = Signal(BEAT_BITS, reset_less=True)
+        with m.If(self.en):
+            m.d.sync += row_out.eq(rd.data)
+        m.d.comb += self.o.eq(row_out)
         return m

@@ -6,6 +6,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT
 from squeezenic_hw.regmap.registers import RegisterMap
 
 from .bus import AxiLiteSignature, AxiResp
@@ -151,7 +152,7 @@ class AxiLiteRegisterFile(wiring.Component):
         # The valid flags (full, bvalid) are reset; the address, data and response
         # registers are read only while their flag is set and take no reset.
         aw_full = Signal()
-        aw_word = Signal(self.word_bits, reset_less=True)
+        aw_word = Signal(self.word_bits, reset_less=True, attrs={"max_fanout": MAX_FANOUT})
         aw_ok = Signal(reset_less=True)     # address bits above the map are zero
         w_full = Signal()
         w_data = Signal(32, reset_less=True)
@@ -194,7 +195,9 @@ class AxiLiteRegisterFile(wiring.Component):
         # -- read channel ------------------------------------------------------------
         depth = self.read_pipeline_depth
         ar_busy = Signal()
-        ar_word = Signal(self.word_bits, reset_less=True)
+        # the read address selects among every register (thousands of loads at 64 lanes):
+        # Vivado copies it for its loads
+        ar_word = Signal(self.word_bits, reset_less=True, attrs={"max_fanout": MAX_FANOUT})
         ar_ok = Signal(reset_less=True)
         pipe = Signal(depth)          # one-hot: which tree level the read has reached
         rvalid = Signal()

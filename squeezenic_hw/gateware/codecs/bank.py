@@ -105,14 +105,14 @@ class _Bank(PipelinedBeatUnit):
     _LINE_FIELDS = ()
     _ZEROES_INVALID = True   # the output register takes the selected, masked results
 
-    def __init__(self, codecs, in_layout, out_layout):
+    def __init__(self, codecs, in_layout, out_layout, *, registered_ready=False):
         # The units' datapaths are built inside the bank's module: classes, not instances.
         self._units = self._choose(_units_by_id(codecs, self._TABLE))
         self._codecs = list(self._units)
         # An instance attribute: the base class reads ``self.LATENCY``. The last stage
         # selects by codec into the output register.
         self.LATENCY = max(u.LATENCY for u in self._units.values()) + 2
-        super().__init__(in_layout, out_layout)
+        super().__init__(in_layout, out_layout, registered_ready=registered_ready)
 
     @property
     def codecs(self):
@@ -220,6 +220,9 @@ class EncoderBank(_Bank):
         Codecs to build (ids 0–6).
     meta_shape : shape
         The user side-band (``meta.user``) carried with each beat.
+    registered_ready : bool
+        Advance on ``o.ready`` alone (:class:`~.unit.PipelinedBeatUnit`): for a consumer
+        whose ready is a register, so that ``i.ready`` is one too.
 
     Ports: ``i`` takes :func:`encoder_input_layout` with ``meta`` =
     :func:`bank_meta_layout`; ``o`` gives :func:`encoder_output_layout` of
@@ -231,16 +234,17 @@ class EncoderBank(_Bank):
     ``qsgd`` (and with either, ``fp16``) one datapath of 16 multipliers and one code
     register. Throughput: one
     beat per cycle, codecs mixed freely. Backpressure: the whole pipeline holds
-    (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered. The
-    output payload is a register.
+    (``i.ready = o.ready | ~o.valid``; with ``registered_ready``, ``i.ready = o.ready``);
+    nothing is dropped or reordered. The output payload is a register.
     """
     _TABLE = ENCODERS
     _OUT_FIELD = "codes"
     _LINE_FIELDS = ("elements",)
 
-    def __init__(self, codecs, *, meta_shape=unsigned(1)):
+    def __init__(self, codecs, *, meta_shape=unsigned(1), registered_ready=False):
         meta = bank_meta_layout(meta_shape)
-        super().__init__(codecs, encoder_input_layout(meta), encoder_output_layout(32, meta))
+        super().__init__(codecs, encoder_input_layout(meta), encoder_output_layout(32, meta),
+                         registered_ready=registered_ready)
 
     @staticmethod
     def _choose(units):
@@ -259,25 +263,28 @@ class DecoderBank(_Bank):
         Codecs to build (ids 0–6).
     meta_shape : shape
         The user side-band (``meta.user``) carried with each beat.
+    registered_ready : bool
+        As :class:`EncoderBank`'s.
 
     Ports: ``i`` takes :func:`decoder_input_layout` of width 32 with ``meta`` =
     :func:`bank_meta_layout`; ``o`` gives :func:`decoder_output_layout`.
     Each codec sees only its own code width (the bits above are ignored).
 
     Latency: ``LATENCY``, two more than the longest latency of the decoders
-    built (10 cycles with ``fixed`` or ``qsgd``, else 3). ``fixed`` and ``qsgd``
+    built (11 cycles with ``fixed`` or ``qsgd``, else 3). ``fixed`` and ``qsgd``
     share one datapath of 16 products; the 1-cycle decoders take their input
     from one delay line. Throughput: one beat per cycle.
-    Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``).
-    The output payload is a register.
+    Backpressure: the whole pipeline holds (``i.ready = o.ready | ~o.valid``; with
+    ``registered_ready``, ``i.ready = o.ready``). The output payload is a register.
     """
     _TABLE = DECODERS
     _OUT_FIELD = "elements"
     _LINE_FIELDS = ("codes", "params")
 
-    def __init__(self, codecs, *, meta_shape=unsigned(1)):
+    def __init__(self, codecs, *, meta_shape=unsigned(1), registered_ready=False):
         meta = bank_meta_layout(meta_shape)
-        super().__init__(codecs, decoder_input_layout(32, meta), decoder_output_layout(meta))
+        super().__init__(codecs, decoder_input_layout(32, meta), decoder_output_layout(meta),
+                         registered_ready=registered_ready)
 
     def _unit_input(self, m, unit, payload):
         # Truncate the codes to the unit's width: the view the unit was written for.

@@ -39,8 +39,8 @@ class FixedEncoder(EncoderUnit):
 class FixedDecoder(DecoderUnit):
     """``fixed`` decoder: ``fl32(c · aux)``, c the sign-extended q-bit code.
 
-    Latency: ``DECODE_LATENCY`` = 8 cycles (1 for the code's sign and the
-    parameter's mask, 1 for the magnitude, 6 in
+    Latency: ``DECODE_LATENCY`` = 9 cycles (1 for the code and the parameter's
+    masks, 1 for the code's sign, 1 for the magnitude, 6 in
     :class:`~.integer_product.IntegerProduct`). Throughput: one
     beat per cycle. Backpressure: the pipeline holds.
     """

@@ -54,8 +54,9 @@ ENCODE_LATENCY = _X_DELAY + ScaledFixedPoint.LATENCY + _ROUND
 #: cycles the encoder registers the elements unchanged: x waits, then the product's
 #: first stage registers its fraction.
 ELEMENTS_HELD = _X_DELAY + 1
-# Decoder stages before the product: the code, its sign and the mask; the magnitude.
-_MAGNITUDE = 2
+# Decoder stages before the product: the code and the per-beat masks; its sign; the
+# magnitude.
+_MAGNITUDE = 3
 #: cycles from the input beat to the registered fp32 value (the product's output).
 DECODE_LATENCY = _MAGNITUDE + IntegerProduct.LATENCY
 
@@ -248,23 +249,22 @@ def build_levels(m, stager, payload, name, draws, params=None, negated=None):
     return out
 
 
-def magnitude_sign(code, param, qsgd):
-    """A ``fixed`` or ``qsgd`` code's ``(negate, negative)`` and its parameter's ``mask``
-    for :func:`build_scaled_values` (combinational): the magnitude is
-    ``((code ^ negate) + negate) & mask`` (``negate`` replicated over 16 bits) and
-    ``negative`` the sign of the decoded value.
+def magnitude_sign(code, top, qsgd):
+    """A ``fixed`` or ``qsgd`` code's ``(negate, negative)`` for :func:`build_scaled_values`
+    (combinational), from the code and ``top`` (:func:`top_bit_select` of its parameter):
+    the magnitude is ``((code ^ negate) + negate) & mask`` (``negate`` replicated over 16
+    bits) and ``negative`` the sign of the decoded value.
 
     ``fixed``: the q-bit two's complement code; ``|c|`` is ``code & mask``, or
     ``(-code) mod 2**q`` (``~code + 1``) when negative. ``qsgd``: the level is the
     ``b - 1`` low bits, either way. The sign is bit ``p - 1`` for both. ``qsgd`` is a
-    Python bool (one codec) or a 1-bit value (chosen per beat: the mask and whether a
-    negative code is negated).
+    Python bool (one codec) or a 1-bit value (chosen per beat: whether a negative code is
+    negated).
     """
-    negative = (code & top_bit_select(param)).any()
+    negative = (code & top).any()
     if isinstance(qsgd, bool):
-        return (Const(0) if qsgd else negative), negative, \
-            (max_level(param) if qsgd else code_mask(param))
-    return negative & ~qsgd, negative, Mux(qsgd, max_level(param), code_mask(param))
+        return (Const(0) if qsgd else negative), negative
+    return negative & ~qsgd, negative
 
 
 def shared_scaled_values(m, stager, payload, shared, qsgd):
@@ -273,35 +273,39 @@ def shared_scaled_values(m, stager, payload, shared, qsgd):
     :class:`~squeezenic_hw.gateware.codecs.unit.SharedParts`) one datapath and its 16
     multipliers serve both, the code's reading chosen by the beat's ``meta.codec``."""
     if shared is None or not {_FIXED_ID, _QSGD_ID} <= shared.codecs:
-        return build_scaled_values(m, stager, payload, "qs" if qsgd else "fx",
-                                   lambda code, param: magnitude_sign(code, param, qsgd))
+        return build_scaled_values(m, stager, payload, "qs" if qsgd else "fx", qsgd)
     def build():
-        is_qsgd = payload.meta.codec == _QSGD_ID
         return build_scaled_values(m, stager, payload, "sc",
-                                   lambda code, param: magnitude_sign(code, param, is_qsgd))
+                                   payload.meta.codec == _QSGD_ID)
     return shared.get("scaled", build)
 
 
-def build_scaled_values(m, stager, payload, name, magnitude_sign):
-    """Decoder datapath: per element ``magnitude_sign(code, param) -> (negate, negative,
-    mask)`` (combinational: the code's magnitude is ``((code ^ negate) + negate) & mask``
-    and ``negative`` the sign of the decoded value); returns the fp32 results
-    ``fl32(±magnitude · aux)``, registers ``DECODE_LATENCY`` enabled cycles after the input
-    beat.
+def build_scaled_values(m, stager, payload, name, qsgd):
+    """Decoder datapath of ``fixed`` (``qsgd`` False), ``qsgd`` (True) or both (a 1-bit
+    value, per beat): per element the fp32 result ``fl32(±magnitude · aux)``, registers
+    ``DECODE_LATENCY`` enabled cycles after the input beat.
 
-    Stage 1 registers the code, its sign and the parameter's mask; stage 2 the magnitude,
-    one carry chain (the inversion in its LUTs); the product's search for the leading
-    one follows."""
-    aux = stager.delay(payload.params.aux, _MAGNITUDE, name="aux")
+    Stage 1 registers the code, and per beat the one-hot of the code's top bit, the
+    parameter's mask and the codec; stage 2 the code's sign (an AND-OR of registers); stage
+    3 the magnitude, one carry chain (the inversion in its LUTs); the product's search
+    for the leading one follows. Every stage's logic starts at flip-flops, so no LUT
+    mapping can stretch the sign's decode into a deep chain."""
+    params = payload.params
+    aux = stager.delay(params.aux, _MAGNITUDE, name="aux")
+    top = stager.reg(top_bit_select(params.param), name="code_top")
+    if isinstance(qsgd, bool):
+        beat_mask = max_level(params.param) if qsgd else code_mask(params.param)
+    else:
+        beat_mask = Mux(qsgd, max_level(params.param), code_mask(params.param))
+        qsgd = stager.reg(qsgd, name="code_qsgd")
+    mask = stager.delay(beat_mask, 2, name="code_mask")
     out = []
-    mask = None
     for e in range(len(payload.codes)):
-        negate, negative, beat_mask = magnitude_sign(payload.codes[e], payload.params.param)
-        if mask is None:         # the parameter's mask: one per beat
-            mask = stager.reg(beat_mask, name="code_mask")
         code = stager.reg(payload.codes[e][:16], name=f"c{e}_code")
+        negate, negative = magnitude_sign(code, top, qsgd)
+        code = stager.reg(code, name=f"c{e}_code2")
         negate = stager.reg(negate, name=f"c{e}_negate")
-        negative = stager.delay(negative, _MAGNITUDE, name=f"c{e}_neg")
+        negative = stager.delay(negative, _MAGNITUDE - 1, name=f"c{e}_neg")
         magnitude = stager.reg(((code ^ negate.replicate(16)) + negate)[:16] & mask,
                                name=f"c{e}_magnitude")
         product = m.submodules[f"{name}_mul{e}"] = IntegerProduct()

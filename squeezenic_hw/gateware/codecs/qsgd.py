@@ -32,7 +32,7 @@ class QsgdEncoder(EncoderUnit):
 class QsgdDecoder(DecoderUnit):
     """``qsgd`` decoder: ``±fl32(L · aux)``, the sign from bit ``b-1``.
 
-    Latency: ``DECODE_LATENCY`` = 8 cycles (as
+    Latency: ``DECODE_LATENCY`` = 9 cycles (as
     :class:`~squeezenic_hw.gateware.codecs.fixed.FixedDecoder`). Throughput:
     one beat per cycle. Backpressure: the pipeline holds.
     """

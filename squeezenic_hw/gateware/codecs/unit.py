@@ -15,7 +15,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
+from squeezenic_hw.gateware.common.stream import Stager, lutram_delay, stage_enable
 
 __all__ = [
     "CodecParams", "SharedParts", "delay_taps",
@@ -171,7 +171,15 @@ class PipelinedBeatUnit(wiring.Component):
     Throughput: one beat per cycle.
     Backpressure: when ``o.valid & ~o.ready`` the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered, and
-    bubbles inside the pipeline are squeezed out while the output waits.
+    bubbles inside the pipeline are squeezed out while the output waits. With
+    ``registered_ready`` the pipeline advances exactly when ``o.ready`` is high
+    (``i.ready = o.ready``): where ``o.ready`` is a register (a FIFO's room flag,
+    :func:`~squeezenic_hw.gateware.common.stream.fifo_with_room`), so are the enable of
+    every stage and ``i.ready``, and no ready chain crosses the unit; bubbles then wait
+    with the beats.
+
+    The enable carries the ``max_fanout`` attribute
+    (:func:`~squeezenic_hw.gateware.common.stream.stage_enable`).
     """
 
     LATENCY = None
@@ -188,9 +196,12 @@ class PipelinedBeatUnit(wiring.Component):
     _OUT_FIELD = None        # "codes" (encoders) or "elements" (decoders)
     _ZEROES_INVALID = False  # the datapath's results are already zero where invalid
 
-    def __init__(self, in_layout, out_layout):
+    def __init__(self, in_layout, out_layout, *, registered_ready=False):
         if not isinstance(self.LATENCY, int) or self.LATENCY < 1:
             raise TypeError(f"{type(self).__name__}.LATENCY must be a positive int")
+        if not isinstance(registered_ready, bool):
+            raise ValueError(f"registered_ready must be a bool, got {registered_ready!r}")
+        self._registered_ready = registered_ready
         super().__init__({
             "i": In(stream.Signature(in_layout)),
             "o": Out(stream.Signature(out_layout)),
@@ -205,9 +216,9 @@ class PipelinedBeatUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        enable = Signal()
+        enable = stage_enable()
         m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
+            enable.eq(self.o.ready if self._registered_ready else ~self.o.valid | self.o.ready),
             self.i.ready.eq(enable),
         ]
         # Only the valid bits take a reset: the data behind a clear valid bit is never used.

@@ -2,14 +2,30 @@
 registered ready at a block boundary), a FIFO between two streams, the FIFO depth check, and
 the merge of two streams in a queued order."""
 
-from amaranth import Cat, Module, Mux, Shape, Signal, Value, unsigned
+from amaranth import Cat, Elaboratable, Module, Mux, Shape, Signal, Value, unsigned
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Stager", "load_or_clear", "SkidBuffer", "LutramBuffer", "BlockRamFifo", "lutram_delay",
-           "lutram_delay_each", "split_like", "skid_between", "fifo_between", "check_fifo_depth",
-           "merge_in_order"]
+__all__ = ["MAX_FANOUT", "stage_enable", "Stager", "load_or_clear", "SkidBuffer", "LutramBuffer",
+           "LutramQueue", "LutramFifo", "BlockRamFifo", "lutram_delay", "lutram_delay_each",
+           "split_like", "skid_between", "fifo_between", "fifo_with_room", "ROOM_SLACK",
+           "check_fifo_depth", "merge_in_order"]
+
+
+#: The loads a pipeline's enable may drive from one driver: the ``max_fanout`` attribute of
+#: :func:`stage_enable`, which Vivado honours by copying the driver for every so many loads
+#: (UG901), and which the timing estimate counts the same way (``docs/timing.md``).
+MAX_FANOUT = 64
+
+
+def stage_enable(name="enable"):
+    """A pipeline's enable: a signal with the ``max_fanout`` attribute (:data:`MAX_FANOUT`).
+
+    An enable reaches every register of its pipeline (thousands in a codec bank); one
+    driver and one net that large is slow on a full chip. With the attribute, Vivado
+    drives each group of :data:`MAX_FANOUT` loads from a copy of the driver."""
+    return Signal(name=name, attrs={"max_fanout": MAX_FANOUT})
 
 
 class Stager:
@@ -26,11 +42,13 @@ class Stager:
         self.reset_less = reset_less
         self._count = 0
 
-    def reg(self, value, *, name=None, reset=0, reset_less=None, clear=None):
+    def reg(self, value, *, name=None, reset=0, reset_less=None, clear=None, fanout=False):
         """Return a register holding ``value`` one (enabled) cycle later.
 
         ``clear``: the register takes 0 instead (when enabled), as
-        :func:`load_or_clear` loads it: the flip-flops' synchronous reset.
+        :func:`load_or_clear` loads it: the flip-flops' synchronous reset. ``fanout``: the
+        register drives many loads (a select of a wide multiplexer) and carries the
+        ``max_fanout`` attribute (:data:`MAX_FANOUT`), for Vivado to copy it.
         """
         self._count += 1
         shape = value.shape() if hasattr(value, "shape") else Signal.like(value).shape()
@@ -38,7 +56,9 @@ class Stager:
         init = {"init": reset} if reset else {}
         if reset_less is None:
             reset_less = self.reset_less
-        r = Signal(shape, name=name or f"stage{self._count}", reset_less=reset_less, **init)
+        attrs = {"max_fanout": MAX_FANOUT} if fanout else {}
+        r = Signal(shape, name=name or f"stage{self._count}", reset_less=reset_less,
+                   attrs=attrs, **init)
         if clear is None:
             with self._m.If(self.enable):
                 self._m.d.sync += r.eq(value)
@@ -109,7 +129,7 @@ class SkidBuffer(wiring.Component):
         # kept as "free" rather than "valid": the skid register's enable and ``i.ready``
         # are then the flip-flop itself, not its inverse (which Yosys maps to an
         # inverter in front of every enable pin)
-        skid_free = Signal(init=1)
+        skid_free = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})
         skid = Signal(self._shape, reset_less=True)
         out_valid = Signal()
         out = Signal(self._shape, reset_less=True)
@@ -122,7 +142,9 @@ class SkidBuffer(wiring.Component):
         # the output register's, comes from registers only; ``i.valid`` only sets valid bits.
         with m.If(skid_free):
             m.d.sync += skid.eq(self.i.payload)
-        with m.If(~out_valid | self.o.ready):
+        advance = stage_enable("advance")   # the output register's enable (wide)
+        m.d.comb += advance.eq(~out_valid | self.o.ready)
+        with m.If(advance):
             m.d.sync += [
                 out_valid.eq(~skid_free | self.i.valid),
                 out.eq(Mux(skid_free, self.i.payload, skid)),
@@ -237,30 +259,255 @@ def skid_between(m, name, source, sink, *, lutram=False):
     return buf
 
 
-class BlockRamFifo(fifo.SyncFIFOBuffered):
-    """A ``SyncFIFOBuffered`` whose storage is block RAM.
+def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
+    """The storage of a queue of ``depth`` entries and its two pointers; returns
+    ``(write data, read data, held, nonempty, full)``.
 
-    The same queue (its ports, first-word fall-through, the output register behind the
-    memory's registered read), for a deep queue of wide entries: Yosys would build its
-    storage of distributed RAM (a 64-entry queue of 625-bit beats takes 89 RAM64M8, 712
-    LUTs), where its registered read fits block RAM (9 RAMB36, no LUT). The storage takes
-    the ``ram_style = "block"`` attribute that Yosys' ``memory_libmap`` and Vivado honour.
+    How many entries are held is the difference of two counters, one counting writes
+    (``do_write``) and one reads (``do_read``), each a register that adds one on its
+    enable, not a level that a late ``do_read`` chooses to raise or lower: a late enable
+    then only reaches the counters' clock enables, never a carry chain. ``held``,
+    ``nonempty`` and ``full`` come from those registers alone."""
+    count_bits = depth.bit_length() + 1           # holds 0 … depth, wrapping by itself
+    storage = Memory(shape=unsigned(width), depth=depth, init=[], attrs=attrs or {})
+    m.submodules.storage = storage
+    write = storage.write_port()
+    read = storage.read_port(domain=read_domain)
+    w_data = Signal(width, name="w_data_in", reset_less=True)
+    produce = Signal(range(depth))
+    consume = Signal(range(depth))
+    written = Signal(count_bits)
+    taken = Signal(count_bits)
+    held = Signal(count_bits)
+    nonempty = Signal()
+    full = Signal()
+    m.d.comb += [
+        held.eq(written - taken),
+        nonempty.eq(written != taken),
+        full.eq(held == depth),
+        write.addr.eq(produce),
+        write.data.eq(w_data),
+        write.en.eq(do_write),
+        read.addr.eq(consume),
+    ]
+    if read_domain != "comb":
+        m.d.comb += read.en.eq(do_read)
+    with m.If(do_write):
+        m.d.sync += [produce.eq(_next(produce, depth)), written.eq(written + 1)]
+    with m.If(do_read):
+        m.d.sync += [consume.eq(_next(consume, depth)), taken.eq(taken + 1)]
+    return w_data, read.data, held, nonempty, full
+
+
+class LutramQueue(Elaboratable, fifo.FIFOInterface):
+    """``SyncFIFO``, cycle for cycle: a first-word-fall-through queue in distributed RAM,
+    ``r_data`` the RAM's read at the oldest entry (addressed by a register).
+
+    Parameters
+    ----------
+    width : int
+        Bits of an entry.
+    depth : int
+        Entries it holds, at least 1.
+
+    Attributes
+    ----------
+    w_data, w_en, w_rdy, r_data, r_en, r_rdy, level, w_level, r_level
+        As ``amaranth.lib.fifo.SyncFIFO``.
+
+    Notes
+    -----
+    Latency: an entry written in cycle ``t`` is on ``r_data`` with ``r_rdy`` from
+    ``t + 1``. Throughput: one write and one read per cycle. Backpressure: ``w_rdy`` low
+    while ``depth`` entries are held. The count of entries is two counters' difference
+    (a late ``r_en`` reaches no carry chain; ``_queue_ram``). Reset: pointers and
+    counters; the data takes none.
     """
 
+    def __init__(self, *, width, depth):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be an int of at least 1, got {depth!r}")
+        super().__init__(width=width, depth=depth)
+        self.level = Signal(range(depth + 1))
+
     def elaborate(self, platform):
-        m = super().elaborate(platform)
-        if self.depth > 1:
-            m.submodules.storage.attrs["ram_style"] = "block"
+        m = Module()
+        do_write = Signal()
+        do_read = Signal()
+        w_data, r_data, held, nonempty, full = _queue_ram(
+            m, self.width, self.depth, do_write, do_read, read_domain="comb")
+        m.d.comb += [
+            w_data.eq(self.w_data),
+            self.w_rdy.eq(~full),
+            self.r_rdy.eq(nonempty),
+            do_write.eq(self.w_en & ~full),
+            do_read.eq(self.r_en & nonempty),
+            self.r_data.eq(r_data),
+            self.level.eq(held),
+            self.w_level.eq(held),
+            self.r_level.eq(held),
+        ]
+        return m
+
+
+class LutramFifo(Elaboratable, fifo.FIFOInterface):
+    """``SyncFIFOBuffered``, cycle for cycle, whose output register's enable carries the
+    ``max_fanout`` attribute.
+
+    Its storage is distributed RAM and its ``r_data`` the RAM's registered read; that
+    register's enable reaches every bit of it (hundreds of loads for a beat-wide queue),
+    so it is a :func:`stage_enable` (Vivado copies its driver for every
+    :data:`MAX_FANOUT` loads).
+
+    Parameters
+    ----------
+    width : int
+        Bits of an entry.
+    depth : int
+        Entries it holds, at least 2: ``depth - 1`` in the RAM and one in the output
+        register.
+
+    Attributes
+    ----------
+    w_data, w_en, w_rdy, r_data, r_en, r_rdy, level, w_level, r_level
+        As ``amaranth.lib.fifo.SyncFIFOBuffered``.
+
+    Notes
+    -----
+    Latency: an entry written in cycle ``t`` is on ``r_data`` with ``r_rdy`` from
+    ``t + 2`` when the queue was empty. Throughput: one write and one read per cycle.
+    Backpressure: ``w_rdy`` low while the RAM's ``depth - 1`` entries are held; the
+    output register holds while ``r_rdy & ~r_en``. The RAM's count is two counters'
+    difference (``_queue_ram``). Reset: pointers, counters and ``r_rdy``; the data takes
+    none.
+    """
+
+    def __init__(self, *, width, depth):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
+            raise ValueError(f"depth must be an int of at least 2, got {depth!r}")
+        super().__init__(width=width, depth=depth)
+        self.level = Signal(range(depth + 1))
+
+    def elaborate(self, platform):
+        m = Module()
+        do_write = Signal()
+        do_read = stage_enable("do_read")      # the output register takes the oldest entry
+        w_data, r_data, held, nonempty, full = _queue_ram(
+            m, self.width, self.depth - 1, do_write, do_read, read_domain="sync")
+        m.d.comb += [
+            w_data.eq(self.w_data),
+            self.w_rdy.eq(~full),
+            do_write.eq(self.w_en & ~full),
+            do_read.eq(nonempty & (~self.r_rdy | self.r_en)),
+            self.r_data.eq(r_data),
+            self.level.eq(held + self.r_rdy),
+            self.w_level.eq(self.level),
+            self.r_level.eq(self.level),
+        ]
+        with m.If(do_read):
+            m.d.sync += self.r_rdy.eq(1)
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        return m
+
+
+def _next(pointer, depth):
+    """``pointer + 1`` modulo ``depth`` (a power of two wraps by itself)."""
+    if depth == 1 << len(pointer):
+        return pointer + 1
+    return Mux(pointer == depth - 1, 0, pointer + 1)
+
+
+class BlockRamFifo(Elaboratable, fifo.FIFOInterface):
+    """A first-word-fall-through FIFO whose storage is block RAM and whose read data is
+    registered after the RAM.
+
+    The interface of ``SyncFIFOBuffered`` (``w_*``, ``r_*``, ``level``), for a deep queue of
+    wide entries: Yosys would build a ``SyncFIFOBuffered``'s storage of distributed RAM (a
+    64-entry queue of 625-bit beats takes 89 RAM64M8, 712 LUTs), where this one takes 9
+    RAMB36 and no LUT of storage (the ``ram_style = "block"`` attribute, which Yosys'
+    ``memory_libmap`` and Vivado honour). Block RAM's clock-to-out is slow (0.9 ns in
+    ``docs/timing.md`` without its output register, against 0.15 ns for a flip-flop), so no
+    logic reads it: the read data goes straight into an output register, which Vivado
+    places in the RAM as its ``DOA_REG``/``DOB_REG`` (``docs/timing.md``).
+
+    Parameters
+    ----------
+    width : int
+        Bits of an entry.
+    depth : int
+        Entries it holds, at least 3: ``depth - 2`` in the RAM, one on its read port and
+        one in the output register.
+
+    Attributes
+    ----------
+    w_data, w_en, w_rdy, r_data, r_en, r_rdy, level, w_level, r_level
+        As ``amaranth.lib.fifo.SyncFIFOBuffered``: ``r_data`` is valid while ``r_rdy``
+        (first word fall-through) and is the output register.
+
+    Notes
+    -----
+    Latency: an entry written in cycle ``t`` is on ``r_data`` with ``r_rdy`` from cycle
+    ``t + 3`` when the queue was empty (the RAM, its read port, the output register).
+
+    Throughput: one write and one read per cycle, sustained.
+
+    Backpressure: ``w_rdy`` is low while ``depth`` entries are held (a compare of a
+    register). While ``r_rdy & ~r_en`` the output register and the read port hold; the
+    read port and the RAM read on when the stage after them is empty or moves on. Nothing
+    is dropped or reordered.
+
+    Reset: the pointers, the level and the two stages' valid bits; the data takes none.
+
+    Resources: ``⌈width / 72⌉`` RAMB36 for up to 512 entries; ``width`` flip-flops of
+    output register (inside the RAM in Vivado); pointers and level.
+    """
+
+    def __init__(self, *, width, depth):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 3:
+            raise ValueError(f"depth must be an int of at least 3, got {depth!r}")
+        super().__init__(width=width, depth=depth)
+        self.level = Signal(range(depth + 1))
+
+    def elaborate(self, platform):
+        m = Module()
+        on_port = Signal()          # an entry is on the read port
+        out_valid = Signal()        # an entry is in the output register
+        out = Signal(self.width, reset_less=True)
+        do_write = Signal()
+        do_read = Signal()          # the RAM reads its oldest entry onto the read port
+        out_moves = stage_enable("out_moves")   # the output register takes the read port's
+        w_data, r_data, held, nonempty, full = _queue_ram(
+            m, self.width, self.depth - 2, do_write, do_read, read_domain="sync",
+            attrs={"ram_style": "block"})
+        m.d.comb += [
+            w_data.eq(self.w_data),
+            self.w_rdy.eq(~full),
+            do_write.eq(self.w_en & ~full),
+            out_moves.eq(~out_valid | self.r_en),
+            do_read.eq(nonempty & (~on_port | out_moves)),
+            self.r_data.eq(out),
+            self.r_rdy.eq(out_valid),
+            self.level.eq(held + on_port + out_valid),
+            self.w_level.eq(self.level),
+            self.r_level.eq(self.level),
+        ]
+        with m.If(out_moves):
+            m.d.sync += [out_valid.eq(on_port), out.eq(r_data)]
+        with m.If(do_read):
+            m.d.sync += on_port.eq(1)
+        with m.Elif(out_moves):
+            m.d.sync += on_port.eq(0)
         return m
 
 
 def fifo_between(m, name, source, sink, depth, *, buffered=True, block_ram=False):
-    """A ``SyncFIFOBuffered`` (``buffered=False``: a ``SyncFIFO``, read as it is
+    """A :class:`LutramFifo` (``buffered=False``: a :class:`LutramQueue`, read as it is
     addressed; ``block_ram``: a :class:`BlockRamFifo`) from stream ``source`` to stream
     ``sink`` (payloads as bits)."""
     width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
         source.payload)
-    kind = BlockRamFifo if block_ram else fifo.SyncFIFOBuffered if buffered else fifo.SyncFIFO
+    kind = BlockRamFifo if block_ram else LutramFifo if buffered else LutramQueue
     q = m.submodules[name] = kind(width=width, depth=depth)
     m.d.comb += [
         q.w_data.eq(source.payload),
@@ -270,6 +517,40 @@ def fifo_between(m, name, source, sink, depth, *, buffered=True, block_ram=False
         sink.valid.eq(q.r_rdy),
         q.r_en.eq(sink.ready),
     ]
+    return q
+
+
+#: Entries of a :func:`fifo_with_room` kept free: its ``ready`` is a register, one cycle
+#: behind the FIFO's level (at most one write a cycle), so it reads "room" only while two
+#: entries are free.
+ROOM_SLACK = 2
+
+
+def fifo_with_room(m, name, source, sink, depth, *, block_ram=False):
+    """A :class:`LutramFifo` (``block_ram``: a :class:`BlockRamFifo`) of ``depth`` +
+    :data:`ROOM_SLACK` entries from stream ``source`` to stream ``sink`` (``None``: the
+    caller reads the FIFO), whose ``source.ready`` is a flip-flop: set while at least 3
+    entries were free in the cycle before, so ``depth`` entries can be filled. What feeds
+    it then sees a registered ready: no ready chain crosses the FIFO, and a pipeline that
+    advances on that ready (``registered_ready``) has a register for its enable."""
+    width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
+        source.payload)
+    total = depth + ROOM_SLACK
+    kind = BlockRamFifo if block_ram else LutramFifo
+    q = m.submodules[name] = kind(width=width, depth=total)
+    room = Signal(name=f"{name}_room", attrs={"max_fanout": MAX_FANOUT})
+    m.d.sync += room.eq(q.level <= total - 1 - ROOM_SLACK)
+    m.d.comb += [
+        q.w_data.eq(source.payload),
+        q.w_en.eq(source.valid & room),
+        source.ready.eq(room),
+    ]
+    if sink is not None:   # else the caller reads the FIFO
+        m.d.comb += [
+            sink.payload.eq(q.r_data),
+            sink.valid.eq(q.r_rdy),
+            q.r_en.eq(sink.ready),
+        ]
     return q
 
 

@@ -9,7 +9,7 @@ lane downstream decides at the header whether to process or bypass the frame.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import (
@@ -19,7 +19,13 @@ from squeezenic_hw.gateware.common.layouts import (
     field_be,
     field_le,
 )
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay, split_like
+from squeezenic_hw.gateware.common.stream import (
+    LutramQueue,
+    Stager,
+    lutram_delay,
+    split_like,
+    stage_enable,
+)
 from squeezenic_hw.spec.codecs import (
     DEFAULT_CODECS,
     KNOWN_CODECS,
@@ -227,7 +233,7 @@ class FrameClassifier(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        enable = Signal()
+        enable = stage_enable()
         queue = None
         if self.depth is None:
             m.d.comb += [
@@ -236,7 +242,7 @@ class FrameClassifier(wiring.Component):
             ]
         else:
             # the beats wait in a queue from the input on; the checks never stall
-            m.submodules.beat_queue = queue = fifo.SyncFIFO(width=len(self.i.payload.as_value()),
+            m.submodules.beat_queue = queue = LutramQueue(width=len(self.i.payload.as_value()),
                                                             depth=self.depth)
             m.d.comb += [
                 enable.eq(1),
@@ -380,7 +386,7 @@ class FrameClassifier(wiring.Component):
         # The tags into a queue of their own as they come; a beat leaves with its tags
         # (the tag queue never holds more than the beat queue).
         packed = Cat(*tags.values())
-        m.submodules.tag_queue = tag_queue = fifo.SyncFIFO(width=len(packed), depth=self.depth)
+        m.submodules.tag_queue = tag_queue = LutramQueue(width=len(packed), depth=self.depth)
         take = self.o.valid & self.o.ready
         m.d.comb += [
             tag_queue.w_en.eq(valid5),

@@ -8,11 +8,17 @@ identification, codec fields, but a new length, ``flags``, ``n`` and
 """
 
 from amaranth import Cat, Const, Module, Shape, Signal, Value, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import field_be, header_bytes
-from squeezenic_hw.gateware.common.stream import Stager, lutram_delay
+from squeezenic_hw.gateware.common.stream import (
+    MAX_FANOUT,
+    LutramQueue,
+    Stager,
+    lutram_delay,
+    stage_enable,
+)
 from squeezenic_hw.spec.header import HDR
 
 __all__ = ["HeaderBuilder", "header_request_layout", "header_result_layout",
@@ -108,8 +114,9 @@ class HeaderBuilder(wiring.Component):
     sums of the IPv4 header; stage 2: the 20-bit sum; stage 3: end-around-carry
     fold and complement into the checksum bytes), so no stage has more than two
     adders in series. With ``depth``: 4 (``latency``), the checksum written into its
-    FIFO after the three stages; ``i.ready`` is then the header FIFO's room (from its
-    level register), never ``o.ready``, and the checksum stages never stall.
+    FIFO after the three stages; ``i.ready`` is then the header FIFO's room (a register,
+    set while two entries were free in the cycle before), never ``o.ready``, and the
+    checksum stages never stall.
     Throughput: one token per cycle. Backpressure: when
     ``o.valid & ~o.ready`` the whole pipeline holds
     (``i.ready = o.ready | ~o.valid``); nothing is dropped or reordered.
@@ -143,7 +150,7 @@ class HeaderBuilder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        enable = Signal()
+        enable = stage_enable()
         if self.depth is None:
             m.d.comb += [
                 enable.eq(~self.o.valid | self.o.ready),
@@ -212,18 +219,22 @@ class HeaderBuilder(wiring.Component):
         FIFO now, the checksum (registered after the stages) into another; ``o`` reads
         both heads."""
         start = HDR.IP_CHECKSUM[0]
-        m.submodules.header_fifo = headers = fifo.SyncFIFO(width=len(rest) + len(tag),
-                                                           depth=self.depth)
-        m.submodules.checksum_fifo = sums = fifo.SyncFIFO(width=16, depth=self.depth)
-        valid1 = st.reg(self.i.valid & headers.w_rdy, name="valid_s1", reset_less=False)
+        m.submodules.header_fifo = headers = LutramQueue(width=len(rest) + len(tag),
+                                                        depth=self.depth)
+        m.submodules.checksum_fifo = sums = LutramQueue(width=16, depth=self.depth)
+        # ``i.ready`` is a register, a cycle behind the level: set while two entries were
+        # free (a write may land in between)
+        room = Signal(init=1, name="room", attrs={"max_fanout": MAX_FANOUT})
+        m.d.sync += room.eq(headers.level <= self.depth - 2)
+        valid1 = st.reg(self.i.valid & room, name="valid_s1", reset_less=False)
         valid2 = st.reg(valid1, name="valid_s2", reset_less=False)
         valid3 = st.reg(valid2, name="valid_s3", reset_less=False)
         sum3 = st.reg(Cat(_be_bytes(checksum)[0], _be_bytes(checksum)[1]), name="checksum_s3")
         head = headers.r_data
         take = self.o.valid & self.o.ready
         m.d.comb += [
-            self.i.ready.eq(headers.w_rdy),
-            headers.w_en.eq(self.i.valid),
+            self.i.ready.eq(room),
+            headers.w_en.eq(self.i.valid & room),
             headers.w_data.eq(Cat(rest, tag)),
             # a checksum never finds its FIFO full: it holds no more than the headers'
             sums.w_en.eq(valid3),

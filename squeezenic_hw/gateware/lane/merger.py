@@ -6,7 +6,7 @@ the payload stream, e.g. the TX lane's wire ring); a bypassed frame is copied
 whole from the bypass stream.
 """
 
-from amaranth import Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,6 +17,7 @@ from squeezenic_hw.gateware.common.layouts import (
     RingRead,
     axis_signature,
 )
+from squeezenic_hw.gateware.common.stream import stage_enable
 
 __all__ = ["FrameMerger"]
 
@@ -83,11 +84,12 @@ class FrameMerger(wiring.Component):
     one LUT of ``o.ready``, ``o.valid`` and a state register.
 
     Reset: the state registers (which input is read, the beat count, the
-    last-beat flags) and ``o.valid``; the token, the last ``tkeep`` and the
+    last-beat flags) and ``o.valid``; the token, the last beat's compares and the
     output payload take none.
 
     Resources: the output register (``AxisBeat``, 625 bits + valid), the current token
-    (561 bits), a 10-bit beat counter, the 64-bit last ``tkeep`` and six state bits.
+    (561 bits), a 10-bit beat counter, 23 compares of the last beat's byte count and
+    its ``tkeep`` (a LUT a bit), and six state bits.
     """
 
     def __init__(self, *, bypass=True, banked=False):
@@ -127,9 +129,14 @@ class FrameMerger(wiring.Component):
         payload_end = Signal()     # send_payload, and this payload beat is the last
         remaining = Signal(10)     # built frame: payload beats still to send
         tok = Signal(FrameToken, reset_less=True)
-        keep_last = Signal(DATA_BYTES, reset_less=True)
+        # The last beat's tkeep (``size mod 64`` bytes, 64 when that is 0) from 23 compares
+        # of the new token's size bits, registered with the token: each keep bit is then
+        # a function of four flip-flops, which no LUT mapper can chain deep.
+        last_keep = _LastKeep()
+        keep_last = Signal(DATA_BYTES)
+        m.d.comb += keep_last.eq(last_keep.keep())
 
-        enable = Signal()          # the output register takes a beat this cycle
+        enable = stage_enable()          # the output register takes a beat this cycle
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
 
         # ---- the beat on offer ---------------------------------------------
@@ -180,23 +187,28 @@ class FrameMerger(wiring.Component):
         new = self.tokens.payload
         size_m1 = Signal(16)
         payload_beats = Signal(10)
+        header_only = Signal()
         m.d.comb += [
             size_m1.eq(new.size - 1),
-            # ceil((size - 64) / 64) payload beats; the last one holds
-            # ((size - 1) mod 64) + 1 bytes
+            # ceil((size - 64) / 64) payload beats
             payload_beats.eq(size_m1[6:]),
+            # size <= 64 (no payload beat) from the token's bits as they are, not from the
+            # subtraction: size < 64, or size == 64
+            header_only.eq((new.size[6:] == 0) | (new.size == DATA_BYTES)),
         ]
-        with m.If(self.tokens.valid & self.tokens.ready):
+        load_token = stage_enable("load_token")   # the token register's enable (wide)
+        m.d.comb += load_token.eq(self.tokens.valid & self.tokens.ready)
+        with m.If(load_token):
             m.d.sync += [
                 tok.eq(new),
                 idle.eq(0),
                 send_header.eq(new.built if self._bypass else 1),
                 send_payload.eq(0),
                 send_bypass.eq(~new.built if self._bypass else 0),
-                header_end.eq((new.built if self._bypass else 1) & (payload_beats == 0)),
+                header_end.eq((new.built if self._bypass else 1) & header_only),
                 payload_end.eq(0),
                 remaining.eq(payload_beats),
-                keep_last.eq(Const(_ALL_KEEP, DATA_BYTES) >> ~size_m1[:6]),
+                *last_keep.load(new.size[:6]),
             ]
         return m
 
@@ -216,3 +228,29 @@ class FrameMerger(wiring.Component):
                 with m.Case(k):
                     m.d.comb += data.eq(source)
         return data
+
+
+class _LastKeep:
+    """``tkeep`` of ``n`` bytes (0: all 64) from registered compares of ``n``'s bit fields:
+    byte ``8a + b`` is kept when ``n`` is 0, or its upper three bits exceed ``a``, or
+    equal ``a`` with its lower three exceeding ``b``."""
+
+    def __init__(self):
+        self.whole = Signal(name="keep_whole", reset_less=True)
+        self.over_hi = [Signal(name=f"keep_over_hi{a}", reset_less=True) for a in range(7)]
+        self.at_hi = [Signal(name=f"keep_at_hi{a}", reset_less=True) for a in range(8)]
+        self.over_lo = [Signal(name=f"keep_over_lo{b}", reset_less=True) for b in range(7)]
+
+    def load(self, n):
+        """The assignments that register the compares of ``n`` (6 bits)."""
+        hi, lo = n[3:], n[:3]
+        return [self.whole.eq(n == 0),
+                *(r.eq(hi > k) for k, r in enumerate(self.over_hi)),
+                *(r.eq(hi == k) for k, r in enumerate(self.at_hi)),
+                *(r.eq(lo > k) for k, r in enumerate(self.over_lo))]
+
+    def keep(self):
+        # a 3-bit field never exceeds 7: those compares are constant 0
+        over_hi, over_lo = [*self.over_hi, Const(0)], [*self.over_lo, Const(0)]
+        return Cat(self.whole | over_hi[a] | (self.at_hi[a] & over_lo[b])
+                   for a in range(8) for b in range(8))

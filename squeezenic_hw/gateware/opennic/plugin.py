@@ -15,11 +15,13 @@ handshake; correct for any clock relation).
 
 Reset: ``mod_rstn[0]`` low resets the plugin (``mod_rstn[15:1]`` are ignored);
 after it rises the ``axil`` domain leaves reset :data:`RESET_CYCLES` axil
-cycles later, the ``sync`` domain 2–3 of its cycles after that
-(``ResetSynchronizer``), and ``mod_rst_done[0]`` rises :data:`DONE_CYCLES` axil
-cycles after ``mod_rstn[0]``; ``mod_rst_done[15:1]`` are tied to 1 as the
-shell's example plugin ties its unused bits. While the ``sync`` domain is in
-reset the input streams' ``tready`` is low, so no beat is taken and lost.
+cycles later, the ``sync`` domain 3–4 of its cycles after that
+(``ResetSynchronizer``, then a register: each domain's reset is a register carrying the
+``max_fanout`` attribute, for Vivado to copy for its thousands of loads), and
+``mod_rst_done[0]`` rises :data:`DONE_CYCLES` axil cycles after ``mod_rstn[0]``;
+``mod_rst_done[15:1]`` are tied to 1 as the shell's example plugin ties its unused bits.
+While the ``sync`` domain is in reset the input streams' ``tready`` is low, so no beat is
+taken and lost.
 """
 
 from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
@@ -29,6 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.axil.bus import AXIL_SLAVE_PORTS, connect_flat_slave
 from squeezenic_hw.gateware.axil.clock_bridge import AxiLiteClockBridge
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT
 from squeezenic_hw.regmap.plugin import PluginParams
 
 from .core import SqueezeNicCore
@@ -112,10 +115,17 @@ class OpenNicPlugin(wiring.Component):
             m.d.por += count.eq(0)
         with m.Elif(count != DONE_CYCLES):
             m.d.por += count.eq(count + 1)
-        in_reset = Signal()
+        # each domain's reset is a register with the max_fanout attribute: it reaches
+        # every control register of its domain, and Vivado copies it for its loads
+        in_reset = Signal(attrs={"max_fanout": MAX_FANOUT})
         m.d.por += in_reset.eq(~rstn | (count < RESET_CYCLES))
         m.d.comb += ResetSignal("axil").eq(in_reset)
-        m.submodules.sync_reset = ResetSynchronizer(in_reset, domain="sync")
+        m.domains.sync_reset = ClockDomain("sync_reset")
+        m.d.comb += ClockSignal("sync_reset").eq(self.axis_aclk)
+        m.submodules.sync_reset = ResetSynchronizer(in_reset, domain="sync_reset")
+        sync_rst = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})
+        m.d.sync_reset += sync_rst.eq(0)
+        m.d.comb += ResetSignal("sync").eq(sync_rst)
         m.d.comb += self.mod_rst_done.eq(0xFFFE | (count == DONE_CYCLES))
 
         # ---- AXI-Lite: axil_aclk → axis_aclk ------------------------------------------

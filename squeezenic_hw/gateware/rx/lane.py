@@ -25,7 +25,7 @@ the decoders puts the frame's values where the bits are set::
 """
 
 from amaranth import Cat, Const, Module, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.bank import DecoderBank, codec_widths
@@ -35,8 +35,8 @@ from squeezenic_hw.gateware.common.layouts import (
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import (
-    BlockRamFifo,
     check_fifo_depth,
+    fifo_with_room,
     merge_in_order,
 )
 from squeezenic_hw.gateware.lane.classifier import INPUT_QUEUE, FrameClassifier
@@ -54,38 +54,6 @@ from .host_frame_splitter import HostFrameSplitter
 from .unpacker import WireUnpacker
 
 __all__ = ["RxLane"]
-
-#: Entries of each controller-side FIFO kept free: its ``ready`` to the controller is a
-#: register, one cycle behind the FIFO's level (at most one write a cycle), so it reads
-#: "room" only while two entries are free.
-_ROOM_SLACK = 2
-
-
-def fifo_from_controller(m, name, source, sink, depth, *, block_ram=False):
-    """A ``SyncFIFOBuffered`` (``block_ram``: a :class:`BlockRamFifo`) of ``depth`` + 2
-    entries from controller stream ``source`` to stream ``sink`` (``None``: the caller
-    reads the FIFO), whose ``source.ready`` is a flip-flop: set while at least 3 entries
-    were free in the cycle before, so ``depth`` entries can be filled. The controller's
-    accept logic then depends on registers only."""
-    width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
-        source.payload)
-    total = depth + _ROOM_SLACK
-    kind = BlockRamFifo if block_ram else fifo.SyncFIFOBuffered
-    q = m.submodules[name] = kind(width=width, depth=total)
-    room = Signal(name=f"{name}_room")
-    m.d.sync += room.eq(q.level <= total - 1 - _ROOM_SLACK)
-    m.d.comb += [
-        q.w_data.eq(source.payload),
-        q.w_en.eq(source.valid & room),
-        source.ready.eq(room),
-    ]
-    if sink is not None:   # else the caller reads the FIFO
-        m.d.comb += [
-            sink.payload.eq(q.r_data),
-            sink.valid.eq(q.r_rdy),
-            q.r_en.eq(sink.ready),
-        ]
-    return q
 
 
 class RxLane(wiring.Component):
@@ -112,7 +80,8 @@ class RxLane(wiring.Component):
 
     Block boundaries have registered ready signals: the classifier's queue (its
     ``depth``) at the input, FIFOs whose ready to the controller is a flip-flop
-    (:func:`fifo_from_controller`), the unpacker's own registered ``i.ready``.
+    (:func:`~squeezenic_hw.gateware.common.stream.fifo_with_room`), the unpacker's own
+    registered ``i.ready``.
 
     Latency: measured in ``docs/figures.md``. Throughput: one host beat per
     cycle while decoded data is available (a wire beat of b-bit codes carries
@@ -185,9 +154,9 @@ class RxLane(wiring.Component):
         # payload is still being decoded, so the next host header's token (a longer
         # path) is ready when the merger needs it: no bubble between host frames.
         pay = stream.Signature(ctrl.payload.payload.shape()).create()
-        fifo_from_controller(m, "payload_fifo", ctrl.payload, pay, self._payload_depth)
+        fifo_with_room(m, "payload_fifo", ctrl.payload, pay, self._payload_depth)
         # each decoded frame's n, width, n·width and codec parameters, for the unpacker
-        fifo_from_controller(m, "frame_fifo", ctrl.frames, unpacker.desc, self._frame_depth)
+        fifo_with_room(m, "frame_fifo", ctrl.frames, unpacker.desc, self._frame_depth)
         if sparse:
             jobs = self._sparse_path(m, ctrl, pay, unpacker, sparse_counters)
         else:
@@ -212,11 +181,11 @@ class RxLane(wiring.Component):
         ]
 
         # tokens: controller → FIFO → splitter → header builder (the token queue) → merger
-        fifo_from_controller(m, "desc_fifo", ctrl.desc, splitter.i, 4)
+        fifo_with_room(m, "desc_fifo", ctrl.desc, splitter.i, 4)
         wiring.connect(m, splitter.o, builder.i)
         wiring.connect(m, token_stream(m, builder), merger.tokens)
         # a deep queue of whole bypassed beats: block RAM
-        fifo_from_controller(m, "bypass_fifo", ctrl.bypass, merger.bypass,
+        fifo_with_room(m, "bypass_fifo", ctrl.bypass, merger.bypass,
                              self._bypass_depth, block_ram=True)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
@@ -226,15 +195,15 @@ class RxLane(wiring.Component):
         """Threshold decoding around the unpacker; returns the jobs for the decoders."""
         m.submodules.index_to_bitmap = conv = IndexToBitmap()
         m.submodules.expander = exp = SparseExpander(tag_shape=rx_payload_tag_layout())
-        fifo_from_controller(m, "index_desc_fifo", ctrl.index_desc, conv.desc, 4)
-        fifo_from_controller(m, "index_fifo", ctrl.index, conv.i, 4)
-        fifo_from_controller(m, "vdesc_fifo", ctrl.vdesc, exp.vdesc, 8)
-        fifo_from_controller(m, "values_fifo", ctrl.values, exp.values, self._payload_depth)
+        fifo_with_room(m, "index_desc_fifo", ctrl.index_desc, conv.desc, 4)
+        fifo_with_room(m, "index_fifo", ctrl.index, conv.i, 4)
+        fifo_with_room(m, "vdesc_fifo", ctrl.vdesc, exp.vdesc, 8)
+        fifo_with_room(m, "values_fifo", ctrl.values, exp.values, self._payload_depth)
 
         # The unpacker takes each decoded frame's beats from the payload FIFO or, for
         # an index-list frame, from the IndexToBitmap: in frame order. (The frame's
         # descriptor, from the controller, already says 1-bit codes of n elements.)
-        order = fifo_from_controller(m, "order_fifo", ctrl.order, None, 8)
+        order = fifo_with_room(m, "order_fifo", ctrl.order, None, 8)
         merge_in_order(m, order, [(pay, Cat(pay.payload.data, pay.payload.zero),
                                    pay.payload.last),
                                   (conv.o, Cat(conv.o.payload.data, 0), conv.o.payload.last)],

@@ -19,7 +19,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB, narrow_span
-from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager, load_or_clear
+from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager, load_or_clear, stage_enable
 
 __all__ = [
     "MAX_HOST_ELEMENTS_LIMIT",
@@ -190,8 +190,9 @@ class WireUnpacker(wiring.Component):
     cost no cycles, provided the next frame's descriptor is waiting when the
     counter reaches a frame's last job.
 
-    Backpressure: ``o`` holds its job while ``o.valid & ~o.ready``; the read
-    stages hold, the ring fills and ``i.ready`` drops; the jobs wait in the
+    Backpressure: ``o`` holds its job while ``~o.ready``: the read stages move exactly
+    when ``o.ready`` is high (the decoders' enable, with no logic of their own behind
+    it); while they hold, the ring fills and ``i.ready`` drops; the jobs wait in the
     skid buffer, ``desc.ready`` drops. Nothing is dropped or reordered.
     ``i.ready`` is a flip-flop; ``desc.ready`` depends on the job counter's
     registers and the skid buffer's registered ready only.
@@ -233,7 +234,8 @@ class WireUnpacker(wiring.Component):
         d = self.desc.payload
         job_valid = Signal()             # the job register
         job = Signal.like(out.payload, reset_less=True)
-        enable = ~job_valid | out.ready  # out.ready: the skid buffer's register
+        enable = stage_enable()          # ~job_valid | out.ready (the skid buffer's register)
+        m.d.comb += enable.eq(~job_valid | out.ready)
 
         # Counter state: the job about to be registered. Codes and bits are counted side
         # by side, so a job's bits are a register (no count·width product on the way).
@@ -255,8 +257,8 @@ class WireUnpacker(wiring.Component):
         job_bits = Cat(Const(0, 4), width)       # 16·width, a full job
 
         flast = hrem_small & after_zero
-        load = Signal()
-        step = Signal()
+        load = stage_enable("load")      # the counter's state takes a new frame's
+        step = stage_enable("step")      # ... or the next job's
         m.d.comb += [
             step.eq(enable & busy),
             load.eq(enable & self.desc.valid & (~busy | flast)),
@@ -371,12 +373,16 @@ class WireUnpacker(wiring.Component):
             load_or_clear(m, slot, self.i.payload.data, load=take & (wslot == k),
                           clear=self.i.payload.zero)
 
-        # The read stages: one enable, like a pipeline; a job fires into the first.
-        enable = Signal()
-        fire = Signal()
+        # The read stages: one enable, like a pipeline; a job fires into the first. They
+        # move when ``o.ready`` is high (the decoders, which move while their own output
+        # is free): no logic of their own between the decoders' enable and theirs.
+        enable = stage_enable()
+        fire = stage_enable("fire")
+        can_fire = Signal()
         m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            fire.eq(jobs.valid & (lvl >= head.need) & enable),
+            enable.eq(self.o.ready),
+            can_fire.eq(jobs.valid & (lvl >= head.need)),
+            fire.eq(can_fire & enable),
             jobs.ready.eq(fire),
         ]
         # Pointer and fill level: both candidates come from registers, fire picks one.

@@ -11,11 +11,11 @@ values past the set bits are dropped. Jobs of other codecs pass unchanged.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB
-from squeezenic_hw.gateware.common.stream import SkidBuffer
+from squeezenic_hw.gateware.common.stream import LutramFifo, SkidBuffer
 from squeezenic_hw.gateware.sparse.bits import (
     combine_onehot,
     count_onehot,
@@ -200,8 +200,7 @@ class SparseExpander(wiring.Component):
         # frame is a plain move.
         desc_layout = data.StructLayout({
             "k": unsigned(16), "skip": unsigned(6), "beats": unsigned(_BEATS_BITS)})
-        m.submodules.desc = desc_q = fifo.SyncFIFOBuffered(width=desc_layout.size,
-                                                           depth=_DESC_DEPTH)
+        m.submodules.desc = desc_q = LutramFifo(width=desc_layout.size, depth=_DESC_DEPTH)
         desc_in = data.View(desc_layout, desc_q.w_data)
         desc_out = data.View(desc_layout, desc_q.r_data)
         vk, vstart = self.vdesc.payload.k, self.vdesc.payload.start

@@ -18,6 +18,7 @@ from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     RingWrite,
 )
+from squeezenic_hw.gateware.common.stream import stage_enable
 from squeezenic_hw.spec.header import HEADER_LEN, MAX_PKT_LEN
 from squeezenic_hw.spec.threshold import payload_size
 
@@ -462,7 +463,7 @@ class SparseFrameBuilder(wiring.Component):
                     part.eq(Mux(n[:4] + st.t_a >= 16, chunk[16:], chunk[:16])),
                 ]
 
-        enable = Signal()
+        enable = stage_enable()
         o_valid = Signal()
         m.d.comb += [
             enable.eq(~o_valid | self.o.ready),

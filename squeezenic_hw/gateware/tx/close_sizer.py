@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.unit import delay_taps
 from squeezenic_hw.gateware.common.layouts import field_le, token_tag_layout
-from squeezenic_hw.gateware.common.stream import Stager, split_like
+from squeezenic_hw.gateware.common.stream import Stager, split_like, stage_enable
 from squeezenic_hw.gateware.lane.header_builder import header_request_layout
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR, HEADER_LEN
 
@@ -75,7 +75,7 @@ class TxCloseSizer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        enable = Signal()
+        enable = stage_enable()
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
         st = Stager(m, enable, reset_less=True)
         # ---- stage 0: the record and where it cuts ------------------------------------
@@ -115,8 +115,8 @@ class TxCloseSizer(wiring.Component):
         double = (((kind == RecordKind.BEAT) & cut["close2"])
                   | ((kind == RecordKind.BYPASS) & rec.mismatch))
         last_of_record = ~double | second
-        load = enable & (~rec_valid | last_of_record)
-        m.d.comb += self.i.ready.eq(load)
+        load = stage_enable("load")     # the record registers' enable (wide)
+        m.d.comb += [load.eq(enable & (~rec_valid | last_of_record)), self.i.ready.eq(load)]
         with m.If(load):
             m.d.sync += [rec_valid.eq(self.i.valid), rec.eq(self.i.payload),
                          *[cut[name].eq(value) for name, value in cut_fields.items()]]

@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.gateware.codecs.bank import bank_meta_layout
 from squeezenic_hw.gateware.codecs.unit import encoder_input_layout
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT, PackMeta
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, stage_enable
 from squeezenic_hw.spec.threshold import INDEX_LIST
 
 from .coalescer import Cut, job_record_layout
@@ -69,7 +69,7 @@ class TxJobShaper(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        enable = Signal()
+        enable = stage_enable()
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
         st = Stager(m, enable, reset_less=True)
 
@@ -90,8 +90,8 @@ class TxJobShaper(wiring.Component):
         second = Signal()           # the second job of a record that closes two frames
         double = cut["close2"]      # (a second close implies the first and a rest)
         last_of_record = ~double | second
-        load = enable & (~rec_valid | last_of_record)
-        m.d.comb += self.i.ready.eq(load)
+        load = stage_enable("load")     # the record registers' enable (wide)
+        m.d.comb += [load.eq(enable & (~rec_valid | last_of_record)), self.i.ready.eq(load)]
         with m.If(load):
             m.d.sync += [rec_valid.eq(self.i.valid), rec.eq(self.i.payload),
                          *[cut[name].eq(value) for name, value in cut_fields.items()]]

@@ -26,7 +26,7 @@ for the previous one to be sent.
 """
 
 from amaranth import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.codecs.bank import EncoderBank
@@ -37,8 +37,10 @@ from squeezenic_hw.gateware.common.layouts import (
     token_tag_layout,
 )
 from squeezenic_hw.gateware.common.stream import (
+    LutramFifo,
     check_fifo_depth,
     fifo_between,
+    fifo_with_room,
     merge_in_order,
 )
 from squeezenic_hw.gateware.lane.classifier import INPUT_QUEUE, FrameClassifier
@@ -211,12 +213,16 @@ class TxLane(wiring.Component):
         writers = {}
         job_ready = {}
         if dense:
-            m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta)
-            m.submodules.packer = packer = WirePacker(self._controller._widths)
+            m.submodules.encoders = bank = EncoderBank(dense, meta_shape=PackMeta,
+                                                       registered_ready=True)
+            m.submodules.packer = packer = WirePacker(self._controller._widths,
+                                                      registered_ready=True)
             # a FIFO between the encoders and the packer: the packer's ready (from the
-            # ring) stops there. Distributed RAM behind an output register: a skid
-            # buffer's two registers and multiplexer cost more LUTs at this width, and
-            # the packer's first stage needs a flip-flop in front of it.
+            # ring) stops there, and its room flag, a register, is the encoders' one
+            # enable (thousands of loads: no logic in front of it). Distributed RAM
+            # behind an output register: a skid buffer's two registers and multiplexer
+            # cost more LUTs at this width, and the packer's first stage needs a
+            # flip-flop in front of it.
             codes = stream.Signature(packer.i.payload.shape()).create(path=("codes",))
             m.d.comb += [
                 bank.i.payload.eq(ctrl.jobs.payload),
@@ -226,7 +232,7 @@ class TxLane(wiring.Component):
                 codes.payload.valid.eq(bank.o.payload.valid),
                 codes.payload.meta.eq(bank.o.payload.meta.user),
             ]
-            fifo_between(m, "packer_fifo", codes, packer.i, 4)
+            fifo_with_room(m, "packer_fifo", codes, packer.i, 4)
             writers[0] = packer.o
             job_ready[0] = (bank.i, bank.i.ready)
         if sparse:
@@ -301,20 +307,9 @@ class TxLane(wiring.Component):
         if self._trusted:
             m.d.comb += ctrl.bypass.ready.eq(1)   # never valid
         else:
-            # a deep queue of whole bypassed beats: block RAM
-            beats = fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass,
-                                 self._bypass_depth, block_ram=True)
-            # Their last bits also in a queue in fabric beside it: the merger's end of a
-            # frame (and the token handshake behind it) starts at a flip-flop, not at the
-            # block RAM's slow output.
-            m.submodules.bypass_lasts = lasts = fifo.SyncFIFOBuffered(
-                width=1, depth=self._bypass_depth)
-            m.d.comb += [
-                lasts.w_en.eq(ctrl.bypass.valid & beats.w_rdy),
-                lasts.w_data.eq(ctrl.bypass.payload.last),
-                lasts.r_en.eq(merger.bypass.ready & beats.r_rdy),
-                merger.bypass.payload.last.eq(lasts.r_data),
-            ]
+            # a deep queue of whole bypassed beats: block RAM, read into a register
+            fifo_between(m, "bypass_fifo", ctrl.bypass, merger.bypass, self._bypass_depth,
+                         block_ram=True)
 
         wiring.connect(m, merger.o, wiring.flipped(self.o))
         return m
@@ -334,7 +329,7 @@ class TxLane(wiring.Component):
             m.d.comb += [port.valid.eq(jobs.valid), jobs.ready.eq(ready)]
             wiring.connect(m, writers[kind], ring.i)
             return
-        order = m.submodules.frame_order = fifo.SyncFIFOBuffered(width=1, depth=16)
+        order = m.submodules.frame_order = LutramFifo(width=1, depth=16)
         pack = jobs.payload.meta.user
         kind = jobs.payload.meta.codec == THRESHOLD_ID
         is_open = Signal()          # a wire frame is open (as seen in the job stream)

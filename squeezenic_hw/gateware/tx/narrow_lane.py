@@ -45,7 +45,7 @@ protocol 17, not fragmented, ``version`` 1, ``encoded`` 0) with ``n`` ≥ 1 and
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
@@ -65,7 +65,13 @@ from squeezenic_hw.gateware.common.layouts import (
     keep_through,
     shared_ring_signature,
 )
-from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager
+from squeezenic_hw.gateware.common.stream import (
+    LutramFifo,
+    LutramQueue,
+    SkidBuffer,
+    Stager,
+    stage_enable,
+)
 from squeezenic_hw.gateware.lane.header_builder import ones_complement_fold
 from squeezenic_hw.spec.generator import (
     NARROW_LANE_CODECS,
@@ -519,7 +525,7 @@ class NarrowTxLane(wiring.Component):
         if self._latency:
             # the encoder's stages move together, whenever the last one can move on
             out_valid = Signal()
-            enable = Signal()
+            enable = stage_enable()
             m.d.comb += [enable.eq(~out_valid | skid.i.ready),
                          self.i.ready.eq(enable & ~hold)]
         else:
@@ -555,7 +561,7 @@ class NarrowTxLane(wiring.Component):
         if self._latency:
             # the fields wait in a FIFO: headers behind this one may come in before the
             # encoder hands on its item (a FIFO of 8 covers the 3 stages and the skid)
-            hf = m.submodules.header_fields = fifo.SyncFIFOBuffered(
+            hf = m.submodules.header_fields = LutramFifo(
                 width=len(fields.as_value()), depth=8)
             m.d.comb += [hf.w_data.eq(fields), hf.w_en.eq(accept & first)]
             host_in = data.View(_HeaderFields, hf.r_data)
@@ -681,7 +687,7 @@ class NarrowTxLane(wiring.Component):
         else:
             m.d.comb += level.eq(wptr - rptr)
         # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
-        tokens = m.submodules.tokens = fifo.SyncFIFO(
+        tokens = m.submodules.tokens = LutramQueue(
             width=_TOKEN_BITS - sum(len(v) for _, v in self._constant_bits),
             depth=self._token_depth)
         tokens_tight = Signal()

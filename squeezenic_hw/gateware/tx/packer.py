@@ -23,7 +23,7 @@ from squeezenic_hw.gateware.common.layouts import (
     RingWrite,
     narrow_span,
 )
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, stage_enable
 
 __all__ = ["WirePacker"]
 
@@ -69,6 +69,10 @@ class WirePacker(wiring.Component):
     widths : iterable of int
         The code widths (1…32) to support. Compaction logic is built only for
         these; a job with another ``width`` counts as a job with no codes.
+    registered_ready : bool
+        The stages advance on ``o.ready`` alone (``i.ready = o.ready``), for a consumer
+        whose ready is a register (the :class:`~.ring.WireRing`'s): the stages' enable
+        is then that register, with no logic in front of its thousands of loads.
 
     Attributes
     ----------
@@ -89,7 +93,8 @@ class WirePacker(wiring.Component):
     at most one output item of up to two beats per cycle; a frame's beats
     come as fast as its codes arrive.
     Backpressure: when ``o.valid & ~o.ready`` the whole pipeline holds
-    (``i.ready = ~o.valid | o.ready``); nothing is dropped or reordered. Jobs
+    (``i.ready = ~o.valid | o.ready``; with ``registered_ready`` it holds while
+    ``~o.ready``, ``i.ready = o.ready``); nothing is dropped or reordered. Jobs
     that give no output item never hold it.
 
     Resources (yosys ``synth_xilinx``, widths 1…16 and 32): about 7.2 k LUT,
@@ -106,8 +111,11 @@ class WirePacker(wiring.Component):
 
     LATENCY = 5
 
-    def __init__(self, widths):
+    def __init__(self, widths, *, registered_ready=False):
         self._widths = _check_widths(widths)
+        if not isinstance(registered_ready, bool):
+            raise ValueError(f"registered_ready must be a bool, got {registered_ready!r}")
+        self._registered_ready = registered_ready
         super().__init__({
             "i": In(stream.Signature(encoder_output_layout(32, PackMeta))),
             "o": Out(stream.Signature(RingWrite)),
@@ -134,6 +142,17 @@ class WirePacker(wiring.Component):
             for k, w in enumerate(self._widths)), 0))
         return out
 
+    def _enable(self, m):
+        """The stages' one enable, and ``i.ready``: ``o.ready`` itself with
+        ``registered_ready`` (a register when the ring's is), else ``~o.valid | o.ready``."""
+        enable = stage_enable()
+        m.d.comb += [
+            enable.eq(self.o.ready if self._registered_ready
+                      else ~self.o.valid | self.o.ready),
+            self.i.ready.eq(enable),
+        ]
+        return enable
+
     @property
     def word_gearbox(self):
         """Whether the packer is built as a word gearbox: one width, a power of two 1…16."""
@@ -143,11 +162,7 @@ class WirePacker(wiring.Component):
         if self.word_gearbox:
             return self._elaborate_gearbox()
         m = Module()
-        enable = Signal()
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-        ]
+        enable = self._enable(m)
         # datapath registers take no reset: only the valid bits, the fill count and the
         # partial beat (state the next job reads) do
         stager = Stager(m, enable, reset_less=True)
@@ -296,11 +311,7 @@ class WirePacker(wiring.Component):
         word_bits = n_lanes * w
         slots = BEAT_BITS // word_bits
         slot_bits = (slots - 1).bit_length()
-        enable = Signal()
-        m.d.comb += [
-            enable.eq(~self.o.valid | self.o.ready),
-            self.i.ready.eq(enable),
-        ]
+        enable = self._enable(m)
         stager = Stager(m, enable, reset_less=True)
 
         # --- Stage 0: side-band; a job of another width carries no codes. ---
@@ -370,6 +381,15 @@ class WirePacker(wiring.Component):
         s2_hi = stager.reg(shifted[word_bits:], name="s2_hi")
         s2_b = stager.reg(s1_b, name="s2_b")
         s2 = {name: stager.reg(value, name=f"s2_{name}") for name, value in s1.items()}
+        # which slots the job's words load, decoded a stage ahead; the parity of its
+        # first slot (the select of every slot's word) in a register of its own, copied
+        # by Vivado for its hundreds of loads
+        next_slot = (s1["slot"] + 1)[:slot_bits] if slot_bits else Const(0, 1)
+        s2_load0 = stager.reg(Cat(s1["word0"] & (s1["slot"] == k) for k in range(slots)),
+                              name="s2_load0")
+        s2_load1 = stager.reg(Cat(s1["word1"] & ~s1["wrap"] & (next_slot == k)
+                                  for k in range(slots)), name="s2_load1")
+        odd = stager.reg(s1["slot"][0], name="s2_odd", fanout=True)
 
         # --- Stage 3: merge with the residual; words into their slots. ---
         res = Signal(word_bits)     # the open frame's codes not in a whole word, from lane 0
@@ -379,15 +399,12 @@ class WirePacker(wiring.Component):
             m.d.sync += res.eq(Mux(s2["close"], s2_b, Mux(s2["full"], s2_hi, merged)))
         # Slots of even index load word 0 or 1, whichever goes to an even slot (and odd
         # likewise): each slot register has one data source.
-        odd = s2["slot"][0]
         lane_even = Mux(odd, s2_hi, merged)
         lane_odd = Mux(odd, merged, s2_hi)
         beat = [Signal(word_bits, name=f"slot{k}") for k in range(slots)]
         emit_q = Signal()           # the beat (slots as written last cycle) goes out now
-        next_slot = (s2["slot"] + 1)[:slot_bits] if slot_bits else Const(0, 1)
         for k, reg in enumerate(beat):
-            we = s2_valid & ((s2["word0"] & (s2["slot"] == k))
-                             | (s2["word1"] & ~s2["wrap"] & (next_slot == k)))
+            we = s2_valid & (s2_load0[k] | s2_load1[k])
             with m.If(enable):
                 with m.If(we):
                     m.d.sync += reg.eq(lane_odd if k % 2 else lane_even)

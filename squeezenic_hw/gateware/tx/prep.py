@@ -31,7 +31,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_le,
     header_bytes,
 )
-from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.gateware.common.stream import Stager, stage_enable
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.control import code_width_of
 from squeezenic_hw.spec.codecs import THRESHOLD_ID
@@ -162,7 +162,7 @@ class TxBeatPrep(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         layout = prepared_beat_layout()
-        enable = Signal()
+        enable = stage_enable()
         m.d.comb += enable.eq(~self.o.valid | self.o.ready)
         st = Stager(m, enable, reset_less=True)
 

@@ -14,6 +14,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import RingRead, RingWrite
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT, stage_enable
 
 __all__ = ["WireRing", "ring_depth"]
 
@@ -59,9 +60,10 @@ class WireRing(wiring.Component):
 
     Notes
     -----
-    Latency: 2 cycles from the write that commits a frame to the first of its
+    Latency: 3 cycles from the write that commits a frame to the first of its
     beats on ``o``, when nothing is ahead of it (commit write accepted in cycle
-    ``t``, the beat transfers in cycle ``t + 2``).
+    ``t``, read in ``t + 1``, the beat in the output registers and transferable in
+    cycle ``t + 3``).
 
     Throughput: one write (up to two beats) in per cycle, one beat out per cycle,
     back to back, while committed beats are stored. A frame takes a slot per write
@@ -69,16 +71,18 @@ class WireRing(wiring.Component):
     and frames written at up to one beat per cycle the writer never stalls.
 
     Backpressure: while ``o.valid & ~o.ready``, ``o.payload`` holds; nothing is
-    lost. The beat on ``o`` is the output of the read port that read it: a read
-    port holds its data while its enable is low, so no prefetch register stands
-    between the banks and the reader. The next read is
-    issued when ``o`` is empty or taken (combinationally from ``o.ready``, as in a
-    first-word-fall-through FIFO). A full ring drops ``i.ready``; writes wait,
-    nothing is overwritten.
+    lost. The beat on ``o`` is in the output register of the bank that read it (block
+    RAM's read data feeds no logic; Vivado puts these registers in the RAMs as their
+    ``DOB_REG``); the beat read behind it waits on its read port, which holds its data
+    while its enable is low. The next read is issued when the read port is free or its
+    beat moves on (combinationally from ``o.ready``, as in a first-word-fall-through
+    FIFO). A full ring drops ``i.ready``; writes wait, nothing is overwritten.
 
     Resources: ``2 * depth * 512`` bits of block RAM (the same block RAM count as
-    ``depth * 512``, up to 512 beats a bank), ``depth`` bits of distributed RAM,
-    three slot pointers of ``log2(depth)+1`` bits; no multiplexer on the data.
+    ``depth * 512``, up to 512 beats a bank) with their output registers (2 × 512
+    flip-flops in Yosys's count, inside the RAMs in Vivado's), ``depth`` bits of
+    distributed RAM, three slot pointers of ``log2(depth)+1`` bits; no multiplexer on
+    the data.
     """
 
     def __init__(self, max_frame_beats):
@@ -95,7 +99,7 @@ class WireRing(wiring.Component):
     @property
     def latency(self):
         """Cycles from the committing write to the frame's first beat on ``o``."""
-        return 2
+        return 3
 
     def elaborate(self, platform):
         m = Module()
@@ -117,7 +121,7 @@ class WireRing(wiring.Component):
         # ``i.ready`` is a register: two slots free in the cycle before leave one now,
         # whatever that cycle wrote (one slot at most).
         used = Signal(abits + 1)
-        room = Signal(init=1)   # empty after reset
+        room = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})   # empty after reset
         m.d.comb += [
             used.eq(ws - rs),
             self.i.ready.eq(room),
@@ -146,40 +150,48 @@ class WireRing(wiring.Component):
             with m.If(self.i.payload.commit):
                 m.d.sync += cs.eq(ws + fills)
 
-        # ---- read side: one beat held on a read port --------------------
+        # ---- read side: a beat on a read port, then in the output registers ----
         # Reads only touch committed slots (< cs <= ws) and writes only free ones, so a
-        # read and a write never meet on one address.
+        # read and a write never meet on one address. Block RAM's read data feeds no
+        # logic: each bank's read goes straight into an output register (the RAM's
+        # ``DOB_REG`` in Vivado), from which the reader's multiplexer picks the bank.
         half = Signal()          # the next beat to read is the slot's second (bank 1)
         held = Signal()          # a beat is on the read port of bank ``held_bank``
         held_bank = Signal()
-        take = Signal()
+        out_valid = Signal()     # a beat is in the output registers, of bank ``out_bank``
+        out_bank = Signal()
+        out_moves = Signal()     # the output registers take the beat on the read port
         issue = Signal()
         second_r = second.read_port(domain="comb")
         m.d.comb += [
             second_r.addr.eq(rs[:abits]),
-            take.eq(self.o.valid & self.o.ready),
-            issue.eq((rs != cs) & (~held | take)),
+            out_moves.eq(~out_valid | self.o.ready),
+            issue.eq((rs != cs) & (~held | out_moves)),
         ]
-        rdata = []
         for b, mem in enumerate(banks):
             port = mem.read_port(domain="sync")
+            out = Signal(_BEAT, name=f"out{b}", reset_less=True)
             m.d.comb += [
                 port.addr.eq(rs[:abits]),
                 port.en.eq(issue & (half == b)),
+                self.o.payload.banks[b].eq(out),
             ]
-            rdata.append(port.data)
+            load = stage_enable(f"load{b}")     # the bank's output register (512 loads)
+            m.d.comb += load.eq(out_moves & held & (held_bank == b))
+            with m.If(load):
+                m.d.sync += out.eq(port.data)
         with m.If(issue):
             m.d.sync += [held.eq(1), held_bank.eq(half)]
             with m.If(~half & second_r.data):
                 m.d.sync += half.eq(1)
             with m.Else():
                 m.d.sync += [half.eq(0), rs.eq(rs + 1)]
-        with m.Elif(take):
+        with m.Elif(out_moves):
             m.d.sync += held.eq(0)
+        with m.If(out_moves):
+            m.d.sync += [out_valid.eq(held), out_bank.eq(held_bank)]
         m.d.comb += [
-            self.o.valid.eq(held),
-            self.o.payload.banks[0].eq(rdata[0]),
-            self.o.payload.banks[1].eq(rdata[1]),
-            self.o.payload.bank.eq(held_bank),
+            self.o.valid.eq(out_valid),
+            self.o.payload.bank.eq(out_bank),
         ]
         return m

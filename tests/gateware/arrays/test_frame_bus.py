@@ -50,7 +50,7 @@ class _Bus(wiring.Component):
             m.submodules[f"ring{c}"] = ring
             for j, lane in enumerate(self.lanes[c * self.cluster:(c + 1) * self.cluster]):
                 wiring.connect(m, lane.ring, ring.lanes[j])
-            m.d.comb += self.arbiter.rows[c].eq(ring.o)
+            m.d.comb += [self.arbiter.rows[c].eq(ring.o), ring.en.eq(self.arbiter.en)]
         wiring.connect(m, self.arbiter.o, self.finisher.i)
         wiring.connect(m, self.finisher.o, wiring.flipped(self.o))
         return m

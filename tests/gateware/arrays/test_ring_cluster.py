@@ -1,7 +1,8 @@
 # amaranth: UnusedElaboratable=no
 """RingCluster: the turns go round the lanes one a cycle; a lane's ready halves are
-written to its own region in its turn; a read returns the row a lane addressed, a cycle
-later, and zero when no lane addresses one. (Lanes on a cluster, against the reference:
+written to its own region in its turn; a read returns the row a lane addressed two cycles
+later (the RAM, then its output register, which holds while ``en`` is low), and zero when
+no lane addresses one. (Lanes on a cluster, against the reference:
 ``test_frame_bus.py``.)"""
 
 import numpy as np
@@ -19,7 +20,7 @@ def _drive(g, rows, seed):
     rng = np.random.default_rng(seed)
     dut = RingCluster(g, rows)
     model = {}
-    turns, reads, idle = [], {}, []
+    turns, reads, idle, held = [], {}, [], []
 
     async def bench(ctx):
         for _ in range(12 * g):
@@ -43,14 +44,21 @@ def _drive(g, rows, seed):
             await ctx.tick()
         for lane in dut.lanes:
             ctx.set(lane.w_en, 0)
+        ctx.set(dut.en, 1)
         for k, lane in enumerate(dut.lanes):
             for addr in range(rows):
                 ctx.set(lane.r_addr, addr)
                 ctx.set(lane.r_en, 1)
-                await ctx.tick()
+                await ctx.tick()            # the RAM reads the row
                 ctx.set(lane.r_addr, rows - 1)
                 ctx.set(lane.r_en, 0)
+                await ctx.tick()            # the output register takes it
                 reads[(k, addr)] = ctx.get(dut.o)
+                # while ``en`` is low the output register holds the row
+                ctx.set(dut.en, 0)
+                await ctx.tick().repeat(2)
+                held.append(ctx.get(dut.o) == reads[(k, addr)])
+                ctx.set(dut.en, 1)
                 await ctx.tick()
                 idle.append(ctx.get(dut.o))
 
@@ -59,18 +67,19 @@ def _drive(g, rows, seed):
     sim.add_testbench(bench)
     sim.run()
     want = {key: half[0] | half[1] << HALF for key, half in model.items()}
-    return turns, want, reads, idle
+    return turns, want, reads, idle, held
 
 
 @pytest.mark.parametrize("g,rows", [(1, 4), (3, 4), (4, 8)])
 def test_ring_cluster_writes_in_turns_and_reads_rows(g, rows):
-    turns, want, reads, idle = _drive(g, rows, seed=g)
+    turns, want, reads, idle, held = _drive(g, rows, seed=g)
     assert turns == [k % g for k in range(len(turns))]
     assert want
     for (k, addr), value in reads.items():
         assert value == want.get((k, addr), 0), (k, addr)
     # no lane reads: the last row of the last region, never written, reads zero
     assert idle == [0] * len(idle)
+    assert held and all(held)
 
 
 @pytest.mark.parametrize("kw", [dict(n_lanes=0, rows=32), dict(n_lanes=17, rows=32),

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """BlockRamFifo: the queue of a SyncFIFOBuffered (same order, levels and ready/valid under
-random writes and reads), with its storage in block RAM."""
+random writes and reads), with its storage in block RAM and its read data registered."""
 
 import random
 from collections import deque
@@ -15,7 +15,7 @@ from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.stream import BlockRamFifo, fifo_between
 
 
-@pytest.mark.parametrize("width,depth", [(8, 2), (33, 5), (625, 64)])
+@pytest.mark.parametrize("width,depth", [(8, 3), (33, 5), (625, 64)])
 def test_queue_under_random_writes_and_reads(width, depth):
     dut = BlockRamFifo(width=width, depth=depth)
     rng = random.Random(width + depth)
@@ -53,6 +53,36 @@ def test_queue_under_random_writes_and_reads(width, depth):
     assert counts["read"] > 300 and counts["full"] > 0
 
 
+def test_one_entry_per_cycle_once_filled():
+    """Written and read every cycle: each entry is out three cycles after it went in
+    (the RAM, its read port, the output register) and one leaves every cycle."""
+    dut = BlockRamFifo(width=16, depth=8)
+    outs = []
+
+    async def bench(ctx):
+        ctx.set(dut.r_en, 1)
+        ctx.set(dut.w_en, 1)
+        for t in range(40):
+            ctx.set(dut.w_data, t)
+            await ctx.delay(1e-9)
+            assert ctx.get(dut.w_rdy)
+            if ctx.get(dut.r_rdy):
+                outs.append((t, ctx.get(dut.r_data)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert outs == [(t, t - 3) for t in range(3, 40)]
+
+
+@pytest.mark.parametrize("depth", [2, 0, True, 4.0])
+def test_rejects_a_depth_under_three(depth):
+    with pytest.raises(ValueError, match="depth"):
+        BlockRamFifo(width=8, depth=depth)
+
+
 class _Queue(wiring.Component):
     def __init__(self):
         super().__init__({"i": In(stream.Signature(625)), "o": Out(stream.Signature(625))})
@@ -64,6 +94,9 @@ class _Queue(wiring.Component):
 
 
 def test_storage_is_block_ram(tmp_path):
-    result = synth.synthesize(_Queue(), name="q", workdir=tmp_path)
+    result = synth.synthesize(_Queue(), name="q", workdir=tmp_path, timing=True)
     # 64 × 625 bits: RAMB36s, where SyncFIFOBuffered's storage is 89 RAM64M8
     assert result.bram > 0 and result.lutram == 0
+    # the read data goes straight into the output register, no logic before it
+    assert result.timing.bram_reads_into_logic == ()
+    assert result.timing.ram_output_ffs == 625

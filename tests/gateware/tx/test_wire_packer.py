@@ -167,8 +167,8 @@ def dut_frames(outputs):
 
 # ----------------------------------------------------------------------------- driver
 
-def check(widths, jobs, *, idle, backpressure, seed):
-    dut = shared(WirePacker, widths)
+def check(widths, jobs, *, idle, backpressure, seed, registered_ready=False):
+    dut = shared(WirePacker, widths, registered_ready=registered_ready)
     items = model_items(jobs)
     expected = model_frames(jobs)
     trace = {"accept": [], "out": []}
@@ -178,6 +178,8 @@ def check(widths, jobs, *, idle, backpressure, seed):
         while True:
             _, _, iv, ir, ov, orr = await ctx.tick().sample(
                 dut.i.valid, dut.i.ready, dut.o.valid, dut.o.ready)
+            if registered_ready:
+                assert ir == orr, "i.ready is not o.ready"
             t += 1
             if iv and ir:
                 trace["accept"].append(t)
@@ -342,6 +344,20 @@ def test_full_rate_with_closes_every_job():
     jobs += [job(w, [rng.getrandbits(w)], close_end=True) for w in (1, 9, 16, 32) * 5]
     run = check(LANE_WIDTHS, jobs, idle=0, backpressure=0, seed=3)
     assert run.max_ready_streak == len(run.outputs)
+
+
+@pytest.mark.parametrize("widths", [LANE_WIDTHS, [4]], ids=["general", "gearbox"])
+@pytest.mark.parametrize("mode", range(len(MODES)))
+def test_registered_ready_advances_on_o_ready_alone(widths, mode):
+    """With ``registered_ready`` the stages move exactly when ``o.ready`` is high
+    (``i.ready`` is ``o.ready``, every cycle): the same frames and items."""
+    idle, backpressure = MODES[mode]
+    seed = 71 + mode
+    jobs = random_jobs(random.Random(seed), sorted(widths), n_frames=20, max_len=500)
+    check(widths, jobs, idle=idle, backpressure=backpressure, seed=seed,
+          registered_ready=True)
+    with pytest.raises(ValueError, match="registered_ready"):
+        WirePacker(widths, registered_ready=1)
 
 
 def test_unbuilt_width_carries_nothing():

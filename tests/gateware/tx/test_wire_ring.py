@@ -258,8 +258,11 @@ def test_verilog():
 def test_banks_are_block_ram(tmp_path):
     # the default MTU's ring: 64 slots, two banks of 64 beats, which Yosys would otherwise
     # put in distributed RAM; only the slots' 1-bit second-beat flags are (one cell)
-    result = synth.synthesize(WireRing(23), name="wire_ring", workdir=tmp_path)
+    result = synth.synthesize(WireRing(23), name="wire_ring", workdir=tmp_path, timing=True)
     assert result.bram > 0 and result.lutram == 1
+    # each bank's read goes straight into its output register (the RAM's DOB_REG)
+    assert result.timing.bram_reads_into_logic == ()
+    assert result.timing.ram_output_ffs == 2 * 512
     # no write multiplexer: the LUTs are the read side's 512-bit bank select and the
     # pointers
     assert result.lut < 600
