@@ -312,6 +312,10 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 PAGE_NAME = re.compile(r"`(docs/[\w-]+\.md)(?:#[\w-]*)?`")
+# A repository path in backquotes: `tests/sim/test_lane.py`, `gateware/tx/lane.py` (in the package).
+REPO_PATH = re.compile(r"`((?:squeezenic_hw|tests|bench|\.ci|gateware|sim|flows|spec|reference"
+                       r"|regmap|build|cli|model|platforms)/[^`\s]*)`")
+PLACEHOLDER = re.compile(r"[*{}<>…|]|\b[A-Z]\b|test_[A-Z]\b")
 
 
 def _anchor(heading):
@@ -358,3 +362,28 @@ def test_anchors_are_githubs():
     assert _anchor("`squeezenic-hw throughput`") == "squeezenic-hw-throughput"
     assert _anchor("Measurement runs and the arrays") == "measurement-runs-and-the-arrays"
     assert _anchor("The TX lane (`gateware/tx/lane.py`)") == "the-tx-lane-gatewaretxlanepy"
+
+
+def _named_path_exists(path):
+    """Whether a path a page names is in the repository (a package path without
+    ``squeezenic_hw/``; ``build/`` alone is the generated output's folder)."""
+    path = path.split("::")[0].rstrip("/")
+    top = path.partition("/")[0]
+    if top in ("squeezenic_hw", "tests", "bench", ".ci"):
+        return (ROOT / path).exists()
+    if top == "build" and not path.endswith(".py"):
+        return True
+    return (PACKAGE / path).exists()
+
+
+def test_every_path_the_pages_name_exists():
+    missing = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in REPO_PATH.finditer(text):
+            if not PLACEHOLDER.search(match[1]) and not _named_path_exists(match[1]):
+                line = text.count("\n", 0, match.start()) + 1
+                missing.append(f"{page.relative_to(ROOT)}:{line}: {match[1]}")
+    assert not missing, "paths named in the pages that are not in the repository:\n" + "\n".join(
+        missing)
+
