@@ -1,4 +1,5 @@
-"""The docs' references: Sphinx cross-references in docstrings and ``docs/``, links between pages.
+"""The docs' references: Sphinx cross-references in docstrings and ``docs/``, links between
+pages, and the repository paths the pages name.
 
 A cross-reference (``:class:`~.tx.lane.TxLane```, ``:func:`squeezenic_hw.flows.timing.estimate```)
 is resolved the way Sphinx's Python domain resolves it, against an inventory of the package
