@@ -266,8 +266,10 @@ def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
     How many entries are held is the difference of two counters, one counting writes
     (``do_write``) and one reads (``do_read``), each a register that adds one on its
     enable, not a level that a late ``do_read`` chooses to raise or lower: a late enable
-    then only reaches the counters' clock enables, never a carry chain. ``held``,
-    ``nonempty`` and ``full`` come from those registers alone."""
+    then only reaches the counters' clock enables, never a carry chain. ``held`` and
+    ``nonempty`` come from those registers alone; ``full`` is a register of its own (the
+    write side's ready: no carry chain in front of it), set by a write without a read
+    when ``depth - 1`` are held and cleared by a read without a write."""
     count_bits = depth.bit_length() + 1           # holds 0 … depth, wrapping by itself
     storage = Memory(shape=unsigned(width), depth=depth, init=[], attrs=attrs or {})
     m.submodules.storage = storage
@@ -284,7 +286,6 @@ def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
     m.d.comb += [
         held.eq(written - taken),
         nonempty.eq(written != taken),
-        full.eq(held == depth),
         write.addr.eq(produce),
         write.data.eq(w_data),
         write.en.eq(do_write),
@@ -296,6 +297,10 @@ def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
         m.d.sync += [produce.eq(_next(produce, depth)), written.eq(written + 1)]
     with m.If(do_read):
         m.d.sync += [consume.eq(_next(consume, depth)), taken.eq(taken + 1)]
+    with m.If(do_write & ~do_read):
+        m.d.sync += full.eq(held == depth - 1)
+    with m.Elif(do_read & ~do_write):
+        m.d.sync += full.eq(0)
     return w_data, read.data, held, nonempty, full
 
 

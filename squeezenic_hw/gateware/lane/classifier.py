@@ -20,7 +20,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_le,
 )
 from squeezenic_hw.gateware.common.stream import (
-    LutramQueue,
+    LutramFifo,
     Stager,
     lutram_delay,
     split_like,
@@ -173,11 +173,12 @@ class FrameClassifier(wiring.Component):
     included. Backpressure: when ``o.valid & ~o.ready`` the whole pipeline
     holds (``i.ready = o.ready | ~o.valid``, one LUT from ``o.ready``);
     nothing is dropped or reordered and bubbles inside the pipeline are
-    squeezed out while the output waits (with ``depth``: latency 6, the tags'
-    FIFO between stage 5 and ``o``; backpressure fills the queue, then drops
-    ``i.ready``). Only the valid bits and the
-    frame-start flag are reset. Resources: a beat of registers, the fields stage 2
-    reads, and the beat's four further stages in distributed RAM
+    squeezed out while the output waits (with ``depth``: latency 7, the beats
+    and the tags each in a queue with a registered read (distributed RAM, then a
+    register), the tags' between stage 5 and ``o``, so that logic behind ``o``
+    starts at flip-flops; backpressure fills the queues, then drops ``i.ready``).
+    Only the valid bits and the frame-start flag are reset. Resources: a beat of
+    registers, the fields stage 2 reads, and the beat's four further stages in distributed RAM
     (:func:`lutram_delay`), on RX one 16×6 and
     (with ``threshold``) one 16×16 multiplier in DSP slices, each with input,
     M and P registers; a few hundred LUTs of compares.
@@ -200,7 +201,7 @@ class FrameClassifier(wiring.Component):
 
     @property
     def latency(self):
-        return self.LATENCY if self.depth is None else self.LATENCY + 1
+        return self.LATENCY if self.depth is None else self.LATENCY + 2
 
     def _codec_fields(self, m, codec, param):
         """``(codec_bad, param_bad, bits)`` for the header's codec byte and parameter."""
@@ -242,8 +243,8 @@ class FrameClassifier(wiring.Component):
             ]
         else:
             # the beats wait in a queue from the input on; the checks never stall
-            m.submodules.beat_queue = queue = LutramQueue(width=len(self.i.payload.as_value()),
-                                                            depth=self.depth)
+            m.submodules.beat_queue = queue = LutramFifo(width=len(self.i.payload.as_value()),
+                                                           depth=self.depth)
             m.d.comb += [
                 enable.eq(1),
                 self.i.ready.eq(queue.w_rdy),
@@ -386,7 +387,7 @@ class FrameClassifier(wiring.Component):
         # The tags into a queue of their own as they come; a beat leaves with its tags
         # (the tag queue never holds more than the beat queue).
         packed = Cat(*tags.values())
-        m.submodules.tag_queue = tag_queue = LutramQueue(width=len(packed), depth=self.depth)
+        m.submodules.tag_queue = tag_queue = LutramFifo(width=len(packed), depth=self.depth)
         take = self.o.valid & self.o.ready
         m.d.comb += [
             tag_queue.w_en.eq(valid5),

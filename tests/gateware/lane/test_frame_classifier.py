@@ -326,9 +326,9 @@ def test_full_rate(lane):
     assert run.latency == dut.LATENCY == 5
     assert run.max_ready_streak == n_beats
     assert run.cycles == n_beats + dut.LATENCY
-    # as a queue (the lanes): one cycle more, still one beat per cycle
+    # as a queue (the lanes): two cycles more (a registered read), still one beat per cycle
     run, dut, n_beats, _ = check_classifier(lane, frames, seed=5, depth=8)
-    assert run.latency == dut.latency == 6
+    assert run.latency == dut.latency == 7
     assert run.max_ready_streak == n_beats
 
 
