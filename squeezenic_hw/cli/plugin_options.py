@@ -71,7 +71,7 @@ def gen_codecs_option(args):
 
 def plugin_params(args, host_bw):
     """The ``PluginParams`` of the options (``host_bw`` when ``--host-bw`` is not given)."""
-    from squeezenic_hw.regmap.plugin import PluginParams
+    from squeezenic_hw.build.params import PluginParams
 
     if args.host_bw is not None:
         host_bw = int_option(args, "host-bw")

@@ -15,12 +15,12 @@ import platform as _platform
 from pathlib import Path
 
 from squeezenic_hw import __version__
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.collector import to_verilog
 from squeezenic_hw.gateware.opennic.passthrough_322mhz import MODULE_NAME_322, OpenNic322PassThrough
 from squeezenic_hw.gateware.opennic.plugin import MODULE_NAME, OpenNicPlugin, opennic_ports
-from squeezenic_hw.regmap.plugin import PluginParams, build_constants
+from squeezenic_hw.regmap.plugin import build_constants
 from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.generator import narrow_lane_settings
 
 __all__ = ["write_opennic_plugin", "plugin_verilog", "user_plugin_inst", "lane_summary",
            "PLUGIN_FILES", "GEN_LANE_MODULE"]
@@ -146,7 +146,7 @@ def lane_summary(params):
                             "check and bypass"},
            "generator": {"count": p.gen_lanes, "codecs": list(p.gen_codecs),
                          "module": GEN_LANE_MODULE if p.gen_lanes else None,
-                         "held": narrow_lane_settings(p.gen_codecs) if p.gen_lanes else None,
+                         "held": p.gen_held,
                          "what": "on-chip generator → TX lane, merged onto interface 0's "
                                  "wire"},
            "loopback": {"count": p.rx_lanes, "codecs": list(p.gen_codecs) if p.rx_lanes

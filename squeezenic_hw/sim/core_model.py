@@ -24,6 +24,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.collector import collector_paused, to_verilog
 from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane
 from squeezenic_hw.gateware.arrays.source_port_splitter import is_generator_frame
@@ -31,7 +32,7 @@ from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
 from squeezenic_hw.gateware.common.layouts import axis_signature
 from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
 from squeezenic_hw.reference import lane as lane_reference
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import plugin_register_map
 
 from .axil import axil_read, axil_write
 from .axis import AxisFrame, FrameSink, FrameSource

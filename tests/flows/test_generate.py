@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from shared_plugins import LOOPBACK_PLUGIN
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.cli import main
 from squeezenic_hw.flows import opennic
 from squeezenic_hw.flows.opennic import GEN_LANE_MODULE, PLUGIN_FILES, write_opennic_plugin
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT
 from squeezenic_hw.gateware.opennic.plugin import opennic_ports
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import plugin_register_map
 
 #: The project's record of the OpenNIC box_250mhz user-plugin ports (its "Ports" table).
 PORT_TABLE_DOC = Path(__file__).resolve().parents[2] / "docs" / "opennic.md"

@@ -8,7 +8,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.codecs import DEFAULT_CODECS, codec_info
-from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
 
 from .policy import codec_name, ordered_codecs
@@ -262,7 +261,7 @@ def _lookup(obj, path):
 
 
 def _plugin_params(args):
-    from squeezenic_hw.regmap.plugin import PluginParams
+    from squeezenic_hw.build.params import PluginParams
     return PluginParams(**{k: v for k, v in args.items()})
 
 
@@ -299,10 +298,9 @@ def plugin_blocks(params):
                   port=p.port), intf),
     ]
     if n:
-        narrow = narrow_lane_settings(p.gen_codecs)
         out.append((Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
                              max_elements=DEFAULT_HOST_ELEMENTS), n))
-        if narrow is not None:
+        if p.gen_held is not None:
             from squeezenic_hw.gateware.arrays.lane_arrays import (
                 finisher_code_bits,
                 shared_rings,

@@ -4,7 +4,7 @@ M RX lanes → M checkers.
 ``host_bw`` in Gb/s (a multiple of 100 from 100 to 6400) gives
 ``N = host_bw / 100`` generator lanes of 512 bits at 250 MHz (:func:`lanes_for`).
 The RX array has ``M`` ≤ N lanes (default N): a wire expands to as many lanes as
-its codec's ratio asks (:func:`~squeezenic_hw.regmap.codec_choice.loopback_lanes`).
+its codec's ratio asks (:func:`~squeezenic_hw.build.codec_choice.loopback_lanes`).
 
 * :class:`TxArray`: lane ``k``'s :class:`GeneratorLane` (a
   :class:`~.gradient_generator.GradientGenerator` feeding a
@@ -38,6 +38,7 @@ from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.build.codec_choice import gen_lanes_trusted
 from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
@@ -50,7 +51,6 @@ from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_lane_sizes
-from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header, build_wire_frame
 from squeezenic_hw.spec.generator import narrow_lane_settings

@@ -21,6 +21,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
 from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane, RxArray, TxArray
 from squeezenic_hw.gateware.arrays.source_port_splitter import SourcePortSplitter
@@ -33,7 +34,6 @@ from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.regmap.plugin import (
     CHECKER_COUNTERS,
     GENERATOR_REGISTERS,
-    PluginParams,
     build_constants,
     plugin_register_map,
 )

@@ -29,10 +29,10 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.gateware.axil.bus import AXIL_SLAVE_PORTS, connect_flat_slave
 from squeezenic_hw.gateware.axil.clock_bridge import AxiLiteClockBridge
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT
-from squeezenic_hw.regmap.plugin import PluginParams
 
 from .core import SqueezeNicCore
 
