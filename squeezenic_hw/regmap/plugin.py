@@ -26,7 +26,7 @@ from squeezenic_hw.spec.generator import GeneratorConfig, config_values
 
 from .registers import RegisterMap
 
-__all__ = ["plugin_register_map", "PLUGIN_ID", "version_word",
+__all__ = ["plugin_register_map", "held_registers", "PLUGIN_ID", "version_word",
            "GENERATOR_REGISTERS", "generator_settings", "CHECKER_COUNTERS", "GLOBAL_BASE",
            "GENERATOR_BASE", "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE"]
 
@@ -105,11 +105,12 @@ def plugin_register_map(params):
         defaults = _generator_defaults()
         rm.add("gen_start", access="rw", width=1, offset=GENERATOR_BASE, group=g,
                doc="1: generators run (0 stops them at a frame boundary)")
-        held = _held_by_lanes(p)
+        held = held_registers(p)
         for name, width, doc in GENERATOR_REGISTERS:
-            if name in held:
-                doc = f"{doc}; {held[name]}"
-            rm.add(f"gen_{name}", access="rw", width=width, reset=defaults[name], doc=doc,
+            register = f"gen_{name}"
+            if register in held:
+                doc = f"{doc}; {held[register]}"
+            rm.add(register, access="rw", width=width, reset=defaults[name], doc=doc,
                    group=g)
         rm.add("gen_close", access="w1p", width=1, group=g,
                doc="close every generator lane's open wire frame now")
@@ -143,22 +144,25 @@ def plugin_register_map(params):
     return rm
 
 
-def _held_by_lanes(params):
-    """What the generator lanes of a narrow build run whatever their registers say
-    (``params.gen_held``): register name → note."""
+def held_registers(params):
+    """The generator registers whose writes the generator lanes of a narrow build do not
+    follow (``params.gen_held``), in register order: register name → what the lanes send
+    instead. Empty for wide lanes or none."""
     fixed = params.gen_held
     if fixed is None:
         return {}
     spec = params.gen_codecs[0]
-    held = {"codec": f"this build's generators send {spec} (codec {fixed['codec']}) whatever "
-                     "is written"}
+    held = {"gen_codec": f"this build's generators send {spec} (codec {fixed['codec']}) "
+                         "whatever is written"}
     if fixed["param"] is not None:
-        held["param"] = f"this build's generators send {fixed['param']} whatever is written"
+        held["gen_param"] = (f"this build's generators send {fixed['param']} whatever is "
+                             "written")
     if fixed["deterministic"]:
-        held["stochastic"] = "this build's generators send 0 (nearest) whatever is written"
+        held["gen_stochastic"] = ("this build's generators send 0 (nearest) whatever is "
+                                  "written")
     if fixed["pow2_scale"]:
-        held["scale"] = ("this build's generators send its sign and exponent only, a power "
-                         "of two (fraction bits cleared, a NaN kept)")
+        held["gen_scale"] = ("this build's generators send its sign and exponent only, a "
+                             "power of two (fraction bits cleared, a NaN kept)")
     return held
 
 
