@@ -226,6 +226,11 @@ def test_verilator_lints_both_modules(plugin_dirs, n):
     (["--host-bw", "400", "--gen-codecs", "nope"], "--gen-codecs: codec 'nope'"),
     (["--host-bw", "400", "--gen-codecs", "sign:3"], "--gen-codecs: codec 'sign' takes no"),
     (["--target", "u280", "--loopback"], "--gen-codecs and --loopback apply to"),
+    # the u280 target checks its options as the plugin's build does
+    (["--target", "u280", "--port", "0"], "--port must be"),
+    (["--target", "u280", "--idle-timeout", "-1"], "--idle-timeout must be"),
+    (["--target", "u280", "--host-bw", "0x"], "--host-bw: expected an integer"),
+    (["--target", "u280", "--codecs", ","], "--codecs: empty list"),
 ])
 def test_generate_bad_options_fail_with_one_line(capsys, tmp_path, argv, message):
     assert main(["generate", "-o", str(tmp_path / "x"), *argv]) == 2
