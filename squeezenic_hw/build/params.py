@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field, fields
 
-from squeezenic_hw.spec.codecs import parse_codec_spec, resolve_codecs
+from squeezenic_hw.spec.codecs import codec_info, parse_codec_spec, resolve_codecs
 from squeezenic_hw.spec.counters import TRUSTED_TX_COUNTERS, TX_COUNTERS
 from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
@@ -64,8 +64,10 @@ class PluginParams:
         On-chip generator lanes (0 when ``host_bw`` is 100).
     rx_lanes : int
         Loopback RX lanes (each with a checker): 0 without ``loopback`` or generators.
-    gen_codec_ids : tuple of int
-        Codec ids of the generator lanes (sorted).
+    codec_names : tuple of str
+        Names of ``codecs``, in id order.
+    gen_codec_ids, gen_codec_names : tuple
+        Codec ids of the generator lanes (sorted), and their names in that order.
     gen_held : dict or None
         What the generator lanes hold whatever their registers say, when they are
         narrow (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`); None for
@@ -86,7 +88,9 @@ class PluginParams:
     src_port_base: int = SRC_PORT_BASE
     gen_lanes: int = _resolved()
     rx_lanes: int = _resolved()
+    codec_names: tuple = _resolved()
     gen_codec_ids: tuple = _resolved()
+    gen_codec_names: tuple = _resolved()
     gen_held: dict = _resolved()
     gen_trusted: bool = _resolved()
 
@@ -117,11 +121,14 @@ class PluginParams:
                 or self.src_port_base % 64 or not 0 <= self.src_port_base <= 0xFFC0:
             raise ValueError(f"src_port_base must be a multiple of 64 from 0 to 65472, "
                              f"got {self.src_port_base!r}")
+        gen_ids = tuple(sorted({info.id for info, _ in parsed}))
         resolved = {
             "codecs": codecs, "gen_codecs": gen, "gen_lanes": gen_lanes,
             "rx_lanes": loopback_lanes(self.host_bw, gen)
             if self.loopback and gen_lanes else 0,
-            "gen_codec_ids": tuple(sorted({info.id for info, _ in parsed})),
+            "codec_names": tuple(codec_info(c).name for c in codecs),
+            "gen_codec_ids": gen_ids,
+            "gen_codec_names": tuple(codec_info(c).name for c in gen_ids),
             "gen_held": narrow_lane_settings(gen) if gen_lanes else None,
             "gen_trusted": not any(info.variable for info, _ in parsed),
         }

@@ -141,7 +141,7 @@ def _names(ids_or_specs):
 def lane_summary(params):
     """Which lanes the build has and the codecs of each kind (the manifest's ``lanes``)."""
     p = params
-    host = _names(p.codecs)
+    host = list(p.codec_names)
     out = {"host": {"count": p.num_intf, "tx_codecs": host, "rx_codecs": host,
                     "what": "host-facing TX and RX lanes (h2c → wire, wire → c2h), every "
                             "check and bypass"},
@@ -170,7 +170,7 @@ def plugin_verilog(params, *, progress=None):
         lane_text = to_verilog(generator_lane(params), name=GEN_LANE_MODULE, emit_src=False)
     top = OpenNicPlugin(params, gen_lane_module=GEN_LANE_MODULE if params.gen_lanes else None)
     say(f"elaborating {MODULE_NAME} (host_bw {params.host_bw}, {params.num_intf} "
-        f"interface(s), host lanes' codecs {', '.join(_names(params.codecs))}"
+        f"interface(s), host lanes' codecs {', '.join(params.codec_names)}"
         + (f", {params.rx_lanes} loopback RX lanes" if params.rx_lanes else "") + ")")
     text = to_verilog(top, name=MODULE_NAME, emit_src=False)
     return top, _HEAD.format(version=__version__) + text + lane_text

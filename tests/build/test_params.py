@@ -30,6 +30,9 @@ def test_generator_codecs_resolved_to_ids_and_settings():
     p = PluginParams(host_bw=800, gen_codecs=[" sign", "fixed:8", "sign", 5])
     assert p.gen_codecs == ("sign", "fixed:8", 5)
     assert p.gen_codec_ids == (3, 5) and p.gen_held is None and p.gen_trusted
+    assert p.gen_codec_names == ("fixed", "sign")
+    assert p.codec_names == ("raw", "fp16", "bf16", "fixed", "qsgd", "sign", "natural")
+    assert PluginParams(codecs=["sign", 0, "raw"]).codec_names == ("raw", "sign")
     narrow = PluginParams(host_bw=400)
     assert narrow.gen_held == {"codec": 3, "param": 8, "deterministic": True,
                                "pow2_scale": True}
@@ -55,7 +58,7 @@ def test_resolved_attributes_are_no_parameters():
     p = PluginParams(host_bw=400, loopback=True)
     with pytest.raises(TypeError):
         PluginParams(gen_lanes=4)
-    assert "gen_held" not in repr(p) and "gen_lanes" not in repr(p)
+    assert not any(name in repr(p) for name in ("gen_held", "gen_lanes", "codec_names"))
     assert p == PluginParams(host_bw=400, loopback=True)
     assert hash(p) == hash(PluginParams(host_bw=400, loopback=True))
     assert list(p.as_dict()) == ["num_intf", "host_bw", "codecs", "gen_codecs", "loopback",

@@ -10,8 +10,6 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.spec.codecs import DEFAULT_CODECS, codec_info
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
 
-from .policy import codec_name, ordered_codecs
-
 #: LUTs a distributed-RAM or shift-register cell occupies (UltraScale+ primitives).
 LUTS_PER_MEMORY_CELL = {
     "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM32X16DR8": 8,
@@ -270,7 +268,7 @@ def _params_of(params):
     d = params.as_dict()
     d.pop("gen_lanes")
     d.pop("rx_lanes")
-    d["codecs"] = ordered_codecs(codec_info(c).name for c in params.codecs)
+    d["codecs"] = params.codec_names
     d["gen_codecs"] = tuple(params.gen_codecs)
     return d
 
@@ -289,8 +287,7 @@ def plugin_blocks(params):
     register file of :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`.
     """
     p = params
-    codecs = ordered_codecs(codec_info(c).name for c in p.codecs)
-    gen_names = ordered_codecs(codec_name(c) for c in p.gen_codecs)
+    codecs, gen_names = p.codec_names, p.gen_codec_names
     n, intf, rx = p.gen_lanes, p.num_intf, p.rx_lanes
     out = [
         (Block.of("tx_lane", codecs=codecs, mtu=p.mtu, port=p.port), intf),
