@@ -22,10 +22,11 @@ import sys
 import tempfile
 import time
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.cli.output import render
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.array import array_reference
-from squeezenic_hw.regmap.plugin import PluginParams, generator_settings, plugin_register_map
+from squeezenic_hw.regmap.plugin import generator_settings, plugin_register_map
 from squeezenic_hw.sim import core_model as cm
 from squeezenic_hw.sim.traffic import draw_example, stream_frames, stream_recipes
 from squeezenic_hw.spec.codecs import codec_info

@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.cli.output import add_format_option, render
 from squeezenic_hw.flows import synth
 from squeezenic_hw.flows.report import lut_mem, plugin_blocks
 from squeezenic_hw.flows.timing import BUDGET_NS, estimate
-from squeezenic_hw.regmap.plugin import PluginParams
 
 COLUMNS = ["block", "lut", "lut_mem", "lut_total", "ff", "dsp", "est_ns", "fmax_mhz_est",
            "lut_levels", "max_lut_levels", "carry_cells", "over_budget", "max_fanout",

@@ -43,8 +43,8 @@ def generated_plugin(tmp_path_factory):
     """``generated_plugin(params)``: the directory ``write_opennic_plugin`` wrote for
     ``PluginParams(**params)`` and its manifest (read back from the directory), generated
     once for the session, whichever xdist worker asks first."""
+    from squeezenic_hw.build.params import PluginParams
     from squeezenic_hw.flows.opennic import write_opennic_plugin
-    from squeezenic_hw.regmap.plugin import PluginParams
 
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "plugins"

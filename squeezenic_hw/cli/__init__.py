@@ -8,8 +8,9 @@ Exit status (the ``EXIT_STATUS`` text of ``--help``):
 * 0 — done; every check the command makes passed.
 * 1 — done, but a check failed: the hardware disagreed with the reference, or a
   synthesis run failed (the command says which and where its log is).
-* 2 — a user error: a bad option or parameter (:class:`CliError`, or a ``ValueError``
-  from the library naming the parameter), or an input file that is missing, unreadable
+* 2 — a user error: a bad option or parameter (:class:`CliError`, also from an
+  option's ``type=`` callable, :mod:`~.options`, or a ``ValueError`` from the library
+  naming the parameter), or an input file that is missing, unreadable
   or not what the command reads (``OSError``). One line on stderr, no traceback.
 * 130 — interrupted.
 """
@@ -64,9 +65,19 @@ def build_parser():
     return parser
 
 
+def _user_error(command, exc):
+    message = " ".join(str(exc).split())
+    print(f"squeezenic-hw {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = argparse.Namespace()
+    try:
+        parser.parse_args(argv, args)
+    except CliError as exc:          # an option's type= callable (cli.options) refused it
+        return _user_error(args.command, exc)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
@@ -76,9 +87,7 @@ def main(argv=None):
     try:
         return args._run(args) or 0
     except (CliError, ValueError, OSError) as exc:
-        message = " ".join(str(exc).split())
-        print(f"squeezenic-hw {args.command}: error: {message}", file=sys.stderr)
-        return 2
+        return _user_error(args.command, exc)
     except KeyboardInterrupt:
         print(f"squeezenic-hw {args.command}: interrupted", file=sys.stderr)
         return 130

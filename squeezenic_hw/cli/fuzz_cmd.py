@@ -15,8 +15,9 @@ from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAUL
 
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .options import OptionType, codec_list
 from .output import add_format_option, render
-from .reference_cmd import add_build_options, check_lane_port, parse_codecs
+from .reference_cmd import add_build_options, check_lane_port
 
 NAME = "fuzz"
 HELP = ("random traffic (hypothesis strategies) through the TX then the RX lane's "
@@ -26,8 +27,9 @@ DEFAULT_FAILURE_DIR = "build/fuzz"
 
 
 def add_arguments(parser):
-    parser.add_argument("--codecs", help="comma-separated codec names or ids built into both "
-                                         "lanes and drawn (default: all of 0-6)")
+    parser.add_argument("--codecs", type=OptionType("--codecs", codec_list),
+                        help="comma-separated codec names or ids built into both lanes and "
+                             "drawn (default: all of 0-6)")
     parser.add_argument("--frames", type=int, default=100_000, metavar="N",
                         help="host frames into the TX lane, rounded up to whole batches "
                              "(default 100000)")
@@ -215,8 +217,7 @@ def _lane_builders(args, codecs):
 def run(args):
     from squeezenic_hw.sim.traffic import draw_example, round_trip, traffic_recipes
 
-    codecs = parse_codecs(args.codecs)
-    ids = sorted(resolve_codecs(codecs))
+    ids = sorted(resolve_codecs(args.codecs))
     probability("idle", args.idle)
     probability("backpressure", args.backpressure)
     if args.seed < 0:

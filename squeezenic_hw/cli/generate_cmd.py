@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 from . import CliError
+from .options import OptionType
 from .output import add_format_option, render
-from .plugin_options import add_plugin_options, int_option, option_name, plugin_params
-from .reference_cmd import parse_codecs
+from .plugin_options import add_plugin_options, option_name, plugin_params
 
 NAME = "generate"
 HELP = "write the OpenNIC user plugin (or a standalone U280 build plan) into build/"
@@ -20,6 +20,7 @@ _DEFAULT_HOST_BW = {"opennic": 100, "u280": 400}
 
 def add_arguments(parser):
     parser.add_argument("--target", default="opennic", metavar="{opennic,u280}",
+                        type=OptionType("--target", _target),
                         help="opennic: a user-plugin directory for OpenNIC's "
                              "build.tcl -user_plugin (default); u280: a standalone Vivado "
                              "plan of the loopback design generators → TX → RX → checkers")
@@ -31,9 +32,13 @@ def add_arguments(parser):
     add_format_option(parser, extra=("markdown",))
 
 
+def _target(text):
+    if text not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {text!r}")
+    return text
+
+
 def run(args):
-    if args.target not in TARGETS:
-        raise CliError(f"--target must be one of {', '.join(TARGETS)}, got {args.target!r}")
     host_bw = _DEFAULT_HOST_BW[args.target]
     out = Path(args.output or _DEFAULT_OUT[args.target])
     start = time.perf_counter()
@@ -60,19 +65,18 @@ def run(args):
         obj = {"target": "opennic", "dir": str(out), "files": rows,
                "manifest": manifest}
     else:
-        int_option(args, "idle-timeout")        # checked, as for opennic
-        if int_option(args, "num-intf") != 1:
+        if args.num_intf != 1:
             raise CliError("--num-intf applies to --target opennic only")
         if args.gen_codecs is not None or args.loopback:
             raise CliError("--gen-codecs and --loopback apply to --target opennic only")
+        params = plugin_params(args, host_bw)       # checked as for opennic
+        host_bw = params.host_bw
         from squeezenic_hw.flows.u280 import write_u280_plan
-        if args.host_bw is not None:
-            host_bw = int_option(args, "host-bw")
         progress(f"elaborating the U280 loopback design (host_bw {host_bw} Gb/s)")
         try:
-            paths = write_u280_plan(out, host_bw=host_bw, codecs=parse_codecs(args.codecs),
-                                    mtu=int_option(args, "mtu"), port=int_option(args, "port"),
-                                    max_host_elements=int_option(args, "max-host-elements"))
+            paths = write_u280_plan(out, host_bw=host_bw, codecs=args.codecs, mtu=params.mtu,
+                                    port=params.port,
+                                    max_host_elements=params.max_host_elements)
         except ValueError as exc:
             raise CliError(option_name(str(exc))) from None
         rows = [{"file": str(p), "bytes": Path(p).stat().st_size,
@@ -100,17 +104,12 @@ def _lanes_text(lanes):
     if g["count"]:
         text += (f"  generator lanes ({g['count']} x generator → TX lane, module "
                  f"{g['module']}): {', '.join(g['codecs'])}\n")
-        held = g.get("held")
+        held, regs = g["held"], g["held_registers"]
         if held:
             spec = ", ".join(g["codecs"])
-            regs = ["gen_codec"] + (["gen_param"] if held["param"] is not None else [])
-            how = ""
-            if held["deterministic"]:
-                how += ", rounded to nearest"
-                regs.append("gen_stochastic")
-            if held["pow2_scale"]:
-                how += ", with gen_scale rounded down to a power of two"
-                regs.append("gen_scale")
+            how = ((", rounded to nearest" if held["deterministic"] else "")
+                   + (", with gen_scale rounded down to a power of two"
+                      if held["pow2_scale"] else ""))
             verb = "says" if len(regs) == 1 else "say"
             text += (f"    narrow lanes: the generators always send {spec}{how} "
                      f"(whatever {', '.join(regs)} {verb})\n")

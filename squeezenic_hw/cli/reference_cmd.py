@@ -2,10 +2,10 @@
 
 from squeezenic_hw.pcap import read_frames, write_frames
 from squeezenic_hw.reference import lane as lane_reference
-from squeezenic_hw.spec.codecs import resolve_codecs
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from . import CliError
+from .options import OptionType, codec_list
 from .output import add_format_option, render
 
 NAME = "reference"
@@ -33,8 +33,9 @@ def add_lane_options(parser):
     parser.add_argument("--idle-timeout", type=int, metavar="CYCLES",
                         help="tx: close an open wire frame after this many idle cycles "
                              "(times from the pcap timestamps at 250 MHz; default never)")
-    parser.add_argument("--codecs", help="comma-separated codec names or ids built in "
-                                         "(default: all of 0-6)")
+    parser.add_argument("--codecs", type=OptionType("--codecs", codec_list),
+                        help="comma-separated codec names or ids built in (default: all of "
+                             "0-6)")
 
 
 def add_arguments(parser):
@@ -45,23 +46,8 @@ def add_arguments(parser):
     add_format_option(parser)
 
 
-def parse_codecs(text):
-    """``None`` or a list of codec names/ids from ``--codecs``."""
-    if text is None:
-        return None
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise CliError("--codecs: empty list")
-    out = [int(s) if s.isdigit() else s for s in items]
-    try:
-        resolve_codecs(out)
-    except ValueError as exc:
-        raise CliError(f"--codecs: {exc}") from None
-    return out
-
-
 def run(args):
-    codecs = parse_codecs(args.codecs)
+    codecs = args.codecs
     if not 0 <= args.port < 2**16:
         raise CliError(f"--port must be 0..65535, got {args.port}")
     frames, cycles = read_frames(args.input)

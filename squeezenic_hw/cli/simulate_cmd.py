@@ -11,7 +11,7 @@ from squeezenic_hw.reference import lane as lane_reference
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
 from .output import add_format_option, render
-from .reference_cmd import add_lane_options, check_lane_port, parse_codecs
+from .reference_cmd import add_lane_options, check_lane_port
 
 NAME = "simulate"
 HELP = "simulate the TX or RX lane hardware on a pcap of frames (compiled or Amaranth)"
@@ -65,7 +65,7 @@ def run(args):
     from squeezenic_hw.gateware.tx.lane import TxLane
     from squeezenic_hw.sim.lane import simulate_lane
 
-    codecs = parse_codecs(args.codecs)
+    codecs = args.codecs
     idle = probability("idle", args.idle)
     backpressure = probability("backpressure", args.backpressure)
     check_lane_port(args.port)

@@ -15,12 +15,13 @@ import platform as _platform
 from pathlib import Path
 
 from squeezenic_hw import __version__
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.collector import to_verilog
+from squeezenic_hw.gateware.opennic.core import generator_lane
 from squeezenic_hw.gateware.opennic.passthrough_322mhz import MODULE_NAME_322, OpenNic322PassThrough
 from squeezenic_hw.gateware.opennic.plugin import MODULE_NAME, OpenNicPlugin, opennic_ports
-from squeezenic_hw.regmap.plugin import PluginParams, build_constants
+from squeezenic_hw.regmap.plugin import build_constants, held_registers
 from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.generator import narrow_lane_settings
 
 __all__ = ["write_opennic_plugin", "plugin_verilog", "user_plugin_inst", "lane_summary",
            "PLUGIN_FILES", "GEN_LANE_MODULE"]
@@ -140,13 +141,13 @@ def _names(ids_or_specs):
 def lane_summary(params):
     """Which lanes the build has and the codecs of each kind (the manifest's ``lanes``)."""
     p = params
-    host = _names(p.codecs)
+    host = list(p.codec_names)
     out = {"host": {"count": p.num_intf, "tx_codecs": host, "rx_codecs": host,
                     "what": "host-facing TX and RX lanes (h2c → wire, wire → c2h), every "
                             "check and bypass"},
            "generator": {"count": p.gen_lanes, "codecs": list(p.gen_codecs),
                          "module": GEN_LANE_MODULE if p.gen_lanes else None,
-                         "held": narrow_lane_settings(p.gen_codecs) if p.gen_lanes else None,
+                         "held": p.gen_held, "held_registers": list(held_registers(p)),
                          "what": "on-chip generator → TX lane, merged onto interface 0's "
                                  "wire"},
            "loopback": {"count": p.rx_lanes, "codecs": list(p.gen_codecs) if p.rx_lanes
@@ -162,16 +163,14 @@ def plugin_verilog(params, *, progress=None):
     the module :data:`GEN_LANE_MODULE` they instantiate): ``(OpenNicPlugin, text)``.
     What :func:`write_opennic_plugin` writes, and what the budget gate synthesises whole."""
     say = progress or (lambda msg: None)
-    top = OpenNicPlugin(params)
     lane_text = ""
     if params.gen_lanes:
         say(f"elaborating {GEN_LANE_MODULE} once for the {params.gen_lanes} generator lanes "
-            f"(codecs {', '.join(params.gen_codecs)})")
-        lane_text = to_verilog(top.core.generator_lane(), name=GEN_LANE_MODULE,
-                               emit_src=False)
-        top.core.gen_lane_module = GEN_LANE_MODULE
+            f"(codecs {', '.join(_names(params.gen_codecs))})")
+        lane_text = to_verilog(generator_lane(params), name=GEN_LANE_MODULE, emit_src=False)
+    top = OpenNicPlugin(params, gen_lane_module=GEN_LANE_MODULE if params.gen_lanes else None)
     say(f"elaborating {MODULE_NAME} (host_bw {params.host_bw}, {params.num_intf} "
-        f"interface(s), host lanes' codecs {', '.join(_names(params.codecs))}"
+        f"interface(s), host lanes' codecs {', '.join(params.codec_names)}"
         + (f", {params.rx_lanes} loopback RX lanes" if params.rx_lanes else "") + ")")
     text = to_verilog(top, name=MODULE_NAME, emit_src=False)
     return top, _HEAD.format(version=__version__) + text + lane_text

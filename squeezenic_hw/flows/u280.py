@@ -34,16 +34,11 @@ from amaranth.hdl import Instance
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
+from squeezenic_hw.build.params import check_int, check_param
 from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
 from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.generator import MAX_ELEMENTS, GeneratorConfig, config_values
-from squeezenic_hw.spec.header import (
-    DEFAULT_HOST_ELEMENTS,
-    DEFAULT_MTU,
-    DEFAULT_PORT,
-    HEADER_LEN,
-    MAX_PKT_LEN,
-)
+from squeezenic_hw.spec.generator import GeneratorConfig, config_values
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 from squeezenic_hw.spec.scaling import lanes_for
 
 __all__ = ["U280Loopback", "write_u280_plan", "DESIGN_NAME", "DEFAULT_CONFIG",
@@ -78,11 +73,6 @@ MMCM_PARAMS = {
 # Which ctrl fields come from config_values (the others are set per lane by TxArray).
 _CTRL_FIELDS = ("elements", "codec", "param", "stochastic", "scale", "aux", "seed",
                 "value_seed", "offset", "flush_every", "rate_bytes_per_cycle")
-
-
-def _check_int(name, value, lo, hi):
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int in {lo}…{hi}, got {value!r}")
 
 
 def debug_probes(n_lanes):
@@ -142,17 +132,18 @@ class U280Loopback(Elaboratable):
         config = DEFAULT_CONFIG if config is None else config
         if not isinstance(config, GeneratorConfig):
             raise ValueError(f"config must be a GeneratorConfig, got {config!r}")
-        # mtu and port are the lanes' too; checked here first so that no half-built
-        # array is left behind (its parts would warn as unused elaboratables)
-        _check_int("mtu", mtu, HEADER_LEN + 4, MAX_PKT_LEN)
-        _check_int("port", port, 0, 2**16 - 1)
-        _check_int("max_host_elements", max_host_elements, 1, MAX_ELEMENTS)
+        # mtu and port are the lanes' too; checked here first, as the plugin's build
+        # parameters are, so that no half-built array is left behind (its parts would warn
+        # as unused elaboratables)
+        for name, value in (("mtu", mtu), ("port", port),
+                            ("max_host_elements", max_host_elements)):
+            check_param(name, value)
         if config.elements > max_host_elements:
             raise ValueError(f"config.elements ({config.elements}) exceeds max_host_elements "
                              f"({max_host_elements})")
-        _check_int("n_frames", n_frames, 0, 2**32 - 1)
+        check_int("n_frames", n_frames, 0, 2**32 - 1)
         if idle_timeout is not None:
-            _check_int("idle_timeout", idle_timeout, 1, 2**32 - 1)
+            check_int("idle_timeout", idle_timeout, 1, 2**32 - 1)
         codecs = (config.codec,) if codecs is None else tuple(codecs)
         try:
             ids = {codec_info(c).id for c in codecs}

@@ -11,7 +11,7 @@ interleaving of lanes on the wire does not change any of that.
 
 from dataclasses import replace
 
-from squeezenic_hw.regmap.codec_choice import parse_codec_spec
+from squeezenic_hw.spec.codecs import parse_codec_spec
 from squeezenic_hw.spec.generator import GeneratorConfig, lane_run_config
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 

@@ -1,10 +1,10 @@
-"""Build parameters and the AXI-Lite register map of the OpenNIC user plugin.
+"""The AXI-Lite register map of the OpenNIC user plugin.
 
-:class:`PluginParams` holds every build parameter of ``squeezenic-hw generate``
-(validated: a bad one raises ``ValueError`` naming it). :func:`plugin_register_map`
-turns them into the :class:`~squeezenic_hw.regmap.registers.RegisterMap` that the gateware
-decodes and that ``generate`` writes as JSON, a C header and Markdown
-(``docs/registers.md`` documents the default build).
+:func:`plugin_register_map` turns a build's
+:class:`~squeezenic_hw.build.params.PluginParams` into the
+:class:`~squeezenic_hw.regmap.registers.RegisterMap` that the gateware decodes and that
+``generate`` writes as JSON, a C header and Markdown (``docs/registers.md`` documents
+the default build).
 
 Layout (byte offsets in the plugin's window of the box's BAR2 space):
 
@@ -20,19 +20,13 @@ Layout (byte offsets in the plugin's window of the box's BAR2 space):
 ========== =============================================================
 """
 
-from dataclasses import asdict, dataclass, field
-
 from squeezenic_hw import __version__
-from squeezenic_hw.spec.codecs import resolve_codecs
-from squeezenic_hw.spec.counters import RX_COUNTERS, TRUSTED_TX_COUNTERS, TX_COUNTERS
-from squeezenic_hw.spec.generator import GeneratorConfig, config_values, narrow_lane_settings
-from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
-from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
+from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
+from squeezenic_hw.spec.generator import GeneratorConfig, config_values
 
-from .codec_choice import default_codec, gen_lanes_trusted, loopback_lanes, parse_codec_spec
 from .registers import RegisterMap
 
-__all__ = ["PluginParams", "plugin_register_map", "PLUGIN_ID", "version_word",
+__all__ = ["plugin_register_map", "held_registers", "PLUGIN_ID", "version_word",
            "GENERATOR_REGISTERS", "generator_settings", "CHECKER_COUNTERS", "GLOBAL_BASE",
            "GENERATOR_BASE", "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE"]
 
@@ -74,107 +68,6 @@ def version_word(version=__version__):
     return (parts[0] & 0xFFFF) << 16 | (parts[1] & 0xFF) << 8 | (parts[2] & 0xFF)
 
 
-def _int_in(name, value, lo, hi, what=""):
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int from {lo} to {hi}{what}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class PluginParams:
-    """Build parameters of the OpenNIC plugin (the manifest's ``params``).
-
-    ``num_intf`` is OpenNIC's ``NUM_PHYS_FUNC`` = ``NUM_CMAC_PORT`` (1 or 2;
-    ``NUM_QDMA`` is 1). ``host_bw`` above 100 adds ``host_bw / 100`` on-chip
-    generator lanes (generator → TX lane) on interface 0, merged onto its wire: the
-    paper's Table 6 build, TX only. ``codecs`` are the host-facing lanes' codecs
-    (default every codec, 0-6); ``gen_codecs`` the generator TX lanes' (codec specs:
-    names, ids or ``"fixed:8"``; default the Table 6 codec of ``host_bw``,
-    :func:`~.codec_choice.default_codec`). ``loopback`` adds the RX side:
-    ``rx_lanes`` RX lanes, each ending in a frame checker, fed by the wire port
-    (:func:`~.codec_choice.loopback_lanes`: as many as the wire needs at the
-    generator codecs' ratio, at most one per generator).
-    """
-    num_intf: int = 1
-    host_bw: int = 100
-    codecs: tuple = field(default=None)
-    gen_codecs: tuple = field(default=None)
-    loopback: bool = False
-    mtu: int = DEFAULT_MTU
-    port: int = DEFAULT_PORT
-    max_host_elements: int = DEFAULT_HOST_ELEMENTS
-    idle_timeout: int = 0           # cycles; 0: never (the register can change it)
-    src_port_base: int = SRC_PORT_BASE
-
-    def __post_init__(self):
-        _int_in("num_intf", self.num_intf, 1, 2, " (NUM_PHYS_FUNC = NUM_CMAC_PORT)")
-        lanes_for(self.host_bw)        # raises naming host_bw
-        codecs = tuple(sorted(resolve_codecs(self.codecs)))
-        if not codecs:
-            raise ValueError("codecs must name at least one codec")
-        object.__setattr__(self, "codecs", codecs)
-        gen = self.gen_codecs
-        if gen is None:
-            gen = (default_codec(self.host_bw).spec,) if lanes_for(self.host_bw) > 1 else ()
-        elif isinstance(gen, (str, int)):
-            gen = (gen,)
-        gen = tuple(dict.fromkeys(str(s).strip() if isinstance(s, str) else s for s in gen))
-        for spec in gen:
-            try:
-                parse_codec_spec(spec)
-            except ValueError as exc:
-                raise ValueError(f"gen_codecs: {exc}") from None
-        if lanes_for(self.host_bw) > 1 and not gen:
-            raise ValueError("gen_codecs must name at least one codec")
-        object.__setattr__(self, "gen_codecs", gen)
-        if not isinstance(self.loopback, bool):
-            raise ValueError(f"loopback must be a bool, got {self.loopback!r}")
-        _int_in("mtu", self.mtu, 68, MAX_PKT_LEN, " bytes")
-        _int_in("port", self.port, 1, 0xFFFF)
-        _int_in("max_host_elements", self.max_host_elements, 1, (MAX_PKT_LEN - 64) // 4)
-        _int_in("idle_timeout", self.idle_timeout, 0, 2**32 - 1, " cycles")
-        if isinstance(self.src_port_base, bool) or not isinstance(self.src_port_base, int) \
-                or self.src_port_base % 64 or not 0 <= self.src_port_base <= 0xFFC0:
-            raise ValueError(f"src_port_base must be a multiple of 64 from 0 to 65472, "
-                             f"got {self.src_port_base!r}")
-
-    @property
-    def gen_lanes(self):
-        """On-chip generator lanes (0 when ``host_bw`` is 100)."""
-        n = lanes_for(self.host_bw)
-        return 0 if n == 1 else n
-
-    @property
-    def rx_lanes(self):
-        """Loopback RX lanes (each with a checker): 0 without ``loopback`` or generators."""
-        if not self.loopback or not self.gen_lanes:
-            return 0
-        return loopback_lanes(self.host_bw, self.gen_codecs)
-
-    @property
-    def codec_mask(self):
-        return sum(1 << c for c in self.codecs)
-
-    @property
-    def gen_codec_ids(self):
-        """Codec ids of the generator lanes (sorted)."""
-        return tuple(sorted({parse_codec_spec(s)[0].id for s in self.gen_codecs}))
-
-    @property
-    def gen_codec_mask(self):
-        return sum(1 << c for c in self.gen_codec_ids)
-
-    @property
-    def gen_tx_counters(self):
-        """The generator lanes' TX counters in the register map: those a lane for a trusted
-        source can move (:data:`TRUSTED_TX_COUNTERS`), or every one when ``threshold`` is
-        among the generator codecs (such a lane checks its frames like a host lane)."""
-        return TRUSTED_TX_COUNTERS if gen_lanes_trusted(self.gen_codecs) else TX_COUNTERS
-
-    def as_dict(self):
-        return asdict(self) | {"codecs": list(self.codecs), "gen_codecs": list(self.gen_codecs),
-                               "gen_lanes": self.gen_lanes, "rx_lanes": self.rx_lanes}
-
-
 def plugin_register_map(params):
     """The :class:`~squeezenic_hw.regmap.registers.RegisterMap` of a plugin built with
     ``params``."""
@@ -212,11 +105,12 @@ def plugin_register_map(params):
         defaults = _generator_defaults()
         rm.add("gen_start", access="rw", width=1, offset=GENERATOR_BASE, group=g,
                doc="1: generators run (0 stops them at a frame boundary)")
-        held = _held_by_lanes(p.gen_codecs)
+        held = held_registers(p)
         for name, width, doc in GENERATOR_REGISTERS:
-            if name in held:
-                doc = f"{doc}; {held[name]}"
-            rm.add(f"gen_{name}", access="rw", width=width, reset=defaults[name], doc=doc,
+            register = f"gen_{name}"
+            if register in held:
+                doc = f"{doc}; {held[register]}"
+            rm.add(register, access="rw", width=width, reset=defaults[name], doc=doc,
                    group=g)
         rm.add("gen_close", access="w1p", width=1, group=g,
                doc="close every generator lane's open wire frame now")
@@ -250,22 +144,25 @@ def plugin_register_map(params):
     return rm
 
 
-def _held_by_lanes(gen_codecs):
-    """What the generator lanes of a narrow build run whatever their registers say
-    (:func:`~squeezenic_hw.spec.generator.narrow_lane_settings`): register name → note."""
-    fixed = narrow_lane_settings(gen_codecs)
+def held_registers(params):
+    """The generator registers whose writes the generator lanes of a narrow build do not
+    follow (``params.gen_held``), in register order: register name → what the lanes send
+    instead. Empty for wide lanes or none."""
+    fixed = params.gen_held
     if fixed is None:
         return {}
-    spec = gen_codecs[0]
-    held = {"codec": f"this build's generators send {spec} (codec {fixed['codec']}) whatever "
-                     "is written"}
+    spec = params.gen_codecs[0]
+    held = {"gen_codec": f"this build's generators send {spec} (codec {fixed['codec']}) "
+                         "whatever is written"}
     if fixed["param"] is not None:
-        held["param"] = f"this build's generators send {fixed['param']} whatever is written"
+        held["gen_param"] = (f"this build's generators send {fixed['param']} whatever is "
+                             "written")
     if fixed["deterministic"]:
-        held["stochastic"] = "this build's generators send 0 (nearest) whatever is written"
+        held["gen_stochastic"] = ("this build's generators send 0 (nearest) whatever is "
+                                  "written")
     if fixed["pow2_scale"]:
-        held["scale"] = ("this build's generators send its sign and exponent only, a power "
-                         "of two (fraction bits cleared, a NaN kept)")
+        held["gen_scale"] = ("this build's generators send its sign and exponent only, a "
+                             "power of two (fraction bits cleared, a NaN kept)")
     return held
 
 

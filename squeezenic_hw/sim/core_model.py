@@ -24,14 +24,14 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.collector import collector_paused, to_verilog
-from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane
 from squeezenic_hw.gateware.arrays.source_port_splitter import is_generator_frame
 from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
 from squeezenic_hw.gateware.common.layouts import axis_signature
-from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
+from squeezenic_hw.gateware.opennic.core import SqueezeNicCore, generator_lane
 from squeezenic_hw.reference import lane as lane_reference
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import plugin_register_map
 
 from .axil import axil_read, axil_write
 from .axis import AxisFrame, FrameSink, FrameSource
@@ -129,11 +129,12 @@ class CoreRun:
 
 class LoopedCore(wiring.Component):
     """The core with interface 0's wire output looped into its wire input, as a cable
-    would: the other streams and the register port stay ports."""
+    would: the other streams and the register port stay ports. ``gen_lane_module`` is
+    the core's (:class:`~squeezenic_hw.gateware.opennic.core.SqueezeNicCore`)."""
 
-    def __init__(self, params):
+    def __init__(self, params, *, gen_lane_module=None):
         self.params = params
-        self.gen_lane_module = None      # passed to the core (SqueezeNicCore's attribute)
+        self._gen_lane_module = gen_lane_module
         n = params.num_intf
         members = {"axil": In(AxiLiteSignature()),
                    "h2c": In(axis_signature()).array(n),
@@ -144,8 +145,8 @@ class LoopedCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.core = core = SqueezeNicCore(self.params)
-        core.gen_lane_module = self.gen_lane_module
+        m.submodules.core = core = SqueezeNicCore(self.params,
+                                                  gen_lane_module=self._gen_lane_module)
         wiring.connect(m, core.tx[0], core.rx[0])
         wiring.connect(m, wiring.flipped(self.axil), core.axil)
         for i in range(self.params.num_intf):
@@ -162,9 +163,10 @@ def _check_params(params):
         raise ValueError(f"params must be a PluginParams, got {type(params).__name__}")
 
 
-def _design(params, looped):
+def _design(params, looped, gen_lane_module=None):
     _check_params(params)
-    return LoopedCore(params) if looped else SqueezeNicCore(params)
+    design = LoopedCore if looped else SqueezeNicCore
+    return design(params, gen_lane_module=gen_lane_module)
 
 
 def core_streams(params, *, looped=False):
@@ -239,15 +241,13 @@ def build_core_model(params, *, looped=False, cache_dir=None, jobs=2):
     _check_params(params)
 
     def source():
-        top = _design(params, looped)
+        # the generator lanes: one module, compiled once, instantiated gen_lanes times
+        module = GEN_LANE_MODULE if params.gen_lanes else None
+        top = _design(params, looped, gen_lane_module=module)
         inputs, outputs = core_streams(params, looped=looped)
         blocks = {}
-        if params.gen_lanes:
-            # the generator lanes: one module, compiled once, instantiated gen_lanes times
-            top.gen_lane_module = GEN_LANE_MODULE
-            lane = GeneratorLane(params.gen_codecs, mtu=params.mtu, port=params.port)
-            blocks[GEN_LANE_MODULE] = to_verilog(lane, name=GEN_LANE_MODULE,
-                                                 emit_src=False)
+        if module:
+            blocks[module] = to_verilog(generator_lane(params), name=module, emit_src=False)
         return ModelSource(type(top).__name__,
                            to_verilog(top, name="top", emit_src=False),
                            {"core_ports.h": ports_header(params, looped=looped)},

@@ -12,7 +12,7 @@ import numpy as np
 __all__ = [
     "CodecInfo", "CODECS", "SPARSE_CODECS", "ALL_CODECS", "THRESHOLD_ID", "PRESETS", "Preset",
     "DEFAULT_CODECS", "KNOWN_CODECS", "codec_info", "code_width", "validate_param",
-    "preset_params", "f32_bits", "payload_bytes", "resolve_codecs",
+    "preset_params", "f32_bits", "payload_bytes", "resolve_codecs", "parse_codec_spec",
 ]
 
 
@@ -141,6 +141,26 @@ def resolve_codecs(codecs):
     if codecs is None:
         return DEFAULT_CODECS
     return frozenset(codec_info(c).id for c in codecs)
+
+
+def parse_codec_spec(spec):
+    """``(CodecInfo, param or None)`` of ``"fixed:4"``, ``"fixed"``, ``"sign"`` or an id;
+    ``ValueError`` naming the codec or its parameter."""
+    if not isinstance(spec, str):
+        return codec_info(spec), None
+    text = spec.strip()
+    name, _, param = text.partition(":")
+    info = codec_info(int(name) if name.isdigit() else name)
+    if not param:
+        return info, None
+    if not info.param_range:
+        raise ValueError(f"codec {info.name!r} takes no parameter, got {text!r}")
+    try:
+        p = int(param)
+    except ValueError:
+        raise ValueError(f"codec parameter must be an integer, got {text!r}") from None
+    info.bits_per_element(p)
+    return info, p
 
 
 def code_width(codec, param=None):

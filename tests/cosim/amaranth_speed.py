@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from amaranth.sim import Simulator  # noqa: E402
 from traffic import stream_test_traffic  # noqa: E402
 
+from squeezenic_hw.build.params import PluginParams  # noqa: E402
 from squeezenic_hw.gateware.opennic.plugin import OpenNicPlugin  # noqa: E402
 from squeezenic_hw.reference import lane as lr  # noqa: E402
-from squeezenic_hw.regmap.plugin import PluginParams  # noqa: E402
 from squeezenic_hw.sim.axil import OKAY, axil_write  # noqa: E402
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource  # noqa: E402
 from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset  # noqa: E402

@@ -17,7 +17,7 @@ from traffic import (
 )
 
 from squeezenic_hw.reference import lane as lr
-from squeezenic_hw.regmap.codec_choice import parse_codec_spec
+from squeezenic_hw.spec.codecs import parse_codec_spec
 from squeezenic_hw.spec.frames import classify_host_frame, classify_wire_frame
 
 PLUGIN_ID = 0x53515A4E      # "SQZN"

@@ -48,8 +48,8 @@ if _why:
 from cocotb_tools.runner import get_runner  # noqa: E402
 from shared_plugins import LOOPBACK_PLUGIN  # noqa: E402
 
+from squeezenic_hw.build.params import PluginParams  # noqa: E402
 from squeezenic_hw.flows.opennic import write_opennic_plugin  # noqa: E402
-from squeezenic_hw.regmap.plugin import PluginParams  # noqa: E402
 
 #: design -> (build parameters, cocotb modules, the cocotb tests run on it). The
 #: all-codecs build is slow in Icarus (~10 busy cycles/s), so its stream tests are few

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from shared_plugins import LOOPBACK_PLUGIN
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.cli import main
 from squeezenic_hw.flows import opennic
 from squeezenic_hw.flows.opennic import GEN_LANE_MODULE, PLUGIN_FILES, write_opennic_plugin
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT
 from squeezenic_hw.gateware.opennic.plugin import opennic_ports
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import plugin_register_map
 
 #: The project's record of the OpenNIC box_250mhz user-plugin ports (its "Ports" table).
 PORT_TABLE_DOC = Path(__file__).resolve().parents[2] / "docs" / "opennic.md"
@@ -225,6 +226,11 @@ def test_verilator_lints_both_modules(plugin_dirs, n):
     (["--host-bw", "400", "--gen-codecs", "nope"], "--gen-codecs: codec 'nope'"),
     (["--host-bw", "400", "--gen-codecs", "sign:3"], "--gen-codecs: codec 'sign' takes no"),
     (["--target", "u280", "--loopback"], "--gen-codecs and --loopback apply to"),
+    # the u280 target checks its options as the plugin's build does
+    (["--target", "u280", "--port", "0"], "--port must be"),
+    (["--target", "u280", "--idle-timeout", "-1"], "--idle-timeout must be"),
+    (["--target", "u280", "--host-bw", "0x"], "--host-bw: expected an integer"),
+    (["--target", "u280", "--codecs", ","], "--codecs: empty list"),
 ])
 def test_generate_bad_options_fail_with_one_line(capsys, tmp_path, argv, message):
     assert main(["generate", "-o", str(tmp_path / "x"), *argv]) == 2

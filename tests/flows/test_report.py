@@ -22,13 +22,13 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 import squeezenic_hw
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.cli import main
 from squeezenic_hw.cli.report_cmd import format_report
 from squeezenic_hw.flows import report, synth, timing
 from squeezenic_hw.flows.report import blocks as report_blocks
 from squeezenic_hw.flows.report import build as report_build
 from squeezenic_hw.flows.report import cache as report_cache
-from squeezenic_hw.regmap.plugin import PluginParams
 from squeezenic_hw.spec.codecs import CODECS
 
 # `stat -json` of a small design (trimmed YoWASP Yosys 0.70 output), with LUTRAM,

@@ -77,8 +77,8 @@ def test_gate_synthesises_the_sweep_the_host_lanes_and_the_plugin_both_ways():
 
 
 def test_plugin_block_is_the_verilog_generate_writes(tmp_path):
+    from squeezenic_hw.build.params import PluginParams
     from squeezenic_hw.flows.opennic import write_opennic_plugin
-    from squeezenic_hw.regmap.plugin import PluginParams
 
     params = PluginParams(codecs=["sign"])
     write_opennic_plugin(tmp_path, params)

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.build.params import PluginParams
+from squeezenic_hw.regmap.plugin import plugin_register_map
 from squeezenic_hw.regmap.registers import Register, RegisterMap
 
 

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from lane_scenarios import host_stream
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.array import array_reference
 from squeezenic_hw.reference.checker import CHECKER_KEYS
-from squeezenic_hw.regmap.plugin import PluginParams, generator_settings, plugin_register_map
+from squeezenic_hw.regmap.plugin import generator_settings, plugin_register_map
 from squeezenic_hw.sim import core_model as cm
 from squeezenic_hw.sim.compiled import compiled_available
 from squeezenic_hw.sim.core_model import (

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from lane_scenarios import host_stream
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.reference import lane as lr
-from squeezenic_hw.regmap.plugin import PluginParams, plugin_register_map
+from squeezenic_hw.regmap.plugin import plugin_register_map
 from squeezenic_hw.sim import core_model as cm
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.core_script import parse_register_script, register_name

@@ -2,7 +2,7 @@
 
 :func:`build_report` answers ``squeezenic-hw report`` (``docs/report.md``): for each
 host bandwidth it takes the plugin that ``squeezenic-hw generate --host-bw`` would
-build (:class:`~squeezenic_hw.regmap.plugin.PluginParams`, one interface by default),
+build (:class:`~squeezenic_hw.build.params.PluginParams`, one interface by default),
 with the lanes' codecs set to :func:`default_codec` of that bandwidth (plus any extra
 codecs), TX only as the paper's Table 6 unless ``loopback`` (then with the RX lanes
 and checkers of :func:`loopback_lanes`), splits it into its blocks

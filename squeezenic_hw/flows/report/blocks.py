@@ -8,10 +8,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.spec.codecs import DEFAULT_CODECS, codec_info
-from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
-
-from .policy import codec_name, ordered_codecs
 
 #: LUTs a distributed-RAM or shift-register cell occupies (UltraScale+ primitives).
 LUTS_PER_MEMORY_CELL = {
@@ -262,7 +259,7 @@ def _lookup(obj, path):
 
 
 def _plugin_params(args):
-    from squeezenic_hw.regmap.plugin import PluginParams
+    from squeezenic_hw.build.params import PluginParams
     return PluginParams(**{k: v for k, v in args.items()})
 
 
@@ -271,7 +268,7 @@ def _params_of(params):
     d = params.as_dict()
     d.pop("gen_lanes")
     d.pop("rx_lanes")
-    d["codecs"] = ordered_codecs(codec_info(c).name for c in params.codecs)
+    d["codecs"] = params.codec_names
     d["gen_codecs"] = tuple(params.gen_codecs)
     return d
 
@@ -290,8 +287,7 @@ def plugin_blocks(params):
     register file of :func:`~squeezenic_hw.regmap.plugin.plugin_register_map`.
     """
     p = params
-    codecs = ordered_codecs(codec_info(c).name for c in p.codecs)
-    gen_names = ordered_codecs(codec_name(c) for c in p.gen_codecs)
+    codecs, gen_names = p.codec_names, p.gen_codec_names
     n, intf, rx = p.gen_lanes, p.num_intf, p.rx_lanes
     out = [
         (Block.of("tx_lane", codecs=codecs, mtu=p.mtu, port=p.port), intf),
@@ -299,10 +295,9 @@ def plugin_blocks(params):
                   port=p.port), intf),
     ]
     if n:
-        narrow = narrow_lane_settings(p.gen_codecs)
         out.append((Block.of("gen_lane", codecs=tuple(p.gen_codecs), mtu=p.mtu, port=p.port,
                              max_elements=DEFAULT_HOST_ELEMENTS), n))
-        if narrow is not None:
+        if p.gen_held is not None:
             from squeezenic_hw.gateware.arrays.lane_arrays import (
                 finisher_code_bits,
                 shared_rings,

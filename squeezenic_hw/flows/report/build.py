@@ -330,7 +330,7 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loop
     BlockSynthesisError
         When a synthesis fails.
     """
-    from squeezenic_hw.regmap.plugin import PluginParams
+    from squeezenic_hw.build.params import PluginParams
 
     host_bws = list(dict.fromkeys(host_bws))
     if not host_bws:

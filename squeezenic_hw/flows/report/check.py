@@ -62,7 +62,7 @@ class GateBlock:
 
 
 def _params(**fields):
-    from squeezenic_hw.regmap.plugin import PluginParams
+    from squeezenic_hw.build.params import PluginParams
     return PluginParams(**fields)
 
 

@@ -4,7 +4,7 @@ M RX lanes → M checkers.
 ``host_bw`` in Gb/s (a multiple of 100 from 100 to 6400) gives
 ``N = host_bw / 100`` generator lanes of 512 bits at 250 MHz (:func:`lanes_for`).
 The RX array has ``M`` ≤ N lanes (default N): a wire expands to as many lanes as
-its codec's ratio asks (:func:`~squeezenic_hw.regmap.codec_choice.loopback_lanes`).
+its codec's ratio asks (:func:`~squeezenic_hw.build.codec_choice.loopback_lanes`).
 
 * :class:`TxArray`: lane ``k``'s :class:`GeneratorLane` (a
   :class:`~.gradient_generator.GradientGenerator` feeding a
@@ -38,6 +38,7 @@ from amaranth.hdl import Instance
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.build.codec_choice import gen_lanes_trusted
 from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
@@ -50,7 +51,6 @@ from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_lane_sizes
-from squeezenic_hw.regmap.codec_choice import gen_lanes_trusted
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header, build_wire_frame
 from squeezenic_hw.spec.generator import narrow_lane_settings
@@ -63,7 +63,7 @@ from squeezenic_hw.spec.header import (
     FLAG_STOCHASTIC,
     HDR,
 )
-from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
+from squeezenic_hw.spec.scaling import MAX_LANES, SRC_PORT_BASE, lanes_for
 
 from .arbiter import FrameArbiter
 from .checker import FrameChecker
@@ -398,8 +398,11 @@ class TxArray(wiring.Component):
 
     Parameters
     ----------
-    host_bw : int
+    host_bw : int, optional
         Gb/s, a multiple of 100 from 100 to 6400 (N = host_bw / 100 lanes).
+    lanes : int, optional
+        N itself, 1 to :data:`~squeezenic_hw.spec.scaling.MAX_LANES`, in place of
+        ``host_bw`` (a build's ``PluginParams.gen_lanes``).
     codecs : list of str, optional
         The generator lanes' codec specs (:func:`generator_tx_lane`; default every
         codec, 0-6).
@@ -434,10 +437,17 @@ class TxArray(wiring.Component):
     lanes, then the generators; nothing is dropped.
     """
 
-    def __init__(self, host_bw, *, codecs=None, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
-                 idle_timeout=None, max_elements=DEFAULT_HOST_ELEMENTS,
+    def __init__(self, host_bw=None, *, lanes=None, codecs=None, mtu=DEFAULT_MTU,
+                 port=DEFAULT_PORT, idle_timeout=None, max_elements=DEFAULT_HOST_ELEMENTS,
                  src_port_base=SRC_PORT_BASE, lane_module=None):
-        self._n = lanes_for(host_bw)
+        if (host_bw is None) == (lanes is None):
+            raise ValueError("give host_bw or lanes, not both")
+        if lanes is None:
+            lanes = lanes_for(host_bw)
+        elif isinstance(lanes, bool) or not isinstance(lanes, int) \
+                or not 1 <= lanes <= MAX_LANES:
+            raise ValueError(f"lanes must be an int from 1 to {MAX_LANES}, got {lanes!r}")
+        self._n = lanes
         _check_src_port_base(src_port_base)
         if lane_module is not None and not (isinstance(lane_module, str)
                                             and lane_module.isidentifier()):

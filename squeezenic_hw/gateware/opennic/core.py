@@ -21,6 +21,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
 from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane, RxArray, TxArray
 from squeezenic_hw.gateware.arrays.source_port_splitter import SourcePortSplitter
@@ -33,13 +34,19 @@ from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.regmap.plugin import (
     CHECKER_COUNTERS,
     GENERATOR_REGISTERS,
-    PluginParams,
     build_constants,
     plugin_register_map,
 )
 from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
 
-__all__ = ["SqueezeNicCore"]
+__all__ = ["SqueezeNicCore", "generator_lane"]
+
+
+def generator_lane(params):
+    """A :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane` as the
+    generator array of a core of ``params`` builds each of its lanes: the module that
+    ``gen_lane_module`` names."""
+    return GeneratorLane(params.gen_codecs, mtu=params.mtu, port=params.port)
 
 
 class SqueezeNicCore(wiring.Component):
@@ -49,6 +56,11 @@ class SqueezeNicCore(wiring.Component):
     ----------
     params : PluginParams
         Build parameters (interfaces, host_bw, codecs, MTU, port, ...).
+    gen_lane_module : str, optional
+        When given, the generator lanes are instances of the Verilog module of that name
+        (:class:`~squeezenic_hw.gateware.arrays.lane_arrays.TxArray`'s ``lane_module``),
+        which the caller supplies (:func:`generator_lane` converted once):
+        ``flows/opennic.py`` does so to write one lane's Verilog instead of N.
 
     Attributes
     ----------
@@ -59,11 +71,6 @@ class SqueezeNicCore(wiring.Component):
     c2h, tx : Out(axis_signature()).array(num_intf)
         Host frames to QDMA; wire frames to the packet adapter.
     regmap : RegisterMap
-    gen_lane_module : str or None
-        Set before elaboration to make the generator lanes instances of a Verilog
-        module of that name (:class:`~squeezenic_hw.gateware.arrays.lane_arrays.TxArray`'s
-        ``lane_module``), which the caller supplies: ``flows/opennic.py`` does so to
-        write one lane's Verilog instead of N.
 
     Notes
     -----
@@ -76,12 +83,12 @@ class SqueezeNicCore(wiring.Component):
     Nothing is dropped.
     """
 
-    def __init__(self, params=None):
+    def __init__(self, params=None, *, gen_lane_module=None):
         self.params = params = PluginParams() if params is None else params
         if not isinstance(params, PluginParams):
             raise ValueError(f"params must be a PluginParams, got {type(params).__name__}")
         self.regmap = plugin_register_map(params)
-        self.gen_lane_module = None
+        self._gen_lane_module = gen_lane_module
         n = params.num_intf
         super().__init__({
             "axil": In(AxiLiteSignature()),
@@ -90,12 +97,6 @@ class SqueezeNicCore(wiring.Component):
             "tx": Out(axis_signature()).array(n),
             "rx": In(axis_signature()).array(n),
         })
-
-    def generator_lane(self):
-        """A :class:`~squeezenic_hw.gateware.arrays.lane_arrays.GeneratorLane` as the
-        generator array builds each of its lanes (what ``gen_lane_module`` must be)."""
-        p = self.params
-        return GeneratorLane(p.gen_codecs, mtu=p.mtu, port=p.port)
 
     def elaborate(self, platform):
         p = self.params
@@ -145,8 +146,8 @@ class SqueezeNicCore(wiring.Component):
         returns (wire out, wire in)."""
         p = self.params
         txa = m.submodules.tx_array = TxArray(
-            p.host_bw, codecs=p.gen_codecs, mtu=p.mtu, port=p.port,
-            src_port_base=p.src_port_base, lane_module=self.gen_lane_module)
+            lanes=p.gen_lanes, codecs=p.gen_codecs, mtu=p.mtu, port=p.port,
+            src_port_base=p.src_port_base, lane_module=self._gen_lane_module)
         m.d.comb += txa.ctrl.start.eq(regs.rw.gen_start)
         for name, _, _ in GENERATOR_REGISTERS:
             m.d.comb += getattr(txa.ctrl, name).eq(getattr(regs.rw, f"gen_{name}"))

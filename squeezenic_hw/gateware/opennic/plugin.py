@@ -29,10 +29,10 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.gateware.axil.bus import AXIL_SLAVE_PORTS, connect_flat_slave
 from squeezenic_hw.gateware.axil.clock_bridge import AxiLiteClockBridge
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT
-from squeezenic_hw.regmap.plugin import PluginParams
 
 from .core import SqueezeNicCore
 
@@ -73,6 +73,8 @@ class OpenNicPlugin(wiring.Component):
     ----------
     params : PluginParams
         Build parameters.
+    gen_lane_module : str, optional
+        The Verilog module of the generator lanes, as :class:`~.core.SqueezeNicCore`'s.
 
     Attributes
     ----------
@@ -87,8 +89,9 @@ class OpenNicPlugin(wiring.Component):
     access costs the bridge's crossing (see ``docs/registers.md``).
     """
 
-    def __init__(self, params=None):
-        self.core = SqueezeNicCore(params if params is not None else PluginParams())
+    def __init__(self, params=None, *, gen_lane_module=None):
+        self.core = SqueezeNicCore(params if params is not None else PluginParams(),
+                                   gen_lane_module=gen_lane_module)
         self.params = self.core.params
         self.regmap = self.core.regmap
         members = {}

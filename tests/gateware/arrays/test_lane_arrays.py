@@ -243,6 +243,21 @@ def test_rx_array_lanes_validated():
             RxArray(400, lanes=bad)
 
 
+def test_tx_array_of_a_lane_count_is_that_of_its_bandwidth():
+    """``lanes=N`` (a build's resolved lane count) builds what ``host_bw = 100·N`` does."""
+    by_count = TxArray(lanes=4, codecs=["sign"], lane_module="gen_lane")
+    assert by_count.n_lanes == 4
+    assert (verilog.convert(by_count, name="top")
+            == verilog.convert(TxArray(400, codecs=["sign"], lane_module="gen_lane"),
+                               name="top"))
+    for bad in (0, 65, 2.0, True):
+        with pytest.raises(ValueError, match="lanes"):
+            TxArray(lanes=bad)
+    for both_or_neither in (dict(host_bw=400, lanes=4), dict()):
+        with pytest.raises(ValueError, match="host_bw or lanes"):
+            TxArray(**both_or_neither)
+
+
 def test_tx_array_lanes_as_instances_of_one_module():
     """With ``lane_module`` every generator lane is an instance of that module, whose
     ports are those of a GeneratorLane converted on its own."""

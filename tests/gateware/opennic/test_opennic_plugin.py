@@ -10,10 +10,11 @@ import pytest
 from amaranth.sim import Simulator
 from lane_scenarios import host_stream, mixed_traffic
 
+from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
 from squeezenic_hw.gateware.opennic.plugin import OpenNicPlugin
 from squeezenic_hw.reference import lane as lr
-from squeezenic_hw.regmap.plugin import PLUGIN_ID, PluginParams, version_word
+from squeezenic_hw.regmap.plugin import PLUGIN_ID, version_word
 from squeezenic_hw.sim.axil import OKAY, SLVERR, axil_read, axil_write
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset

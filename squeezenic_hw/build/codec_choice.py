@@ -1,20 +1,18 @@
 """Which codec the generator lanes of a ``host_bw`` build take by default: the one whose
 compression keeps the wire at 100 Gb/s, as the paper's Table 6 did; and how many
-loopback RX lanes a wire needs to be expanded at that codec's ratio.
-
-(It lives beside :class:`~.plugin.PluginParams`, whose defaults it gives; the report's
-policy, ``flows/report/policy.py``, re-exports it.)
+loopback RX lanes a wire needs to be expanded at that codec's ratio. These are the
+defaults of :class:`~.params.PluginParams`; the report's policy
+(``flows/report/policy.py``) re-exports them.
 """
 
 import math
 from dataclasses import dataclass
 
-from squeezenic_hw.spec.codecs import CODECS, codec_info
+from squeezenic_hw.spec.codecs import CODECS, parse_codec_spec
 from squeezenic_hw.spec.scaling import LANE_GBPS, lanes_for
 
-__all__ = ["WIRE_GBPS", "CodecChoice", "codec_candidates", "default_codec", "parse_codec_spec",
-           "gen_lanes_trusted",
-           "spec_ratio", "loopback_lanes"]
+__all__ = ["WIRE_GBPS", "CodecChoice", "codec_candidates", "default_codec",
+           "gen_lanes_trusted", "spec_ratio", "loopback_lanes"]
 
 #: Wire rate the default codec keeps (Gb/s): one 100 GbE port.
 WIRE_GBPS = 100
@@ -75,27 +73,6 @@ def default_codec(host_bw, *, wire_gbps=WIRE_GBPS):
     spec, name, param, ratio = best
     return CodecChoice(spec=spec, name=name, param=param, ratio=ratio, needed=needed,
                        wire_gbps_at_full_rate=host_bw / ratio)
-
-
-
-def parse_codec_spec(spec):
-    """``(CodecInfo, param or None)`` of ``"fixed:4"``, ``"fixed"``, ``"sign"`` or an id;
-    ``ValueError`` naming the codec or its parameter."""
-    if not isinstance(spec, str):
-        return codec_info(spec), None
-    text = spec.strip()
-    name, _, param = text.partition(":")
-    info = codec_info(int(name) if name.isdigit() else name)
-    if not param:
-        return info, None
-    if not info.param_range:
-        raise ValueError(f"codec {info.name!r} takes no parameter, got {text!r}")
-    try:
-        p = int(param)
-    except ValueError:
-        raise ValueError(f"codec parameter must be an integer, got {text!r}") from None
-    info.bits_per_element(p)
-    return info, p
 
 
 def gen_lanes_trusted(specs):
