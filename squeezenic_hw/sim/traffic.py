@@ -1237,7 +1237,7 @@ def lane_builders(codecs=None, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT,
     when they are built.)"""
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane
-    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+    from squeezenic_hw.gateware.tx.narrow import NarrowTxLane
 
     ids = _codec_ids(codecs)
     tx = dict(codecs=ids, mtu=mtu, port=port)
