@@ -1,32 +1,25 @@
 """The narrow lane's gearbox: items into wire frames of 16·b-bit words, and where
 the frames close."""
 
-from amaranth import Cat, Const, Mux, Signal, unsigned
-from amaranth.lib.memory import Memory
+from amaranth import Cat, Const, Mux, Signal
 
-from squeezenic_hw.gateware.common.layouts import DATA_BYTES, ELEMENTS_PER_BEAT
-from squeezenic_hw.gateware.common.stream import LutramQueue
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
 from squeezenic_hw.spec.header import HEADER_LEN
 
 from .held_fields import held, pack
-from .layouts import HOST_OFFSET, TOKEN_BITS, HostFields, Kind, Token, spread, thermometer
-from .ring import SharedRead
+from .layouts import HOST_OFFSET, HostFields, Kind, Token, spread, thermometer
 from .sizes import ROW
 
 
 class Gearbox:
     """The gearbox of a :class:`~.lane.NarrowTxLane` (whose parameters its methods
-    read)."""
-
+    read): items into words, decisions of where frames close, tokens of closed frames."""
 
     def _gearbox(self, m, items, host_in):
+        """Items into words for the row stage and tokens of closed frames; returns the
+        ring's read port and the token FIFO."""
         cap = self._capacity
         W, b, E = self._word, self._b, ELEMENTS_PER_BEAT
-        log_b = b.bit_length() - 1                # b is a power of two
-
-        def times_b(count):
-            """``count`` elements as a number of code bits."""
-            return Cat(Const(0, log_b), count) if log_b else count
 
         item = items.payload
         open_ = Signal()                          # a wire frame is open
@@ -44,43 +37,7 @@ class Gearbox:
         frame = Signal(HostFields, reset_less=True)  # the open frame's first host frame's
         frame_offset = Signal(32, reset_less=True)
 
-        # ring and tokens: room for what one decision writes
-        depth = self._ring_depth
-        if self._shared_ring:
-            # the cluster's block RAM, read a cycle after it is addressed
-            self._deep_ring = True
-            wr = None
-            rd = SharedRead(self.ring.r_addr)
-        else:
-            m.submodules.ring = ring = Memory(shape=unsigned(8 * DATA_BYTES), depth=depth,
-                                              init=[])
-            wr = ring.write_port()
-            # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs)
-            # is block RAM, whose read is registered: it is addressed a cycle ahead
-            self._deep_ring = depth > 64
-            rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
-        wptr = Signal(range(depth))
-        self._rptr = rptr = Signal(range(depth))
-        ring_tight = Signal()
-        # a bare lane reads its last row, never written (zero), while it sends no row:
-        # its side of the frame bus is then zero without a gate
-        self._rows = rows = depth - 1 if self._bare else depth
-        self._next_row = lambda ptr: (Mux(ptr == rows - 1, 0, ptr + 1) if self._bare
-                                      else (ptr + 1)[:len(ptr)])
-        level = Signal(range(depth))
-        if self._bare:
-            m.d.comb += level.eq(Mux(wptr >= rptr, wptr - rptr, wptr + rows - rptr))
-        else:
-            m.d.comb += level.eq(wptr - rptr)
-        # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
-        tokens = m.submodules.tokens = LutramQueue(
-            width=TOKEN_BITS - sum(len(v) for _, v in self._constant_bits),
-            depth=self._token_depth)
-        tokens_tight = Signal()
-        m.d.sync += [
-            ring_tight.eq(level >= rows - 6),
-            tokens_tight.eq(tokens.level >= self._token_depth - 5),
-        ]
+        wr, rd, wptr, ring_tight, tokens, tokens_tight = self._ring_and_tokens(m)
 
         # A host frame with ``flush`` whose last beat is split closes two frames: the full
         # one now, the one its rest opens (a flush close) in the next free cycle.
@@ -109,20 +66,7 @@ class Gearbox:
         ]
         full = decide & full_c
         split = decide & split_c
-        # The beat's codes rotated to the open word's fill, code i to element
-        # (plen + i) mod 16: those that fit the word follow its ``plen`` codes, the rest
-        # are a word that begins with them. Two levels of 4:1 multiplexers, where a shift
-        # into a window of two words and the shift of a split's rest were four.
-        rot1 = Signal(W)
-        rot = Signal(W)
-        with m.Switch(plen[:2]):
-            for n in range(4):
-                with m.Case(n):
-                    m.d.comb += rot1.eq(item.bits.rotate_left(n * b))
-        with m.Switch(plen[2:]):
-            for n in range(4):
-                with m.Case(n):
-                    m.d.comb += rot.eq(rot1.rotate_left(4 * n * b))
+        rot = self._rotate(m, item, plen)
         # plen + the elements taken, its two sums made from registers beside the full
         # compare
         total = Signal(6)
@@ -146,65 +90,12 @@ class Gearbox:
                               | end_close | idle_close | late_flush)
         rest_len = total[:4]
 
-        # the word made this cycle: a tail's first ``tail_len`` codes; or the part word's
-        # ``plen`` codes and the rotated beat's after them (a whole word, or a closing
-        # frame's last). An element takes one of three sources or none, so a code bit is
-        # one LUT. Codes past a frame's end are zero: the beat's are zero beyond its
-        # elements, and where the open frame ends inside this word (room ≤ 16 and
-        # plen < c, c = capacity mod 16: it ends at element c) the word takes none from
-        # c on, which a split would fill with the next frame's.
-        c = cap % E
-        in_part = Signal(E)
-        ends_here = Signal()
-        from_part = Signal(E)
-        from_beat = Signal(E)
-        from_tail = Signal(E)
-        m.d.comb += [
-            in_part.eq(thermometer(plen, E)),
-            ends_here.eq(~room_big & (plen < c) if c else 0),
-            from_part.eq(in_part & ~tail_valid.replicate(E)),
-            from_beat.eq(~in_part & pay.replicate(E)
-                         & ~Cat(Const(0, c), ends_here.replicate(E - c))),
-            from_tail.eq(thermometer(tail_len, E) & tail_valid.replicate(E)),
-        ]
-        word = Signal(W)
-        word_valid = Signal()
-        m.d.comb += [
-            word.eq((spread(from_tail, b) & tail) | (spread(from_part, b) & part)
-                    | (spread(from_beat, b) & rot)),
-            word_valid.eq(tail_valid | (decide & whole_c) | (closes & (rest_len != 0))),
-        ]
-        # the frame's last word: now, or next cycle when a whole word is made as well
-        tail_next = closes & whole_c & (rest_len != 0)
-        m.d.sync += [tail_valid.eq(tail_next), tail.eq(rot), tail_len.eq(rest_len)]
-        last_word_now = (closes & ~tail_next) | tail_valid
+        word, word_valid, last_word_now = self._word_stage(
+            m, rot=rot, part=part, plen=plen, tail=tail, tail_len=tail_len,
+            tail_valid=tail_valid, room_big=room_big, pay=pay, decide=decide,
+            whole_c=whole_c, closes=closes, rest_len=rest_len)
 
-        # the row stage, a cycle later: words into slots, rows into the ring
-        word_q = Signal(W, reset_less=True)
-        word_valid_q = Signal()
-        last_q = Signal()
-        m.d.sync += [word_q.eq(word), word_valid_q.eq(word_valid), last_q.eq(last_word_now)]
-        row = Signal(8 * DATA_BYTES, reset_less=True)
-        for s in range(self._slots):
-            with m.If(word_valid_q & (slot == s)):
-                m.d.sync += row[W * s:W * (s + 1)].eq(word_q)
-        # a row is done when its last slot fills, and when its frame's last word is in
-        # (or the frame closes with a row partly filled and nothing left to add)
-        row_done = ((word_valid_q & (slot == self._slots - 1))
-                    | (last_q & (word_valid_q | (slot != 0))))
-        if self._shared_ring:
-            self._shared_row_stage(m, row, slot, wptr, word_valid_q, last_q, row_done,
-                                   closes, row_wait)
-        else:
-            write_row = Signal()
-            m.d.sync += write_row.eq(row_done)
-            m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
-            with m.If(write_row):
-                m.d.sync += wptr.eq(self._next_row(wptr))
-        with m.If(last_q):
-            m.d.sync += slot.eq(0)
-        with m.Elif(word_valid_q):
-            m.d.sync += slot.eq(slot + 1)
+        self._row_stage(m, word, word_valid, last_word_now, slot, wptr, wr, closes, row_wait)
 
         # the state of the open frame
         taken_room = Signal(17)
@@ -213,6 +104,7 @@ class Gearbox:
         # to plen + room, which is the capacity mod 16 (the frame's elements so far are
         # capacity - room, and its part word holds them mod 16), so a constant turn puts
         # them first
+        c = cap % E
         split_bits = rot.rotate_right(c * b)
         split_len = Signal(4)
         m.d.comb += split_len.eq(Mux(split_c, item.k - room5, 0))
@@ -245,9 +137,97 @@ class Gearbox:
             self.close_done.eq(quiet & self.close),
         ]
 
-        # the token of a closing frame, or of a key change with no frame open: t0 takes
-        # what the gearbox knows (n, offset, first host frame, the IPv4 words it copies,
-        # summed), t1 the sizes that follow from n, and goes into the FIFO
+        self._token_stage(m, tokens, host_in, item, open_=open_, cur=cur, cur_flush=cur_flush,
+                          frame=frame, at=at, frame_offset=frame_offset, is_header=is_header,
+                          is_payload=is_payload, full=full, split=split, closes=closes,
+                          flush_close=flush_close, late_flush=late_flush,
+                          taken_room=taken_room)
+
+        # counters: events registered, added a cycle later
+        events = {
+            "host_frames": is_header,
+            "wire_frames": closes,
+            "close_full": full,
+            "close_mismatch": header_close & ~host_in["idle"],
+            "close_flush": flush_close | late_flush,
+            "close_idle": idle_close | (header_close & host_in["idle"]),
+            "close_end": end_close,
+        }
+        self._count_events(m, events, Mux(is_header, host_in["n"], 0))
+        return rd, tokens
+
+    def _rotate(self, m, item, plen):
+        """The item's codes rotated to the open word's fill."""
+        W, b = self._word, self._b
+        # The beat's codes rotated to the open word's fill, code i to element
+        # (plen + i) mod 16: those that fit the word follow its ``plen`` codes, the rest
+        # are a word that begins with them. Two levels of 4:1 multiplexers, where a shift
+        # into a window of two words and the shift of a split's rest were four.
+        rot1 = Signal(W)
+        rot = Signal(W)
+        with m.Switch(plen[:2]):
+            for n in range(4):
+                with m.Case(n):
+                    m.d.comb += rot1.eq(item.bits.rotate_left(n * b))
+        with m.Switch(plen[2:]):
+            for n in range(4):
+                with m.Case(n):
+                    m.d.comb += rot.eq(rot1.rotate_left(4 * n * b))
+        return rot
+
+    def _word_stage(self, m, *, rot, part, plen, tail, tail_len, tail_valid, room_big, pay,
+                    decide, whole_c, closes, rest_len):
+        """The word made this cycle and whether it is the frame's last: ``(word, valid,
+        last)``."""
+        W, b, E = self._word, self._b, ELEMENTS_PER_BEAT
+        cap = self._capacity
+        # the word made this cycle: a tail's first ``tail_len`` codes; or the part word's
+        # ``plen`` codes and the rotated beat's after them (a whole word, or a closing
+        # frame's last). An element takes one of three sources or none, so a code bit is
+        # one LUT. Codes past a frame's end are zero: the beat's are zero beyond its
+        # elements, and where the open frame ends inside this word (room ≤ 16 and
+        # plen < c, c = capacity mod 16: it ends at element c) the word takes none from
+        # c on, which a split would fill with the next frame's.
+        c = cap % E
+        in_part = Signal(E)
+        ends_here = Signal()
+        from_part = Signal(E)
+        from_beat = Signal(E)
+        from_tail = Signal(E)
+        m.d.comb += [
+            in_part.eq(thermometer(plen, E)),
+            ends_here.eq(~room_big & (plen < c) if c else 0),
+            from_part.eq(in_part & ~tail_valid.replicate(E)),
+            from_beat.eq(~in_part & pay.replicate(E)
+                         & ~Cat(Const(0, c), ends_here.replicate(E - c))),
+            from_tail.eq(thermometer(tail_len, E) & tail_valid.replicate(E)),
+        ]
+        word = Signal(W)
+        word_valid = Signal()
+        m.d.comb += [
+            word.eq((spread(from_tail, b) & tail) | (spread(from_part, b) & part)
+                    | (spread(from_beat, b) & rot)),
+            word_valid.eq(tail_valid | (decide & whole_c) | (closes & (rest_len != 0))),
+        ]
+        # the frame's last word: now, or next cycle when a whole word is made as well
+        tail_next = closes & whole_c & (rest_len != 0)
+        m.d.sync += [tail_valid.eq(tail_next), tail.eq(rot), tail_len.eq(rest_len)]
+        last_word_now = (closes & ~tail_next) | tail_valid
+        return word, word_valid, last_word_now
+
+    def _token_stage(self, m, tokens, host_in, item, *, open_, cur, cur_flush, frame, at,
+                     frame_offset, is_header, is_payload, full, split, closes, flush_close,
+                     late_flush, taken_room):
+        """The token of a closing frame, or of a key change with no frame open: t0 takes
+        what the gearbox knows (n, offset, first host frame, the IPv4 words it copies,
+        summed), t1 the sizes that follow from n, and goes into the FIFO."""
+        cap = self._capacity
+        log_b = self._b.bit_length() - 1          # b is a power of two
+
+        def times_b(count):
+            """``count`` elements as a number of code bits."""
+            return Cat(Const(0, log_b), count) if log_b else count
+
         switch_only = is_header & host_in["key_new"] & ~open_
         t0 = Signal(Token, reset_less=True)
         t0_valid = Signal()
@@ -289,21 +269,13 @@ class Gearbox:
         if self._header_pop is not None:
             m.d.comb += self._header_pop.eq(is_header)
 
-        # counters: events registered, added a cycle later
+    def _count_events(self, m, events, elements_in):
+        """The counters: ``events`` registered and added a cycle later, and the elements
+        of the host frames taken (``elements_in``)."""
         c = self.counters
-        events = {
-            "host_frames": is_header,
-            "wire_frames": closes,
-            "close_full": full,
-            "close_mismatch": header_close & ~host_in["idle"],
-            "close_flush": flush_close | late_flush,
-            "close_idle": idle_close | (header_close & host_in["idle"]),
-            "close_end": end_close,
-        }
         for name, event in events.items():
             q = Signal(name=f"event_{name}")
             m.d.sync += [q.eq(event), c[name].eq(c[name] + q)]
         elements = Signal(16, name="event_elements")
-        m.d.sync += [elements.eq(Mux(is_header, host_in["n"], 0)),
+        m.d.sync += [elements.eq(elements_in),
                      c["elements"].eq(c["elements"] + elements)]
-        return rd, tokens

@@ -17,7 +17,6 @@ class InputStage:
     """The input stage of a :class:`~.lane.NarrowTxLane` (whose parameters its
     methods read)."""
 
-
     def _value_read(self, x):
         """What the encoder reads of a value ``x``: all of it; or of a generator's value
         (``generated_values``), its sign, the low nibble of its exponent and the top b bits
@@ -35,7 +34,6 @@ class InputStage:
             parts.append(header_bytes(beat_data, HDR.FLAGS[0], 1)[
                 FLAG_STOCHASTIC.bit_length() - 1])
         return Cat(*parts)
-
 
     def _input_stage(self, m, skid):
         """Items into ``skid``; returns the header fields beside them (a

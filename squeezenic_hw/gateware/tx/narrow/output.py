@@ -15,7 +15,6 @@ class OutputStage:
     """The output of a :class:`~.lane.NarrowTxLane` (whose parameters its methods
     read)."""
 
-
     def _key_byte(self, key, b):
         """Header byte ``b`` of a key from :meth:`~.input_stage.InputStage._key_of` (a
         constant when held)."""
@@ -23,7 +22,6 @@ class OutputStage:
             return Const(self._key_fixed[b], 8)
         i = self._key_bytes.index(b)
         return key[8 * i:8 * i + 8]
-
 
     def _output(self, m, rd, tokens):
         """The next frame's token and its header, then the beats: a beat register

@@ -1,9 +1,13 @@
 """The narrow lane's ring of rows: its own LUTRAM, or its region of a block RAM a
 cluster of lanes shares."""
 
-from amaranth import Cat, Const, Mux, Signal
+from amaranth import Cat, Const, Mux, Signal, unsigned
+from amaranth.lib.memory import Memory
 
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, RING_HALVES
+from squeezenic_hw.gateware.common.stream import LutramQueue
+
+from .layouts import TOKEN_BITS
 
 
 class SharedRead:
@@ -16,9 +20,80 @@ class SharedRead:
 
 
 class RingStage:
-    """The row stage of a :class:`~.lane.NarrowTxLane` with a shared ring (whose
-    parameters its methods read)."""
+    """The ring of a :class:`~.lane.NarrowTxLane` (whose parameters its methods read):
+    the ring and token FIFO, the row register and its writes."""
 
+    def _ring_and_tokens(self, m):
+        """The ring of rows and the token FIFO, and whether each is too full for what one
+        decision writes; returns ``(write port, read port, write pointer, ring tight,
+        tokens, tokens tight)``."""
+        depth = self._ring_depth
+        if self._shared_ring:
+            # the cluster's block RAM, read a cycle after it is addressed
+            self._deep_ring = True
+            wr = None
+            rd = SharedRead(self.ring.r_addr)
+        else:
+            m.submodules.ring = ring = Memory(shape=unsigned(8 * DATA_BYTES), depth=depth,
+                                              init=[])
+            wr = ring.write_port()
+            # a shallow ring is LUTRAM read as it is addressed; a deep one (jumbo MTUs)
+            # is block RAM, whose read is registered: it is addressed a cycle ahead
+            self._deep_ring = depth > 64
+            rd = ring.read_port(domain="sync" if self._deep_ring else "comb")
+        wptr = Signal(range(depth))
+        self._rptr = rptr = Signal(range(depth))
+        ring_tight = Signal()
+        # a bare lane reads its last row, never written (zero), while it sends no row:
+        # its side of the frame bus is then zero without a gate
+        self._rows = rows = depth - 1 if self._bare else depth
+        self._next_row = lambda ptr: (Mux(ptr == rows - 1, 0, ptr + 1) if self._bare
+                                      else (ptr + 1)[:len(ptr)])
+        level = Signal(range(depth))
+        if self._bare:
+            m.d.comb += level.eq(Mux(wptr >= rptr, wptr - rptr, wptr + rows - rptr))
+        else:
+            m.d.comb += level.eq(wptr - rptr)
+        # unbuffered: the output's token register ``tq`` takes the LUTRAM's read directly
+        tokens = m.submodules.tokens = LutramQueue(
+            width=TOKEN_BITS - sum(len(v) for _, v in self._constant_bits),
+            depth=self._token_depth)
+        tokens_tight = Signal()
+        m.d.sync += [
+            ring_tight.eq(level >= rows - 6),
+            tokens_tight.eq(tokens.level >= self._token_depth - 5),
+        ]
+        return wr, rd, wptr, ring_tight, tokens, tokens_tight
+
+    def _row_stage(self, m, word, word_valid, last_word_now, slot, wptr, wr, closes, row_wait):
+        """The row stage, a cycle after the gearbox: words into the slots of the row
+        register, rows into the ring."""
+        W = self._word
+        word_q = Signal(W, reset_less=True)
+        word_valid_q = Signal()
+        last_q = Signal()
+        m.d.sync += [word_q.eq(word), word_valid_q.eq(word_valid), last_q.eq(last_word_now)]
+        row = Signal(8 * DATA_BYTES, reset_less=True)
+        for s in range(self._slots):
+            with m.If(word_valid_q & (slot == s)):
+                m.d.sync += row[W * s:W * (s + 1)].eq(word_q)
+        # a row is done when its last slot fills, and when its frame's last word is in
+        # (or the frame closes with a row partly filled and nothing left to add)
+        row_done = ((word_valid_q & (slot == self._slots - 1))
+                    | (last_q & (word_valid_q | (slot != 0))))
+        if self._shared_ring:
+            self._shared_row_stage(m, row, slot, wptr, word_valid_q, last_q, row_done,
+                                   closes, row_wait)
+        else:
+            write_row = Signal()
+            m.d.sync += write_row.eq(row_done)
+            m.d.comb += [wr.addr.eq(wptr), wr.data.eq(row), wr.en.eq(write_row)]
+            with m.If(write_row):
+                m.d.sync += wptr.eq(self._next_row(wptr))
+        with m.If(last_q):
+            m.d.sync += slot.eq(0)
+        with m.Elif(word_valid_q):
+            m.d.sync += slot.eq(slot + 1)
 
     def _shared_row_stage(self, m, row, slot, wptr, word_valid_q, last_q, row_done, closes,
                           row_wait):
