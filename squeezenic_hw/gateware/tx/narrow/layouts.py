@@ -6,15 +6,16 @@ from amaranth.lib import data
 
 from squeezenic_hw.spec.header import HDR
 
-# Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
-# addresses, UDP ports, codec, parameter, scale, aux, seed; and the flags' stochastic bit.
+#: Header bytes that make the coalescing key (docs/wire-format.md section 6): MACs, IPv4
+#: addresses, UDP ports, codec, parameter, scale, aux, seed; and the flags' stochastic bit.
 KEY_BYTES = [(0, 12), (HDR.SRC_IP[0], 12), (HDR.CODEC[0], 2), (HDR.SCALE[0], 12)]
-# Header bytes that may differ between the host frames of one wire frame and are copied
-# from its first one: TOS, identification, flags/fragment offset, TTL.
+#: Header bytes that may differ between the host frames of one wire frame and are copied
+#: from its first one: TOS, identification, flags/fragment offset, TTL.
 COPIED_BYTES = [HDR.IP_TOS[0]] + list(range(HDR.IP_ID[0], HDR.IP_TTL[0] + 1))
 
 
 class Kind:
+    """What an item is: a header, or a payload beat's codes."""
     HEADER = 0
     PAYLOAD = 1
 
@@ -62,6 +63,7 @@ class Token(data.Struct):
     ip_sum: unsigned(19)       # the token's IPv4 header words, summed (not folded)
 
 
+#: Bits of a token, and where its host fields begin.
 TOKEN_BITS = data.Layout.cast(Token).size
 HOST_OFFSET = data.Layout.cast(Token)["host"].offset
 

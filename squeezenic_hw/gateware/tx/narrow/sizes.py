@@ -10,6 +10,7 @@ from squeezenic_hw.spec.header import DEFAULT_MTU, HEADER_LEN
 __all__ = ["NARROW_CODECS", "narrow_codec", "narrow_lane_sizes"]
 
 
+#: Bits of a row of the ring: one beat.
 ROW = 8 * DATA_BYTES
 _MAX_N = 2**16 - 1
 
