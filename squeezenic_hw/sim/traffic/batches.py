@@ -6,10 +6,7 @@ from dataclasses import replace
 import numpy as np
 
 from squeezenic_hw.spec.codecs import resolve_codecs
-from squeezenic_hw.spec.header import (
-    DEFAULT_PORT,
-    HEADER_LEN,
-)
+from squeezenic_hw.spec.header import DEFAULT_PORT, HEADER_LEN
 
 from ..axis import AxisFrame
 from .expected import beat_count

@@ -2,10 +2,7 @@
 
 from dataclasses import dataclass
 
-from squeezenic_hw.spec.header import (
-    HDR,
-    HEADER_LEN,
-)
+from squeezenic_hw.spec.header import HDR, HEADER_LEN
 
 __all__ = ["Difference", "differences"]
 

@@ -8,14 +8,8 @@ import numpy as np
 
 from squeezenic_hw.reference import lane as lane_reference
 from squeezenic_hw.spec.codecs import resolve_codecs
-from squeezenic_hw.spec.frames import (
-    parse,
-)
-from squeezenic_hw.spec.header import (
-    DEFAULT_HOST_ELEMENTS,
-    DEFAULT_MTU,
-    DEFAULT_PORT,
-)
+from squeezenic_hw.spec.frames import parse
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from ..axis import AxisFrame
 from .malformed import bypass_reason

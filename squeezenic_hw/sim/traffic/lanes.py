@@ -4,11 +4,7 @@
 
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.generator import NARROW_LANE_CODECS
-from squeezenic_hw.spec.header import (
-    DEFAULT_HOST_ELEMENTS,
-    DEFAULT_MTU,
-    DEFAULT_PORT,
-)
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from .strategies import codec_ids
 

@@ -17,13 +17,7 @@ from squeezenic_hw.spec.frames import (
     ipv4_checksum,
     parse,
 )
-from squeezenic_hw.spec.header import (
-    DEFAULT_PORT,
-    FLAG_ENCODED,
-    FLAG_STOCHASTIC,
-    HDR,
-    HEADER_LEN,
-)
+from squeezenic_hw.spec.header import DEFAULT_PORT, FLAG_ENCODED, FLAG_STOCHASTIC, HDR, HEADER_LEN
 
 from .recipes import MALFORMED_KINDS, MALFORMED_MARK, NOT_IPV4_KINDS, U32
 from .strategies import check_lane

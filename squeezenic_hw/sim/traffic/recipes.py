@@ -3,13 +3,8 @@ traffic, and the kinds their fields take."""
 
 from dataclasses import dataclass
 
-from squeezenic_hw.spec.frames import (
-    RX_REASONS,
-    TX_REASONS,
-)
-from squeezenic_hw.spec.header import (
-    DEFAULT_HOST_ELEMENTS,
-)
+from squeezenic_hw.spec.frames import RX_REASONS, TX_REASONS
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS
 
 __all__ = [
     "MAX_ELEMENTS", "SCALE_KINDS", "VALUE_KINDS", "LENGTH_KINDS", "OFFSET_KINDS",

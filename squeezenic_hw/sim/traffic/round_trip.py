@@ -4,11 +4,7 @@ reference."""
 import time
 from dataclasses import dataclass, field
 
-from squeezenic_hw.spec.header import (
-    DEFAULT_HOST_ELEMENTS,
-    DEFAULT_MTU,
-    DEFAULT_PORT,
-)
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from .batches import arrival_times, host_traffic, wire_traffic
 from .differences import Difference, differences

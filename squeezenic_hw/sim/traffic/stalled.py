@@ -8,14 +8,8 @@ import numpy as np
 
 from squeezenic_hw.reference import lane as lane_reference
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
-from squeezenic_hw.spec.frames import (
-    parse,
-)
-from squeezenic_hw.spec.header import (
-    DEFAULT_MTU,
-    DEFAULT_PORT,
-    FLAG_ENCODED,
-)
+from squeezenic_hw.spec.frames import parse
+from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, FLAG_ENCODED
 
 from .differences import Difference, counter_differences, differences
 from .expected import LaneExpectation, TxBatch, lane_inputs

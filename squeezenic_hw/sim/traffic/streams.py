@@ -7,14 +7,8 @@ from dataclasses import replace
 import numpy as np
 
 from squeezenic_hw.spec.codecs import codec_info, f32_bits
-from squeezenic_hw.spec.frames import (
-    Header,
-    build_host_frame,
-)
-from squeezenic_hw.spec.header import (
-    FLAG_FLUSH,
-    FLAG_STOCHASTIC,
-)
+from squeezenic_hw.spec.frames import Header, build_host_frame
+from squeezenic_hw.spec.header import FLAG_FLUSH, FLAG_STOCHASTIC
 
 from ..vectors import EDGE_F32_BITS, gradient_like, random_f32_bits, sparse_gradient
 from .recipes import MALFORMED_MARK, MAX_ELEMENTS, U32
