@@ -297,7 +297,7 @@ def lane_simulation(kind, *args, **params):
     seconds, and each run starts from reset."""
     from squeezenic_hw.gateware.rx.lane import RxLane
     from squeezenic_hw.gateware.tx.lane import TxLane
-    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+    from squeezenic_hw.gateware.tx.narrow import NarrowTxLane
 
     lane = {"tx": TxLane, "rx": RxLane, "narrow": NarrowTxLane}[kind]
     return LaneSimulation(shared(lane, *args, **params))

@@ -16,13 +16,8 @@ import pytest
 from amaranth.build import DiffPairs, Pins, Subsignal
 from amaranth.sim import Simulator
 
-from squeezenic_hw.flows.u280 import (
-    DESIGN_NAME,
-    MMCM_PARAMS,
-    U280Loopback,
-    debug_probes,
-    write_u280_plan,
-)
+from squeezenic_hw.flows.u280 import DESIGN_NAME, debug_probes, write_u280_plan
+from squeezenic_hw.gateware.u280 import MMCM_PARAMS, U280Loopback
 from squeezenic_hw.platforms.u280 import AlveoU280Platform
 from squeezenic_hw.reference.array import array_reference
 from squeezenic_hw.spec.generator import GeneratorConfig

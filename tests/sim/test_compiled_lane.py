@@ -153,7 +153,7 @@ def test_ports_header_names_the_lanes_ports():
 
 
 def test_rejects_a_lane_with_other_beats():
-    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+    from squeezenic_hw.gateware.tx.narrow import NarrowTxLane
     with pytest.raises(ValueError, match="lane: .*NarrowTxLane has no 'o'"):
         build_lane_model(NarrowTxLane("sign", bare=True))
 

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""The traffic strategies of ``sim/traffic.py``: every malformed kind bypasses for its
+"""The traffic strategies of ``sim/traffic/``: every malformed kind bypasses for its
 reason, recipes make exactly their frames, the reference TX → RX round trip keeps its
 promises on them, the expectations (``tuser``, wrong ``tuser_size``) and the comparison;
 and the compiled lanes driven by the strategies."""

@@ -362,6 +362,12 @@ class FrameChecker(wiring.Component):
             m.d.sync += crc_reg.eq(_and_xor(steps, crc_reg) ^ s5_e)
 
         # ---- stages 7 and 8: the frame's last A₋₈ₕ step, then its commit ---------
+        self._commit(m, s5_valid=s5_valid, s5_last=s5_last, s5_counted=s5_counted, s5_n=s5_n,
+                     s5_offset=s5_offset, s5_bytes=s5_bytes, crc_reg=crc_reg)
+        return m
+
+    def _commit(self, m, *, s5_valid, s5_last, s5_counted, s5_n, s5_offset, s5_bytes, crc_reg):
+        """Stages 7 and 8: the frame's last A₋₈ₕ step, then its commit to the outputs."""
         # Stage 7 is the cycle the CRC register takes that step, so in stage 8 the
         # frame's CRC is the register itself, one LUT from the output register.
         # The s7 registers keep a reset although they are data: it keeps them out
@@ -394,4 +400,3 @@ class FrameChecker(wiring.Component):
                     m.d.sync += self.gaps.eq(self.gaps + 1)
             with m.Else():
                 m.d.sync += self.bypass.eq(self.bypass + 1)
-        return m

@@ -14,6 +14,8 @@ exponent from five of the new bits. The whole pipeline shares one enable,
 ``~o.valid | o.ready``, as the codec units do.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -289,6 +291,150 @@ class GradientGenerator(wiring.Component):
         st = Stager(m, en, reset_less=True)     # data; the valid bits are reset
 
         # ---- per-run constants, registered from the (constant) inputs ----
+        run = self._run_constants(m)
+
+        # ---- sequencer ----
+        running = Signal()          # the run may still issue beats
+        warming = Signal()          # the run's first cycles: the value register takes the seed
+        warm_left = Signal(range(_WARMUP_STEPS))
+        need_low = Signal()         # the last run ended with start high: wait for it to drop
+        in_payload = Signal()       # issuing the payload beats of a frame
+        beat = Signal.like(run.n_beats)  # payload beat being issued, 1…n_beats
+        k = Signal(32)              # frames issued in this run
+        frame_offset = Signal(32)   # tensor index of the next frame's element 0
+        flush_count = Signal(16)    # frames since the last flush
+        flush_due = Signal()        # registered flush_count + 1 == flush_every
+        flush_limit = Signal(17, reset_less=True)   # flush_every - 1 (-1: never)
+        credit = Signal(run.bucket)      # token bucket, 1/256 byte
+        pipe_busy = Signal()
+
+        quota_ok = Signal()         # registered (n_frames == 0) | (k != n_frames)
+        more = Signal()             # the run may start another frame
+        can_start = Signal()
+        issue_header = stage_enable("issue_header")   # loads the next frame's counters
+        issue_payload = Signal()
+        is_last = Signal()
+        m.d.comb += [
+            more.eq(self.start & quota_ok),
+            can_start.eq(running & ~warming & ~in_payload & more & (credit >= 0)),
+            issue_header.eq(en & can_start),
+            issue_payload.eq(en & running & in_payload),
+            is_last.eq(beat == run.n_beats),
+        ]
+
+        total_length, udp_length, folded = self._checksum(m, frame_len=run.frame_len,
+                                                          warming=warming,
+                                                          issue_header=issue_header, k=k)
+
+        issued = Signal(_Beat)
+        issued_valid = Signal()
+        m.d.comb += [
+            issued_valid.eq(issue_header | issue_payload),
+            issued.header.eq(issue_header),
+            issued.last.eq(issue_payload & is_last),
+            issued.mask.eq(Mux(issue_payload & is_last, run.last_mask,
+                               (1 << ELEMENTS_PER_BEAT) - 1)),
+            issued.ip_id.eq(k[:16]),
+            issued.offset.eq(frame_offset),
+            issued.flush.eq(flush_due),
+            issued.folded.eq(folded),
+        ]
+
+        with m.If(issue_header):
+            m.d.sync += [
+                k.eq(k + 1),
+                frame_offset.eq(frame_offset + self.elements),
+                flush_count.eq(Mux(flush_due, 0, flush_count + 1)),
+                in_payload.eq(1),
+                beat.eq(1),
+            ]
+        with m.If(issue_payload):
+            m.d.sync += beat.eq(beat + 1)
+            with m.If(is_last):
+                m.d.sync += in_payload.eq(0)
+
+        # Token bucket: accrue every cycle after the warm-up, pay a frame's length when
+        # its header issues, never above L'.
+        with m.If(running & ~warming):
+            m.d.sync += credit.eq(Mux(
+                issue_header,
+                Mux(credit > run.limit_pay, run.length_q, credit + run.pay_step),
+                Mux(credit > run.limit_idle, run.length_q, credit + run.rate)))
+
+        # k changes only with a header, and the next header is at least two cycles
+        # later (a frame has a payload beat), so a registered quota check is never stale
+        # when it matters; it keeps the 32-bit compare off the issue path.
+        m.d.sync += quota_ok.eq((self.n_frames == 0) | (k != self.n_frames))
+        # Likewise the flush check: flush_count changes only with a header, so the compare
+        # is registered (stale only in the cycle after a header, which issues none).
+        m.d.sync += [flush_limit.eq(self.flush_every - 1),
+                     flush_due.eq(flush_count == flush_limit)]
+
+        begin = Signal()
+        m.d.comb += begin.eq(~running & ~pipe_busy & self.start & ~need_low & run.elements_ok
+                             & run.settled)
+        with m.If(begin):
+            m.d.sync += [
+                running.eq(1),
+                warming.eq(1),
+                warm_left.eq(_WARMUP_STEPS - 1),
+                quota_ok.eq(1),
+                k.eq(0),
+                frame_offset.eq(self.offset),
+                flush_count.eq(0),
+                flush_due.eq(self.flush_every == 1),
+                credit.eq(0),
+                in_payload.eq(0),
+                self.frames_sent.eq(0),
+            ]
+        with m.Elif(running & ~warming & ~in_payload & ~more):
+            m.d.sync += [running.eq(0), need_low.eq(self.start)]
+        with m.Elif(~running & ~self.start):
+            m.d.sync += need_low.eq(0)
+        with m.If(warming):
+            m.d.sync += warm_left.eq(warm_left - 1)
+            with m.If(warm_left == 0):
+                m.d.sync += warming.eq(0)
+
+        # ---- the value register: 521 bits, 80 new ones per step ----
+        state, load = self._value_register(m, issue_payload=issue_payload, warming=warming)
+
+        # ---- output stage, one cycle after the issue: header or values ----
+        # The register then holds the window of the payload beat registered in ``d``
+        # (a payload issue steps it; a header does not), whatever is issued meanwhile.
+        d = st.reg(issued, name="beat_d1")
+        d_valid = st.reg(issued_valid, name="valid_d1", reset_less=False)
+        m.d.comb += load.eq(~running & ~d_valid)
+
+        header = self._header(total_length=total_length, d=d, udp_length=udp_length)
+
+        values = Cat(*[Mux(d.mask[e], word, 0)
+                       for e, word in enumerate(_values(m, state, self.signs_only,
+                                                               self.mantissa_bits))])
+        out_valid = st.reg(d_valid, name="out_valid", reset_less=False)
+        out_data = st.reg(Mux(d.header, header, values), name="out_data")
+        out_mask = st.reg(d.mask, name="out_mask")
+        out_last = st.reg(d.last, name="out_last")
+
+        m.d.comb += [
+            self.o.valid.eq(out_valid),
+            self.o.payload.data.eq(out_data),
+            self.o.payload.keep.eq(Cat(*[out_mask[e].replicate(4)
+                                         for e in range(ELEMENTS_PER_BEAT)])),
+            self.o.payload.last.eq(out_last),
+            self.o.payload.size.eq(run.frame_len),
+            self.o.payload.src.eq(self.tuser_src),
+            self.o.payload.dst.eq(self.tuser_dst),
+            pipe_busy.eq(d_valid | out_valid),
+            self.busy.eq(running | pipe_busy),
+        ]
+        with m.If(self.o.valid & self.o.ready & self.o.payload.last):
+            m.d.sync += self.frames_sent.eq(self.frames_sent + 1)
+        return m
+
+    def _run_constants(self, m):
+        """Per-run constants, registered from the (constant) inputs: the frame's length and beats,
+        whether a run may begin, and the token bucket's constants."""
         max_len = HEADER_LEN + 4 * self.max_elements
         frame_len = Signal(range(max_len + 1), reset_less=True)      # 64 + 4·elements
         n_beats = Signal(range(MAX_ELEMENTS // ELEMENTS_PER_BEAT + 2),   # payload beats
@@ -325,36 +471,13 @@ class GradientGenerator(wiring.Component):
             limit_idle.eq(length_q - rate),
             limit_pay.eq((length_q << 1) - rate),
         ]
+        return SimpleNamespace(frame_len=frame_len, n_beats=n_beats, last_mask=last_mask,
+                               elements_ok=elements_ok, settled=settled, rate=rate, bucket=bucket,
+                               length_q=length_q, pay_step=pay_step, limit_idle=limit_idle,
+                               limit_pay=limit_pay)
 
-        # ---- sequencer ----
-        running = Signal()          # the run may still issue beats
-        warming = Signal()          # the run's first cycles: the value register takes the seed
-        warm_left = Signal(range(_WARMUP_STEPS))
-        need_low = Signal()         # the last run ended with start high: wait for it to drop
-        in_payload = Signal()       # issuing the payload beats of a frame
-        beat = Signal.like(n_beats)  # payload beat being issued, 1…n_beats
-        k = Signal(32)              # frames issued in this run
-        frame_offset = Signal(32)   # tensor index of the next frame's element 0
-        flush_count = Signal(16)    # frames since the last flush
-        flush_due = Signal()        # registered flush_count + 1 == flush_every
-        flush_limit = Signal(17, reset_less=True)   # flush_every - 1 (-1: never)
-        credit = Signal(bucket)      # token bucket, 1/256 byte
-        pipe_busy = Signal()
-
-        quota_ok = Signal()         # registered (n_frames == 0) | (k != n_frames)
-        more = Signal()             # the run may start another frame
-        can_start = Signal()
-        issue_header = stage_enable("issue_header")   # loads the next frame's counters
-        issue_payload = Signal()
-        is_last = Signal()
-        m.d.comb += [
-            more.eq(self.start & quota_ok),
-            can_start.eq(running & ~warming & ~in_payload & more & (credit >= 0)),
-            issue_header.eq(en & can_start),
-            issue_payload.eq(en & running & in_payload),
-            is_last.eq(beat == n_beats),
-        ]
-
+    def _checksum(self, m, *, frame_len, warming, issue_header, k):
+        """The IPv4 checksum of the next frame, and the lengths it sums."""
         # IPv4 checksum (RFC 791) of the next frame: the template words and the total
         # length (a per-run sum) plus the identification, summed when the previous header
         # issues (or during the warm-up, for frame 0), folded the cycle after; a frame
@@ -373,78 +496,11 @@ class GradientGenerator(wiring.Component):
             m.d.sync += csum_sum.eq(csum_base + (k + 1)[:16])
         m.d.comb += csum_fold.eq(csum_sum[:16] + csum_sum[16:])
         m.d.sync += folded.eq(csum_fold[:16] + csum_fold[16])    # end-around carry
+        return total_length, udp_length, folded
 
-        issued = Signal(_Beat)
-        issued_valid = Signal()
-        m.d.comb += [
-            issued_valid.eq(issue_header | issue_payload),
-            issued.header.eq(issue_header),
-            issued.last.eq(issue_payload & is_last),
-            issued.mask.eq(Mux(issue_payload & is_last, last_mask,
-                               (1 << ELEMENTS_PER_BEAT) - 1)),
-            issued.ip_id.eq(k[:16]),
-            issued.offset.eq(frame_offset),
-            issued.flush.eq(flush_due),
-            issued.folded.eq(folded),
-        ]
-
-        with m.If(issue_header):
-            m.d.sync += [
-                k.eq(k + 1),
-                frame_offset.eq(frame_offset + self.elements),
-                flush_count.eq(Mux(flush_due, 0, flush_count + 1)),
-                in_payload.eq(1),
-                beat.eq(1),
-            ]
-        with m.If(issue_payload):
-            m.d.sync += beat.eq(beat + 1)
-            with m.If(is_last):
-                m.d.sync += in_payload.eq(0)
-
-        # Token bucket: accrue every cycle after the warm-up, pay a frame's length when
-        # its header issues, never above L'.
-        with m.If(running & ~warming):
-            m.d.sync += credit.eq(Mux(
-                issue_header,
-                Mux(credit > limit_pay, length_q, credit + pay_step),
-                Mux(credit > limit_idle, length_q, credit + rate)))
-
-        # k changes only with a header, and the next header is at least two cycles
-        # later (a frame has a payload beat), so a registered quota check is never stale
-        # when it matters; it keeps the 32-bit compare off the issue path.
-        m.d.sync += quota_ok.eq((self.n_frames == 0) | (k != self.n_frames))
-        # Likewise the flush check: flush_count changes only with a header, so the compare
-        # is registered (stale only in the cycle after a header, which issues none).
-        m.d.sync += [flush_limit.eq(self.flush_every - 1),
-                     flush_due.eq(flush_count == flush_limit)]
-
-        begin = Signal()
-        m.d.comb += begin.eq(~running & ~pipe_busy & self.start & ~need_low & elements_ok
-                             & settled)
-        with m.If(begin):
-            m.d.sync += [
-                running.eq(1),
-                warming.eq(1),
-                warm_left.eq(_WARMUP_STEPS - 1),
-                quota_ok.eq(1),
-                k.eq(0),
-                frame_offset.eq(self.offset),
-                flush_count.eq(0),
-                flush_due.eq(self.flush_every == 1),
-                credit.eq(0),
-                in_payload.eq(0),
-                self.frames_sent.eq(0),
-            ]
-        with m.Elif(running & ~warming & ~in_payload & ~more):
-            m.d.sync += [running.eq(0), need_low.eq(self.start)]
-        with m.Elif(~running & ~self.start):
-            m.d.sync += need_low.eq(0)
-        with m.If(warming):
-            m.d.sync += warm_left.eq(warm_left - 1)
-            with m.If(warm_left == 0):
-                m.d.sync += warming.eq(0)
-
-        # ---- the value register: 521 bits, 80 new ones per step ----
+    def _value_register(self, m, *, issue_payload, warming):
+        """The value register: 521 bits, 80 new ones per step; returns it and its load (to the
+        initial constant)."""
         # A step per payload beat issued, and per warm-up cycle (the seed goes in with
         # a third tap). Held at the initial constant while no run is under way and the
         # output stage reads no window (so it is loaded when a run begins): a
@@ -463,14 +519,11 @@ class GradientGenerator(wiring.Component):
             m.d.sync += state.eq(_initial_state())
         with m.Elif(step):
             m.d.sync += state.eq(Cat(state[_STEP_BITS:], new))
+        return state, load
 
-        # ---- output stage, one cycle after the issue: header or values ----
-        # The register then holds the window of the payload beat registered in ``d``
-        # (a payload issue steps it; a header does not), whatever is issued meanwhile.
-        d = st.reg(issued, name="beat_d1")
-        d_valid = st.reg(issued_valid, name="valid_d1", reset_less=False)
-        m.d.comb += load.eq(~running & ~d_valid)
-
+    def _header(self, *, total_length, d, udp_length):
+        """The header beat: the template's constant bytes and the frame's own fields (d, registered
+        at the issue)."""
         t = self.template
         hdr = [None] * HEADER_LEN
 
@@ -506,27 +559,4 @@ class GradientGenerator(wiring.Component):
         put(HDR.SEED, _le(self.seed, 4))
         put(HDR.OFFSET, _le(d.offset, 4))
         header = Cat(*hdr)
-
-        values = Cat(*[Mux(d.mask[e], word, 0)
-                       for e, word in enumerate(_values(m, state, self.signs_only,
-                                                               self.mantissa_bits))])
-        out_valid = st.reg(d_valid, name="out_valid", reset_less=False)
-        out_data = st.reg(Mux(d.header, header, values), name="out_data")
-        out_mask = st.reg(d.mask, name="out_mask")
-        out_last = st.reg(d.last, name="out_last")
-
-        m.d.comb += [
-            self.o.valid.eq(out_valid),
-            self.o.payload.data.eq(out_data),
-            self.o.payload.keep.eq(Cat(*[out_mask[e].replicate(4)
-                                         for e in range(ELEMENTS_PER_BEAT)])),
-            self.o.payload.last.eq(out_last),
-            self.o.payload.size.eq(frame_len),
-            self.o.payload.src.eq(self.tuser_src),
-            self.o.payload.dst.eq(self.tuser_dst),
-            pipe_busy.eq(d_valid | out_valid),
-            self.busy.eq(running | pipe_busy),
-        ]
-        with m.If(self.o.valid & self.o.ready & self.o.payload.last):
-            m.d.sync += self.frames_sent.eq(self.frames_sent + 1)
-        return m
+        return header

@@ -50,7 +50,7 @@ from squeezenic_hw.gateware.rx.controller import rx_counters_layout
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.controller import tx_counters_layout
 from squeezenic_hw.gateware.tx.lane import TxLane
-from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_lane_sizes
+from squeezenic_hw.gateware.tx.narrow import NarrowTxLane, narrow_lane_sizes
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.frames import Header, build_wire_frame
 from squeezenic_hw.spec.generator import narrow_lane_settings
@@ -156,14 +156,14 @@ def generator_tx_lane(codecs, *, mtu=DEFAULT_MTU, port=DEFAULT_PORT, idle_timeou
     build by default). The lane is built for a trusted on-chip source: only those
     codecs, one width where the codec has a build-time width, no classifier or bypass
     path (:func:`generator_lane_options`). A lane of ``sign`` alone, or of ``fixed`` at a
-    width of 2, 4 or 8 alone, is a :class:`~.narrow_lane.NarrowTxLane`, 16·b bits wide
+    width of 2, 4 or 8 alone, is a :class:`~.narrow.lane.NarrowTxLane`, 16·b bits wide
     behind its input (b the code width); with ``bare=True`` it sends bare beats and
     leaves the headers' lengths and checksum, ``tkeep`` and ``tuser`` to a
     :class:`~.header_finisher.HeaderFinisher`; ``constant_fields`` are the header fields
     its source holds constant, ``shared_ring`` (with ``bare``) puts its ring in a
     :class:`~.ring_cluster.RingCluster`, and ``generated_values`` says that the source is a
     :class:`~.generator.GradientGenerator` whose values it need not read whole
-    (:class:`~.narrow_lane.NarrowTxLane`; all three ignored by a ``TxLane``).
+    (:class:`~.narrow.lane.NarrowTxLane`; all three ignored by a ``TxLane``).
     """
     if lanes_finished(codecs):
         return NarrowTxLane(_narrow_spec(codecs), mtu=mtu, port=port,

@@ -11,7 +11,7 @@ cluster (:class:`~.frame_bus.FrameBusArbiter`'s ``rows``).
 
 A lane fills one half of its row register while the other waits for its turn, so a
 turn must come before the other half fills: G is at most the words in half a row
-(:attr:`~squeezenic_hw.gateware.tx.narrow_lane.NarrowTxLane.max_cluster`).
+(:attr:`~.narrow.lane.NarrowTxLane.max_cluster`).
 """
 
 from amaranth import Array, Cat, Const, Module, Signal, unsigned

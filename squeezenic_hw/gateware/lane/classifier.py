@@ -234,23 +234,7 @@ class FrameClassifier(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        enable = stage_enable()
-        queue = None
-        if self.depth is None:
-            m.d.comb += [
-                enable.eq(~self.o.valid | self.o.ready),
-                self.i.ready.eq(enable),
-            ]
-        else:
-            # the beats wait in a queue from the input on; the checks never stall
-            m.submodules.beat_queue = queue = LutramFifo(width=len(self.i.payload.as_value()),
-                                                           depth=self.depth)
-            m.d.comb += [
-                enable.eq(1),
-                self.i.ready.eq(queue.w_rdy),
-                queue.w_en.eq(self.i.valid),
-                queue.w_data.eq(self.i.payload),
-            ]
+        enable, queue = self._input(m)
         # Valid bits (and the frame-start flag) are reset; everything else is data.
         st = Stager(m, enable, reset_less=True)
 
@@ -384,6 +368,35 @@ class FrameClassifier(wiring.Component):
             m.d.comb += [self.o.valid.eq(valid5), self.o.payload.beat.eq(beat5)]
             m.d.comb += [getattr(self.o.payload, name).eq(v) for name, v in tags.items()]
             return m
+        self._tag_queue(m, tags=tags, valid5=valid5, queue=queue)
+        return m
+
+    def _input(self, m):
+        """The input: straight into stage 1, or into a queue from which the beats leave as the
+        output takes them (the checks never stall); returns stage 1's enable and the queue (or
+        None)."""
+        enable = stage_enable()
+        queue = None
+        if self.depth is None:
+            m.d.comb += [
+                enable.eq(~self.o.valid | self.o.ready),
+                self.i.ready.eq(enable),
+            ]
+        else:
+            # the beats wait in a queue from the input on; the checks never stall
+            m.submodules.beat_queue = queue = LutramFifo(width=len(self.i.payload.as_value()),
+                                                            depth=self.depth)
+            m.d.comb += [
+                enable.eq(1),
+                self.i.ready.eq(queue.w_rdy),
+                queue.w_en.eq(self.i.valid),
+                queue.w_data.eq(self.i.payload),
+            ]
+        return enable, queue
+
+    def _tag_queue(self, m, *, tags, valid5, queue):
+        """The queued output: the tags into a queue of their own as they come; a beat leaves the
+        beat queue with its tags."""
         # The tags into a queue of their own as they come; a beat leaves with its tags
         # (the tag queue never holds more than the beat queue).
         packed = Cat(*tags.values())
@@ -400,7 +413,6 @@ class FrameClassifier(wiring.Component):
         for name, value in zip(tags, split_like(tag_queue.r_data, list(tags.values())),
                                strict=True):
             m.d.comb += Value.cast(getattr(self.o.payload, name)).eq(value)
-        return m
 
     def _rx_info(self, m, st, nb3, bits1, sparse):
         """Stage-4 register: the :class:`RxFrameInfo` of a wire frame, from stage-3

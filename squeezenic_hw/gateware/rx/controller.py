@@ -19,6 +19,8 @@ goes to both. ``order`` says, per decoded frame, where the unpacker's input
 comes from.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -192,6 +194,63 @@ class RxController(wiring.Component):
 
         # Frame state, loaded at the header. What the next payload beat is (its flags) is
         # known a beat ahead, so the accept logic reads flags, never counters.
+        state = self._frame_state(sparse=sparse)
+        m.d.comb += [
+            # a beat that stands in for a missing one is zero: the unpacker clears it
+            # (``zero``) where it stores it, not a 512-bit AND gate here
+            pay.payload.data.eq(beat.data),
+            pay.payload.zero.eq(state.pad),
+            pay.payload.last.eq(state.pay_last),
+            self.index.payload.eq(Mux(state.pad, 0, beat.data)),
+            self.values.payload.eq(Mux(state.pad, 0, beat.data)),
+        ]
+
+        # The unpacker's frame: threshold's bitmap is n 1-bit codes (the classifier's
+        # width and bits say so); an index-list frame's parameters read 0.
+        m.d.comb += [
+            frames.payload.n.eq(h_n),
+            frames.payload.width.eq(h.width),
+            frames.payload.bits.eq(h.bits),
+            frames.payload.tag.codec.eq(h_codec),
+        ]
+        with m.If(~h_index):
+            m.d.comb += codec_params_of(frames.payload.tag.params, hdr)
+
+        def load_flags(sparse_v, index_v, beats, lay_beats, val_beat, k_nz):
+            """Flags of the first payload beat, from the header's quantities."""
+            counts = [state.final.eq(beats == 1), state.left.eq(beats)]
+            if not sparse:
+                return counts
+            lay_one = lay_beats == 1
+            return counts + [
+                state.to_pay.eq(~sparse_v | ~index_v),
+                state.to_idx.eq(sparse_v & index_v),
+                state.to_val.eq(sparse_v & k_nz & (val_beat == 0)),
+                state.pay_last.eq(Mux(sparse_v, lay_one, beats == 1)),
+                state.in_layout.eq(1),
+                state.lay_last.eq(lay_one),
+                state.lay_left.eq(lay_beats),
+                state.in_values.eq(k_nz & (val_beat == 0)),
+                state.pre_val.eq(val_beat),
+            ]
+
+        with m.FSM(name="rx_ctrl"):
+            with m.State("IDLE"):
+                self._header_state(m, desc=desc, byp=byp, bump=bump, frames=frames, sparse=sparse,
+                                   h_sparse=h_sparse, h_index=h_index, h=h, h_n=h_n,
+                                   load_flags=load_flags, state=state, beat=beat)
+
+            with m.State("PAYLOAD"):
+                self._payload_state(m, state=state, pay=pay, sparse=sparse, beat=beat, bump=bump)
+
+            bypass_and_drain_states(m, self.i, byp)
+        if sparse:
+            self._layout_check(m, beat.data, state.check_layout, state.last_byte, state.pad_bits)
+        return m
+
+    def _frame_state(self, *, sparse):
+        """Frame state, loaded at the header. What the next payload beat is (its flags) is known a
+        beat ahead, so the accept logic reads flags, never counters."""
         left = Signal(16)          # payload beats still to come, this one included
         final = Signal()           # left == 1
         pad = Signal()             # the input ended early: zero beats stand in
@@ -214,152 +273,119 @@ class RxController(wiring.Component):
         if not sparse:
             # every payload beat goes to `payload`, the frame's last one is its last
             to_pay, to_idx, to_val, pay_last = Const(1), Const(0), Const(0), final
-        m.d.comb += [
-            # a beat that stands in for a missing one is zero: the unpacker clears it
-            # (``zero``) where it stores it, not a 512-bit AND gate here
-            pay.payload.data.eq(beat.data),
-            pay.payload.zero.eq(pad),
-            pay.payload.last.eq(pay_last),
-            self.index.payload.eq(Mux(pad, 0, beat.data)),
-            self.values.payload.eq(Mux(pad, 0, beat.data)),
-        ]
+        return SimpleNamespace(left=left, final=final, pad=pad, f_sparse=f_sparse, to_pay=to_pay,
+                               to_idx=to_idx, to_val=to_val, pay_last=pay_last, lay_left=lay_left,
+                               lay_last=lay_last, in_layout=in_layout, pre_val=pre_val,
+                               in_values=in_values, has_k=has_k, f_index=f_index,
+                               last_byte=last_byte, pad_bits=pad_bits, check_layout=check_layout)
 
-        # The unpacker's frame: threshold's bitmap is n 1-bit codes (the classifier's
-        # width and bits say so); an index-list frame's parameters read 0.
-        m.d.comb += [
-            frames.payload.n.eq(h_n),
-            frames.payload.width.eq(h.width),
-            frames.payload.bits.eq(h.bits),
-            frames.payload.tag.codec.eq(h_codec),
-        ]
-        with m.If(~h_index):
-            m.d.comb += codec_params_of(frames.payload.tag.params, hdr)
+    def _header_state(self, m, *, desc, byp, bump, frames, sparse, h_sparse, h_index, h, h_n,
+                      load_flags, state, beat):
+        """The IDLE state: a header beat goes to every output that needs it in the same cycle and
+        loads the frame's state; a bypassed frame's first beat goes to the bypass."""
+        with m.If(self.i.valid & self.i.payload.bypass):
+            bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
+                              size=desc.payload.size, reasons=RX_REASONS, bump=bump)
+        with m.Elif(self.i.valid):
+            # every output the header needs must take it in the same cycle
+            needs = {"desc": (desc.ready, Const(1)),
+                     "frames": (frames.ready, Const(1))}
+            if sparse:
+                needs["order"] = (self.order.ready, Const(1))
+                needs["vdesc"] = (self.vdesc.ready, h_sparse)
+                needs["index_desc"] = (self.index_desc.ready, h_sparse & h_index)
 
-        def load_flags(sparse_v, index_v, beats, lay_beats, val_beat, k_nz):
-            """Flags of the first payload beat, from the header's quantities."""
-            counts = [final.eq(beats == 1), left.eq(beats)]
-            if not sparse:
-                return counts
-            lay_one = lay_beats == 1
-            return counts + [
-                to_pay.eq(~sparse_v | ~index_v),
-                to_idx.eq(sparse_v & index_v),
-                to_val.eq(sparse_v & k_nz & (val_beat == 0)),
-                pay_last.eq(Mux(sparse_v, lay_one, beats == 1)),
-                in_layout.eq(1),
-                lay_last.eq(lay_one),
-                lay_left.eq(lay_beats),
-                in_values.eq(k_nz & (val_beat == 0)),
-                pre_val.eq(val_beat),
+            def others_ready(skip):
+                ok = Const(1)
+                for name, (ready, used) in needs.items():
+                    if name != skip:
+                        ok = ok & (ready | ~used)
+                return ok
+
+            go = others_ready(None)
+            m.d.comb += [
+                desc.valid.eq(others_ready("desc")),
+                frames.valid.eq(others_ready("frames")),
+                desc.payload.built.eq(1),
+                self.i.ready.eq(go),
             ]
-
-        with m.FSM(name="rx_ctrl"):
-            with m.State("IDLE"):
-                with m.If(self.i.valid & self.i.payload.bypass):
-                    bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
-                                      size=desc.payload.size, reasons=RX_REASONS, bump=bump)
-                with m.Elif(self.i.valid):
-                    # every output the header needs must take it in the same cycle
-                    needs = {"desc": (desc.ready, Const(1)),
-                             "frames": (frames.ready, Const(1))}
-                    if sparse:
-                        needs["order"] = (self.order.ready, Const(1))
-                        needs["vdesc"] = (self.vdesc.ready, h_sparse)
-                        needs["index_desc"] = (self.index_desc.ready, h_sparse & h_index)
-
-                    def others_ready(skip):
-                        ok = Const(1)
-                        for name, (ready, used) in needs.items():
-                            if name != skip:
-                                ok = ok & (ready | ~used)
-                        return ok
-
-                    go = others_ready(None)
-                    m.d.comb += [
-                        desc.valid.eq(others_ready("desc")),
-                        frames.valid.eq(others_ready("frames")),
-                        desc.payload.built.eq(1),
-                        self.i.ready.eq(go),
-                    ]
-                    if sparse:
-                        m.d.comb += [
-                            self.order.valid.eq(others_ready("order")),
-                            self.order.payload.index.eq(h_sparse & h_index),
-                            self.vdesc.valid.eq(h_sparse & others_ready("vdesc")),
-                            self.vdesc.payload.k.eq(h.k),
-                            self.vdesc.payload.start.eq(h.start),
-                            self.index_desc.valid.eq(h_sparse & h_index
-                                                     & others_ready("index_desc")),
-                            self.index_desc.payload.n.eq(h_n),
-                            self.index_desc.payload.k.eq(h.k),
-                        ]
-                    with m.If(go):
-                        bump("wire_frames")
-                        bump("elements", h_n)
-                        m.d.sync += [
-                            *load_flags(h_sparse, h_index, h.beats, h.layout_beats,
-                                        h.value_beat, h.k != 0),
-                            pad.eq(beat.last),
-                            f_sparse.eq(h_sparse),
-                            f_index.eq(h_index),
-                            has_k.eq(h.k != 0),
-                            last_byte.eq(h.last_byte),
-                            pad_bits.eq(Mux(h_n[:3] == 0, 0, (Const(0xFF, 8) << h_n[:3])[:8])),
-                        ]
-                        with m.If(h.beats == 0):
-                            # index layout with k = 0: the header is the whole frame
-                            with m.If(~beat.last):
-                                bump("size_errors")
-                                m.next = "DRAIN"
-                        with m.Else():
-                            with m.If(beat.last):
-                                bump("size_errors")
-                            m.next = "PAYLOAD"
-
-            with m.State("PAYLOAD"):
-                have = self.i.valid | pad
-                ok = ((~to_pay | pay.ready) & (~to_idx | self.index.ready)
-                      & (~to_val | self.values.ready))
-                advance = have & ok
+            if sparse:
                 m.d.comb += [
-                    pay.valid.eq(have & to_pay & ok),
-                    self.index.valid.eq(have & to_idx & ok),
-                    self.values.valid.eq(have & to_val & ok),
-                    self.i.ready.eq(ok & ~pad),
+                    self.order.valid.eq(others_ready("order")),
+                    self.order.payload.index.eq(h_sparse & h_index),
+                    self.vdesc.valid.eq(h_sparse & others_ready("vdesc")),
+                    self.vdesc.payload.k.eq(h.k),
+                    self.vdesc.payload.start.eq(h.start),
+                    self.index_desc.valid.eq(h_sparse & h_index
+                                             & others_ready("index_desc")),
+                    self.index_desc.payload.n.eq(h_n),
+                    self.index_desc.payload.k.eq(h.k),
                 ]
-                with m.If(advance):
-                    m.d.sync += [left.eq(left - 1), final.eq(left == 2)]
-                    if sparse:
-                        next_in_layout = in_layout & ~lay_last
-                        next_lay_last = in_layout & (lay_left == 2)
-                        next_in_values = has_k & (in_values | (pre_val == 1))
-                        m.d.sync += [
-                            lay_left.eq(lay_left - 1),
-                            lay_last.eq(next_lay_last),
-                            in_layout.eq(next_in_layout),
-                            pre_val.eq(pre_val - 1),
-                            in_values.eq(next_in_values),
-                            to_pay.eq(~f_sparse | (next_in_layout & ~f_index)),
-                            to_idx.eq(f_sparse & next_in_layout & f_index),
-                            to_val.eq(f_sparse & next_in_values),
-                            pay_last.eq(Mux(f_sparse, next_lay_last, left == 2)),
-                        ]
-                    with m.If(~pad & beat.last & ~final):
+            with m.If(go):
+                bump("wire_frames")
+                bump("elements", h_n)
+                m.d.sync += [
+                    *load_flags(h_sparse, h_index, h.beats, h.layout_beats,
+                                h.value_beat, h.k != 0),
+                    state.pad.eq(beat.last),
+                    state.f_sparse.eq(h_sparse),
+                    state.f_index.eq(h_index),
+                    state.has_k.eq(h.k != 0),
+                    state.last_byte.eq(h.last_byte),
+                    state.pad_bits.eq(Mux(h_n[:3] == 0, 0, (Const(0xFF, 8) << h_n[:3])[:8])),
+                ]
+                with m.If(h.beats == 0):
+                    # index layout with k = 0: the header is the whole frame
+                    with m.If(~beat.last):
                         bump("size_errors")
-                        m.d.sync += pad.eq(1)
-                    with m.If(final):
-                        m.d.sync += pad.eq(0)
-                        with m.If(~pad & ~beat.last):
-                            bump("size_errors")
-                            m.next = "DRAIN"
-                        with m.Else():
-                            m.next = "IDLE"
-                m.d.comb += check_layout.eq(advance & ~pad & f_sparse & to_pay & pay_last)
+                        m.next = "DRAIN"
+                with m.Else():
+                    with m.If(beat.last):
+                        bump("size_errors")
+                    m.next = "PAYLOAD"
 
-            bypass_and_drain_states(m, self.i, byp)
-        if sparse:
-            self._layout_check(m, beat.data, check_layout, last_byte, pad_bits)
-        return m
+    def _payload_state(self, m, *, state, pay, sparse, beat, bump):
+        """The PAYLOAD state: payload beats to the unpacker, the index and the value paths, as the
+        flags say; zero beats where the input ended early."""
+        have = self.i.valid | state.pad
+        ok = ((~state.to_pay | pay.ready) & (~state.to_idx | self.index.ready)
+              & (~state.to_val | self.values.ready))
+        advance = have & ok
+        m.d.comb += [
+            pay.valid.eq(have & state.to_pay & ok),
+            self.index.valid.eq(have & state.to_idx & ok),
+            self.values.valid.eq(have & state.to_val & ok),
+            self.i.ready.eq(ok & ~state.pad),
+        ]
+        with m.If(advance):
+            m.d.sync += [state.left.eq(state.left - 1), state.final.eq(state.left == 2)]
+            if sparse:
+                next_in_layout = state.in_layout & ~state.lay_last
+                next_lay_last = state.in_layout & (state.lay_left == 2)
+                next_in_values = state.has_k & (state.in_values | (state.pre_val == 1))
+                m.d.sync += [
+                    state.lay_left.eq(state.lay_left - 1),
+                    state.lay_last.eq(next_lay_last),
+                    state.in_layout.eq(next_in_layout),
+                    state.pre_val.eq(state.pre_val - 1),
+                    state.in_values.eq(next_in_values),
+                    state.to_pay.eq(~state.f_sparse | (next_in_layout & ~state.f_index)),
+                    state.to_idx.eq(state.f_sparse & next_in_layout & state.f_index),
+                    state.to_val.eq(state.f_sparse & next_in_values),
+                    state.pay_last.eq(Mux(state.f_sparse, next_lay_last, state.left == 2)),
+                ]
+            with m.If(~state.pad & beat.last & ~state.final):
+                bump("size_errors")
+                m.d.sync += state.pad.eq(1)
+            with m.If(state.final):
+                m.d.sync += state.pad.eq(0)
+                with m.If(~state.pad & ~beat.last):
+                    bump("size_errors")
+                    m.next = "DRAIN"
+                with m.Else():
+                    m.next = "IDLE"
+        m.d.comb += state.check_layout.eq(advance & ~state.pad & state.f_sparse & state.to_pay
+                                          & state.pay_last)
 
     def _layout_check(self, m, data_, check, last_byte, pad_bits):
         """``layout_error``: the last bitmap byte's bits past n must be zero. Registered

@@ -65,6 +65,16 @@ def sparse_expander_job_layout(tag_shape=unsigned(1)):
     })
 
 
+def _datapath(shape, name):
+    """A register of data: no reset."""
+    return Signal(shape, name=name, reset_less=True)
+
+
+def _fields_of(job):
+    """The fields that ride along with a job's data, as one value."""
+    return Cat(job.count, job.frame_last, job.sparse, Value.cast(job.tag))
+
+
 class SparseExpander(wiring.Component):
     """Replace the keep bits of threshold jobs with the frame's kept fp32 values.
 
@@ -183,36 +193,9 @@ class SparseExpander(wiring.Component):
         m = Module()
         N = CODES_PER_JOB
         H = N // 2                              # elements per half of a job
-        ip, op = self.i.payload, self.o.payload
-        words = data.ArrayLayout(unsigned(32), N)
-        fields = data.StructLayout({            # what rides along with a job's data
-            "count": unsigned(5), "frame_last": unsigned(1), "sparse": unsigned(1),
-            "tag": self.tag_shape})
+        ip = self.i.payload
 
-        def datapath(shape, name):
-            return Signal(shape, name=name, reset_less=True)
-
-        def fields_of(job):
-            return Cat(job.count, job.frame_last, job.sparse, Value.cast(job.tag))
-
-        # --- frame descriptors ------------------------------------------------------------
-        # The skip and the frame's value beats are computed on the way in, so loading a
-        # frame is a plain move.
-        desc_layout = data.StructLayout({
-            "k": unsigned(16), "skip": unsigned(6), "beats": unsigned(_BEATS_BITS)})
-        m.submodules.desc = desc_q = LutramFifo(width=desc_layout.size, depth=_DESC_DEPTH)
-        desc_in = data.View(desc_layout, desc_q.w_data)
-        desc_out = data.View(desc_layout, desc_q.r_data)
-        vk, vstart = self.vdesc.payload.k, self.vdesc.payload.start
-        has_values = vk != 0
-        m.d.comb += [
-            desc_in.k.eq(vk),
-            # k = 0: no beats at all, so nothing to skip either.
-            desc_in.skip.eq(Mux(has_values, vstart, 0)),
-            desc_in.beats.eq(Mux(has_values, (vstart + (vk << 2) + (_BEAT_BYTES - 1)) >> 6, 0)),
-            desc_q.w_en.eq(self.vdesc.valid),
-            self.vdesc.ready.eq(desc_q.w_rdy),
-        ]
+        desc_q, desc_out = self._descriptors(m)
 
         # --- input: a skid buffer (i.ready a register); keep bits and their number -------
         staged = data.StructLayout({"job": self.job_layout, "keep": unsigned(N)})
@@ -225,35 +208,8 @@ class SparseExpander(wiring.Component):
                                       for e in range(N))),
         ]
 
-        # --- ranks: the number of set bits, each kept element's slot within its half
-        # (one-hot) and the kept elements of the low half (one-hot), registered ----------
-        ranked = data.StructLayout({
-            "job": self.job_layout,
-            "keep": unsigned(N),
-            "pop": range(N + 1),
-            "local": data.ArrayLayout(unsigned(H), N),
-            "low": unsigned(H + 1),
-        })
-        r_valid = Signal()
-        a = datapath(ranked, "ranked")
+        r_valid, a, acc_fire = self._ranks(m, inq)
         a_job = a.job
-        acc_fire = Signal()
-        r_free = Signal()
-        m.d.comb += [r_free.eq(~r_valid | acc_fire), inq.o.ready.eq(r_free)]
-        kept = [inq.o.payload.keep[e] for e in range(N)]
-        with m.If(r_free):
-            m.d.sync += r_valid.eq(inq.o.valid)
-        with m.If(r_free & inq.o.valid):
-            m.d.sync += [
-                a.job.eq(inq.o.payload.job),
-                a.keep.eq(inq.o.payload.keep),
-                a.pop.eq(popcount16(m, kept, "pop")),
-                a.low.eq(Cat(*count_onehot(m, kept[:H], "low"))),
-            ]
-            for e in range(N):
-                lo = e - e % H
-                before = count_onehot(m, kept[lo:e], f"local{e}")
-                m.d.sync += a.local[e].eq(Cat(kept[e] & before[j] for j in range(e - lo + 1)))
 
         # --- the pipeline's enables (from the output back) --------------------------------
         o_valid = Signal()
@@ -355,8 +311,76 @@ class SparseExpander(wiring.Component):
         c = cq.o.payload
         m.d.comb += [c_valid.eq(cq.o.valid), cq.o.ready.eq(c_fire)]
 
-        # --- the value ring: eight beat slots; W beats written, R read --------------------
-        ring = Array(datapath(BEAT_BITS, f"ring{j}") for j in range(_RING_BEATS))
+        ring = self._value_ring(m, c, c_valid, c_fire, p_free)
+        p = self._pair_stage(m, c, c_fire, ring, p_free, p_valid)
+        w = self._window_stage(m, p, p_valid, w_valid, w_free)
+        self._output_stage(m, w, w_valid, out_free, o_valid)
+        return m
+
+    def _fields(self):
+        """What rides along with a job's data."""
+        return data.StructLayout({
+            "count": unsigned(5), "frame_last": unsigned(1), "sparse": unsigned(1),
+            "tag": self.tag_shape})
+
+    def _descriptors(self, m):
+        """Frame descriptors: the skip and the frame's value beats are computed on the way
+        in, so loading a frame is a plain move. Returns the FIFO and its read view."""
+        desc_layout = data.StructLayout({
+            "k": unsigned(16), "skip": unsigned(6), "beats": unsigned(_BEATS_BITS)})
+        m.submodules.desc = desc_q = LutramFifo(width=desc_layout.size, depth=_DESC_DEPTH)
+        desc_in = data.View(desc_layout, desc_q.w_data)
+        desc_out = data.View(desc_layout, desc_q.r_data)
+        vk, vstart = self.vdesc.payload.k, self.vdesc.payload.start
+        has_values = vk != 0
+        m.d.comb += [
+            desc_in.k.eq(vk),
+            # k = 0: no beats at all, so nothing to skip either.
+            desc_in.skip.eq(Mux(has_values, vstart, 0)),
+            desc_in.beats.eq(Mux(has_values, (vstart + (vk << 2) + (_BEAT_BYTES - 1)) >> 6, 0)),
+            desc_q.w_en.eq(self.vdesc.valid),
+            self.vdesc.ready.eq(desc_q.w_rdy),
+        ]
+        return desc_q, desc_out
+
+    def _ranks(self, m, inq):
+        """Ranks: the number of set bits, each kept element's slot within its half
+        (one-hot) and the kept elements of the low half (one-hot), registered; returns
+        ``(valid, ranked job, the fire of the counting stage)``."""
+        N = CODES_PER_JOB
+        H = N // 2                              # elements per half of a job
+        ranked = data.StructLayout({
+            "job": self.job_layout,
+            "keep": unsigned(N),
+            "pop": range(N + 1),
+            "local": data.ArrayLayout(unsigned(H), N),
+            "low": unsigned(H + 1),
+        })
+        r_valid = Signal()
+        a = _datapath(ranked, "ranked")
+        acc_fire = Signal()
+        r_free = Signal()
+        m.d.comb += [r_free.eq(~r_valid | acc_fire), inq.o.ready.eq(r_free)]
+        kept = [inq.o.payload.keep[e] for e in range(N)]
+        with m.If(r_free):
+            m.d.sync += r_valid.eq(inq.o.valid)
+        with m.If(r_free & inq.o.valid):
+            m.d.sync += [
+                a.job.eq(inq.o.payload.job),
+                a.keep.eq(inq.o.payload.keep),
+                a.pop.eq(popcount16(m, kept, "pop")),
+                a.low.eq(Cat(*count_onehot(m, kept[:H], "low"))),
+            ]
+            for e in range(N):
+                lo = e - e % H
+                before = count_onehot(m, kept[lo:e], f"local{e}")
+                m.d.sync += a.local[e].eq(Cat(kept[e] & before[j] for j in range(e - lo + 1)))
+        return r_valid, a, acc_fire
+
+    def _value_ring(self, m, c, c_valid, c_fire, p_free):
+        """The value ring: eight beat slots; W beats written, R read. The counted job
+        ``c`` leaves (``c_fire``) when its value beats are in; R moves past its values."""
+        ring = Array(_datapath(BEAT_BITS, f"ring{j}") for j in range(_RING_BEATS))
         written = Signal(_POS_BITS - 6)         # W
         written1 = Signal(_POS_BITS - 6, init=1)    # W + 1
         read = Signal(_POS_BITS)                # R: where the next job's values begin
@@ -402,14 +426,20 @@ class SparseExpander(wiring.Component):
             values_ready.eq(Mux(moves, unread_below(c.after[6:], _RING_BEATS - took),
                                 unread_below(read[6:], _RING_BEATS - took))),
         ]
+        return ring
 
-        # --- pair stage: the two ring slots from P (or a non-sparse job's codes); ranks --
-        p_pair = datapath(2 * BEAT_BITS, "p_pair")
-        p_offset = datapath(6, "p_offset")      # bytes to rotate the pair by
-        p_rank = [datapath(e + 1, f"p_rank{e}") for e in range(N)]   # one-hot, with keep
-        p_below = datapath(N, "p_below")        # thermometer: j < u
-        p_fields = datapath(fields, "p_fields")
-        p_err = datapath(1, "p_err")
+    def _pair_stage(self, m, c, c_fire, ring, p_free, p_valid):
+        """Pair stage: the two ring slots from P (or a non-sparse job's codes); ranks."""
+        N = CODES_PER_JOB
+        H = N // 2                              # elements per half of a job
+        fields = self._fields()
+        c_sparse, c_last = c.job.sparse, c.job.frame_last
+        p_pair = _datapath(2 * BEAT_BITS, "p_pair")
+        p_offset = _datapath(6, "p_offset")      # bytes to rotate the pair by
+        p_rank = [_datapath(e + 1, f"p_rank{e}") for e in range(N)]   # one-hot, with keep
+        p_below = _datapath(N, "p_below")        # thermometer: j < u
+        p_fields = _datapath(fields, "p_fields")
+        p_err = _datapath(1, "p_err")
         rslot = c.first[6:]
         with m.If(p_free):
             m.d.sync += p_valid.eq(c_fire)
@@ -419,7 +449,7 @@ class SparseExpander(wiring.Component):
                               c.job.codes)),
                 p_offset.eq(Mux(c_sparse, c.first[:6], 0)),
                 p_below.eq(Cat(c.use > j for j in range(N))),
-                p_fields.eq(fields_of(c.job)),
+                p_fields.eq(_fields_of(c.job)),
                 p_err.eq(c_sparse & c_last & c.err),
             ]
             low = [c.low[v] for v in range(H + 1)]
@@ -427,13 +457,19 @@ class SparseExpander(wiring.Component):
                 local = [c.local[e][j] for j in range(e % H + 1)]
                 rank = local if e < H else combine_onehot(m, low, local, f"rank{e}")
                 m.d.sync += p_rank[e].eq(Cat(*rank[:e + 1]))
+        return p_pair, p_offset, p_rank, p_below, p_fields, p_err
 
-        # --- window stage: the 64 bytes from P; which elements take a value --------------
-        w_data = datapath(words, "w_data")      # the value window, or a non-sparse job's codes
-        w_rank = [datapath(e + 1, f"w_rank{e}") for e in range(N)]
-        w_mask = datapath(N, "w_mask")          # kept, and among the first u
-        w_fields = datapath(fields, "w_fields")
-        w_err = datapath(1, "w_err")
+    def _window_stage(self, m, p, p_valid, w_valid, w_free):
+        """Window stage: the 64 bytes from P; which elements take a value."""
+        N = CODES_PER_JOB
+        words = data.ArrayLayout(unsigned(32), N)
+        fields = self._fields()
+        p_pair, p_offset, p_rank, p_below, p_fields, p_err = p
+        w_data = _datapath(words, "w_data")      # the value window, or a non-sparse job's codes
+        w_rank = [_datapath(e + 1, f"w_rank{e}") for e in range(N)]
+        w_mask = _datapath(N, "w_mask")          # kept, and among the first u
+        w_fields = _datapath(fields, "w_fields")
+        w_err = _datapath(1, "w_err")
         with m.If(w_free):
             m.d.sync += w_valid.eq(p_valid)
         with m.If(p_valid & w_free):
@@ -446,16 +482,21 @@ class SparseExpander(wiring.Component):
             ]
             for e in range(N):
                 m.d.sync += w_rank[e].eq(p_rank[e])
+        return w_data, w_rank, w_mask, w_fields, w_err
 
-        # --- output register ----------------------------------------------------------------
-        o_job = datapath(self.job_layout, "o_job")
+    def _output_stage(self, m, w, w_valid, out_free, o_valid):
+        """The output register."""
+        N = CODES_PER_JOB
+        op = self.o.payload
+        w_data, w_rank, w_mask, w_fields, w_err = w
+        o_job = _datapath(self.job_layout, "o_job")
         o_err = Signal()
         m.d.comb += op.eq(o_job)
         w_sparse = w_fields.sparse
         with m.If(out_free):
             m.d.sync += [o_valid.eq(w_valid), o_err.eq(w_valid & w_err)]
             with m.If(w_valid):
-                m.d.sync += fields_of(o_job).eq(w_fields)
+                m.d.sync += _fields_of(o_job).eq(w_fields)
                 for e in range(N):
                     # Element e's rank in its job is at most e: an AND-OR of e + 1 words.
                     picked = or_all([w_data[j] & w_rank[e][j].replicate(32)
@@ -463,4 +504,3 @@ class SparseExpander(wiring.Component):
                     m.d.sync += o_job.codes[e].eq(
                         Mux(w_sparse, Mux(w_mask[e], picked, 0), w_data[e]))
         m.d.comb += self.count_error.eq(self.o.valid & self.o.ready & o_err)
-        return m

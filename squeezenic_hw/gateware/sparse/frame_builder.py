@@ -93,6 +93,11 @@ def _prefix_mask(count, n, unit=1):
     return ~(Const(2**width - 1, width) << (count * unit))[:width]
 
 
+def _datapath(shape, name):
+    """A register of data: no reset."""
+    return Signal(shape, name=name, reset_less=True)
+
+
 class _Slot:
     """One frame slot: bitmap, index-list and value regions, each two banks (even/odd
     beats) with one write port (16/16/32-bit enables) and one read port."""
@@ -228,9 +233,6 @@ class SparseFrameBuilder(wiring.Component):
         m = Module()
         slots = [_Slot(m, s, self._layout_beats, self._value_beats) for s in range(2)]
 
-        def datapath(shape, name):
-            return Signal(shape, name=name, reset_less=True)
-
         busy = [Signal(name=f"busy{s}") for s in range(2)]   # closed, not yet read out
         wslot = Signal()            # the open slot
         n = Signal(17)              # elements of the open frame
@@ -239,27 +241,12 @@ class SparseFrameBuilder(wiring.Component):
 
         # ---- input: a job and its per-frame counts and masks, decoded on the way in ----
         job = self.i.payload
-        t_a = Mux(job.close_mid, job.split, job.count)             # elements, open frame
-        k_a = Mux(job.close_mid, job.kept_split, job.kept)         # kept values, open frame
-        t_b = Mux(job.close_mid, (job.count - job.split)[:5], 0)   # next frame (close_mid)
-        k_b = Mux(job.close_mid, (job.kept - job.kept_split)[:5], 0)
-        decoded = Signal(_staged_layout())
-        m.d.comb += [
-            decoded.job.eq(job),
-            decoded.t_a.eq(t_a), decoded.k_a.eq(k_a), decoded.t_b.eq(t_b), decoded.k_b.eq(k_b),
-            decoded.bits_a.eq(job.keep & _prefix_mask(t_a, 16)),
-            decoded.bits_b.eq((job.keep >> job.split) & _prefix_mask(t_b, 16)),
-            decoded.mask_a.eq(_prefix_mask(k_a, _LANES)),
-            decoded.mask_b.eq(_prefix_mask(k_b, _LANES)),
-            decoded.nbm_a.eq(t_a + (k_a << 5)),
-            decoded.six_a.eq(Array(Const(6 * c, 7) for c in range(32))[k_a]),
-        ]
+        decoded = self._decode(m, job)
 
-        # The job being written. i.ready is a register: the next cycle's "s is empty or
         # its job leaves", computed from the next state (below).
         ready = Signal(init=1)
         s_valid = Signal()
-        st = datapath(_staged_layout(), "s")
+        st = _datapath(_staged_layout(), "s")
         s = st.job
         go = Signal()               # the job's part for the open slot is written now
         b_now = Signal()            # close_mid: the next frame's start is written now too
@@ -280,189 +267,13 @@ class SparseFrameBuilder(wiring.Component):
         with m.If(load):
             m.d.sync += st.eq(decoded)
 
-        # ---- writer: the closing/continuing part A and the next frame's part B ----------
-        # Part A (the open frame) goes to the open slot; part B (close_mid: the next
-        # frame's first elements, at position 0) to bank 0, beat 0 of the other slot.
-        chunk = Signal(32)          # bitmap: the partial word plus the new bits
-        m.d.comb += chunk.eq(part | (st.bits_a << n[:4]))
-        values = Cat(s.values[e] for e in range(_LANES))
-        indices = Cat(s.indices[e] for e in range(_LANES))
-        # Writes only go where the enables are set, so the data need not be zeroed
-        # elsewhere: the bitmap's two words w, w + 1 are the pair swapped when w is odd,
-        # repeated; entry kc + j (j < 16) of the index beat pair is at (kc + j) mod 32,
-        # so the 16 entries rotated by kc mod 16, twice; values lane (kc + j) mod 16.
-        a_data = {
-            "bitmap": Mux(n[4], Cat(chunk[16:], chunk[:16]), chunk).replicate(_WORDS // 2),
-            "index": _rotate(indices, kc[:4], 16).replicate(2),
-            "values": _rotate(values, kc[:4], 32),
-        }
-        ks = s.kept_split[:4]
-        b_parts = {
-            "bitmap": (st.bits_b, Const(1, _WORDS), 16),
-            "index": (_rotate(indices, ks, 16, right=True), st.mask_b, 16 * _LANES),
-            "values": (_rotate(values, ks, 32, right=True), st.mask_b, 32 * _LANES),
-        }
-        # Per region: the two beats from the first position, as a ring of 2 x width
-        # positions (beat b in bank b % 2): the enables are a window (two bitmap words;
-        # k_a entries or lanes) rotated to the first position, kc or n mod 2 x width, and
-        # bank b's part of the ring its enables. Bank 1 holds beat // 2 either way, bank
-        # 0 (beat + 1) // 2. Past a region's end: dropped (never chosen, see the class
-        # docstring).
-        regions = {
-            "bitmap": (n[9:], Const(0b11, 2), n[4:10], _WORDS),
-            "index": (kc[5:], st.mask_a, kc[:6], _WORDS),
-            "values": (kc[4:], st.mask_a, kc[:5], _LANES),
-        }
-        for region, (beat, window, first, width) in regions.items():
-            depth = slots[0].regions[region][0]
-            half = beat >> 1
-            ring = _rotate(Cat(window, Const(0, 2 * width - len(window))), first, 1)
-            b_data, b_en, b_bits = b_parts[region]
-            for b in range(2):
-                # the address, half + (b == 0 and beat odd), below depth
-                in_range = Mux(beat[0] & (b == 0), half < depth - 1, half < depth)
-                a_en = Signal(width, name=f"w_{region}{b}_en")
-                addr = Signal(len(half), name=f"w_{region}{b}_addr")
-                m.d.comb += [
-                    a_en.eq(Mux(in_range, ring[width * b:width * (b + 1)], 0)),
-                    addr.eq(half + (beat[0] if b == 0 else 0)),
-                ]
-                for sl, slot in enumerate(slots):
-                    wport = slot.regions[region][1][b][0]
-                    is_open = wslot == sl
-                    # data matters only where `en` is set: no default, no zeroing
-                    if b == 0:
-                        m.d.comb += [
-                            wport.addr.eq(Mux(is_open, addr, 0)),
-                            wport.data.eq(Cat(Mux(is_open, a_data[region][:b_bits], b_data),
-                                              a_data[region][b_bits:])),
-                            wport.en.eq(Mux(go, Mux(is_open, a_en, Mux(b_now, b_en, 0)), 0)),
-                        ]
-                    else:
-                        m.d.comb += [
-                            wport.addr.eq(addr),
-                            wport.data.eq(a_data[region]),
-                            wport.en.eq(Mux(go & is_open, a_en, 0)),
-                        ]
+        chunk, b_parts = self._writer(m, slots, st, n=n, kc=kc, part=part, wslot=wslot, go=go,
+                                      b_now=b_now)
+        rd = self._frame_state(m, st, n=n, kc=kc, part=part, chunk=chunk, b_parts=b_parts,
+                               wslot=wslot, busy=busy, go=go, close=close, b_now=b_now,
+                               defer=defer)
 
-        # ---- frame state and the close ------------------------------------------------
-        # Beats of the frame if it closed now, kept as running sums so that the close
-        # needs one adder: bitmap ⌈(⌈n/8⌉ + 4k)/64⌉ = ⌈(n + 32k)/512⌉, index list
-        # ⌈6k/64⌉; `nbm` = n + 32k + 511, `six` = 6k + 63.
-        nbm = Signal(23, init=511)
-        six = Signal(21, init=63)
-        n7 = Signal(17, init=7)     # n + 7
-        n_end = Signal(17)
-        k_end = Signal(17)
-        nbm_end = Signal(23)
-        six_end = Signal(21)
-        n7_end = Signal(17)         # n_end + 7: the bitmap has n7_end >> 3 bytes
-        m.d.comb += [
-            n_end.eq(n + st.t_a),
-            k_end.eq(kc + st.k_a),
-            nbm_end.eq(nbm + st.nbm_a),
-            six_end.eq(six + st.six_a),
-            n7_end.eq(n7 + st.t_a),
-        ]
-        lrem_init = Signal(12)
-        brem_init = Signal(14)
-        m.d.comb += [
-            lrem_init.eq(Mux(s.layout, k_end >> 5, n7_end >> 9)),
-            brem_init.eq(Mux(s.layout, six_end >> 6, nbm_end >> 9)),
-        ]
-        # The reader's flags of a closing frame compare n and k with small numbers: from
-        # kc saturated at 63, and two slacks counted down by each job (512 − n − 32k:
-        # the bitmap's beats, at most one while t_a + 32 k_a ≤ it; 505 − n: a full bitmap
-        # beat once t_a ≥ it). No wide adder on their path.
-        kc_sat = Signal(6)
-        bm_slack = Signal(signed(12), init=512)
-        lz_slack = Signal(signed(11), init=505)
-        k_end_sat = Signal(7)
-        m.d.comb += k_end_sat.eq(kc_sat + st.k_a)
-        flags = {
-            # layout beats: index k ≥ 32, bitmap n + 7 ≥ 512
-            "lnz": Mux(s.layout, k_end_sat[5:] != 0,
-                       lz_slack[-1] | ((lz_slack[5:] == 0) & (lz_slack[:5] <= st.t_a))),
-            "vmany": k_end_sat[4:] != 0,                    # k ≥ 16
-            # beats ≤ 1: index 6k + 63 < 128 (k ≤ 10), bitmap n + 32k + 511 < 1024
-            "blast": Mux(s.layout, k_end_sat <= 10,
-                         ~bm_slack[-1] & (bm_slack[:11] >= st.nbm_a)),
-            "bzero": s.layout & (k_end_sat == 0),           # an empty index-list payload
-        }
         # ---- reader, stage 0: issue the reads for the next beat of slot rslot ----------
-        # Per slot, set at its close and counted down by the reader: full layout beats
-        # left, next layout/value beat to read, values left, beats left; tail bytes
-        # r = L mod 64, the layout, whether the value beats have begun; and flags kept
-        # beside the counts: layout beats left, 16 values or more left, at most one beat
-        # left, no beat at all.
-        rd = [{"lrem": Signal(12, name=f"lrem{sl}"), "lbeat": Signal(12, name=f"lbeat{sl}"),
-               "vbeat": Signal(13, name=f"vbeat{sl}"), "vrem": Signal(17, name=f"vrem{sl}"),
-               "brem": Signal(14, name=f"brem{sl}"), "r": Signal(6, name=f"r{sl}"),
-               "layout": Signal(name=f"layout{sl}"), "vstarted": Signal(name=f"vstarted{sl}"),
-               "lnz": Signal(name=f"lnz{sl}"), "vmany": Signal(name=f"vmany{sl}"),
-               "blast": Signal(name=f"blast{sl}"), "bzero": Signal(name=f"bzero{sl}")}
-              for sl in range(2)]
-        with m.If(go):
-            with m.If(close):
-                m.d.sync += [
-                    n.eq(Mux(b_now, st.t_b, 0)),
-                    kc.eq(Mux(b_now, st.k_b, 0)),
-                    # 16 bits fill word 0: the partial word is then word 1, empty
-                    part.eq(Mux(b_now & ~st.t_b[4], st.bits_b, 0)),
-                    nbm.eq(Mux(b_now, st.t_b + (st.k_b << 5), 0) + 511),
-                    six.eq(Mux(b_now, st.k_b * 6, 0) + 63),
-                    n7.eq(Mux(b_now, st.t_b, 0) + 7),
-                    kc_sat.eq(Mux(b_now, st.k_b, 0)),
-                    bm_slack.eq(512 - Mux(b_now, st.t_b + (st.k_b << 5), 0)),
-                    lz_slack.eq(505 - Mux(b_now, st.t_b, 0)),
-                    wslot.eq(~wslot),
-                ]
-                with m.If(defer):
-                    # The frame closes now (its reader need not wait); the rest of the
-                    # job stays in `s` as a plain job of the next frame, compacted to 0.
-                    m.d.sync += [
-                        s.values.eq(b_parts["values"][0]),
-                        s.indices.eq(b_parts["index"][0]),
-                        s.keep.eq(st.bits_b),
-                        s.close_mid.eq(0),
-                        st.t_a.eq(st.t_b),
-                        st.k_a.eq(st.k_b),
-                        st.bits_a.eq(st.bits_b),
-                        st.mask_a.eq(st.mask_b),
-                        st.nbm_a.eq(st.t_b + (st.k_b << 5)),
-                        st.six_a.eq(st.k_b * 6),
-                    ]
-                for sl in range(2):
-                    with m.If(wslot == sl):
-                        m.d.sync += [
-                            busy[sl].eq(1),
-                            rd[sl]["lrem"].eq(lrem_init),
-                            rd[sl]["lbeat"].eq(0),
-                            rd[sl]["vbeat"].eq(0),
-                            rd[sl]["vrem"].eq(k_end),
-                            rd[sl]["brem"].eq(brem_init),
-                            rd[sl]["r"].eq(Mux(s.layout, k_end[:5] << 1, n7_end[3:9])),
-                            rd[sl]["layout"].eq(s.layout),
-                            rd[sl]["vstarted"].eq(0),
-                            rd[sl]["lnz"].eq(flags["lnz"]),
-                            rd[sl]["vmany"].eq(flags["vmany"]),
-                            rd[sl]["blast"].eq(flags["blast"]),
-                            rd[sl]["bzero"].eq(flags["bzero"]),
-                        ]
-            with m.Else():
-                m.d.sync += [
-                    n.eq(n_end),
-                    kc.eq(k_end),
-                    nbm.eq(nbm_end),
-                    six.eq(six_end),
-                    n7.eq(n7_end),
-                    kc_sat.eq(Mux(k_end_sat[6], 63, k_end_sat)),
-                    bm_slack.eq(Mux(bm_slack[-1], bm_slack, bm_slack - st.nbm_a)),
-                    lz_slack.eq(Mux(lz_slack[-1], lz_slack, lz_slack - st.t_a)),
-                    # the partial word moves on when the bits reach the next word
-                    part.eq(Mux(n[:4] + st.t_a >= 16, chunk[16:], chunk[:16])),
-                ]
-
         enable = stage_enable()
         o_valid = Signal()
         m.d.comb += [
@@ -542,6 +353,223 @@ class SparseFrameBuilder(wiring.Component):
             with m.If(enable):
                 m.d.sync += r1[name].eq(value)
 
+        self._read_out(m, slots, r1, enable, o_valid)
+        return m
+
+    def _decode(self, m, job):
+        """The input: a job and its per-frame counts and masks, decoded on the way in."""
+        t_a = Mux(job.close_mid, job.split, job.count)             # elements, open frame
+        k_a = Mux(job.close_mid, job.kept_split, job.kept)         # kept values, open frame
+        t_b = Mux(job.close_mid, (job.count - job.split)[:5], 0)   # next frame (close_mid)
+        k_b = Mux(job.close_mid, (job.kept - job.kept_split)[:5], 0)
+        decoded = Signal(_staged_layout())
+        m.d.comb += [
+            decoded.job.eq(job),
+            decoded.t_a.eq(t_a), decoded.k_a.eq(k_a), decoded.t_b.eq(t_b), decoded.k_b.eq(k_b),
+            decoded.bits_a.eq(job.keep & _prefix_mask(t_a, 16)),
+            decoded.bits_b.eq((job.keep >> job.split) & _prefix_mask(t_b, 16)),
+            decoded.mask_a.eq(_prefix_mask(k_a, _LANES)),
+            decoded.mask_b.eq(_prefix_mask(k_b, _LANES)),
+            decoded.nbm_a.eq(t_a + (k_a << 5)),
+            decoded.six_a.eq(Array(Const(6 * c, 7) for c in range(32))[k_a]),
+        ]
+
+        return decoded
+
+    def _writer(self, m, slots, st, *, n, kc, part, wslot, go, b_now):
+        """The writer: the closing/continuing part A of the job in ``st`` and the next
+        frame's part B; returns the bitmap chunk and part B's data, enables and widths."""
+        s = st.job
+        # Part A (the open frame) goes to the open slot; part B (close_mid: the next
+        # frame's first elements, at position 0) to bank 0, beat 0 of the other slot.
+        chunk = Signal(32)          # bitmap: the partial word plus the new bits
+        m.d.comb += chunk.eq(part | (st.bits_a << n[:4]))
+        values = Cat(s.values[e] for e in range(_LANES))
+        indices = Cat(s.indices[e] for e in range(_LANES))
+        # Writes only go where the enables are set, so the data need not be zeroed
+        # elsewhere: the bitmap's two words w, w + 1 are the pair swapped when w is odd,
+        # repeated; entry kc + j (j < 16) of the index beat pair is at (kc + j) mod 32,
+        # so the 16 entries rotated by kc mod 16, twice; values lane (kc + j) mod 16.
+        a_data = {
+            "bitmap": Mux(n[4], Cat(chunk[16:], chunk[:16]), chunk).replicate(_WORDS // 2),
+            "index": _rotate(indices, kc[:4], 16).replicate(2),
+            "values": _rotate(values, kc[:4], 32),
+        }
+        ks = s.kept_split[:4]
+        b_parts = {
+            "bitmap": (st.bits_b, Const(1, _WORDS), 16),
+            "index": (_rotate(indices, ks, 16, right=True), st.mask_b, 16 * _LANES),
+            "values": (_rotate(values, ks, 32, right=True), st.mask_b, 32 * _LANES),
+        }
+        # Per region: the two beats from the first position, as a ring of 2 x width
+        # positions (beat b in bank b % 2): the enables are a window (two bitmap words;
+        # k_a entries or lanes) rotated to the first position, kc or n mod 2 x width, and
+        # bank b's part of the ring its enables. Bank 1 holds beat // 2 either way, bank
+        # 0 (beat + 1) // 2. Past a region's end: dropped (never chosen, see the class
+        # docstring).
+        regions = {
+            "bitmap": (n[9:], Const(0b11, 2), n[4:10], _WORDS),
+            "index": (kc[5:], st.mask_a, kc[:6], _WORDS),
+            "values": (kc[4:], st.mask_a, kc[:5], _LANES),
+        }
+        for region, (beat, window, first, width) in regions.items():
+            depth = slots[0].regions[region][0]
+            half = beat >> 1
+            ring = _rotate(Cat(window, Const(0, 2 * width - len(window))), first, 1)
+            b_data, b_en, b_bits = b_parts[region]
+            for b in range(2):
+                # the address, half + (b == 0 and beat odd), below depth
+                in_range = Mux(beat[0] & (b == 0), half < depth - 1, half < depth)
+                a_en = Signal(width, name=f"w_{region}{b}_en")
+                addr = Signal(len(half), name=f"w_{region}{b}_addr")
+                m.d.comb += [
+                    a_en.eq(Mux(in_range, ring[width * b:width * (b + 1)], 0)),
+                    addr.eq(half + (beat[0] if b == 0 else 0)),
+                ]
+                for sl, slot in enumerate(slots):
+                    wport = slot.regions[region][1][b][0]
+                    is_open = wslot == sl
+                    # data matters only where `en` is set: no default, no zeroing
+                    if b == 0:
+                        m.d.comb += [
+                            wport.addr.eq(Mux(is_open, addr, 0)),
+                            wport.data.eq(Cat(Mux(is_open, a_data[region][:b_bits], b_data),
+                                              a_data[region][b_bits:])),
+                            wport.en.eq(Mux(go, Mux(is_open, a_en, Mux(b_now, b_en, 0)), 0)),
+                        ]
+                    else:
+                        m.d.comb += [
+                            wport.addr.eq(addr),
+                            wport.data.eq(a_data[region]),
+                            wport.en.eq(Mux(go & is_open, a_en, 0)),
+                        ]
+        return chunk, b_parts
+
+    def _frame_state(self, m, st, *, n, kc, part, chunk, b_parts, wslot, busy, go, close,
+                     b_now, defer):
+        """The open frame's state and the close, which sets the closed slot's reader
+        registers (returned, one dict per slot)."""
+        s = st.job
+        # Beats of the frame if it closed now, kept as running sums so that the close
+        # needs one adder: bitmap ⌈(⌈n/8⌉ + 4k)/64⌉ = ⌈(n + 32k)/512⌉, index list
+        # ⌈6k/64⌉; `nbm` = n + 32k + 511, `six` = 6k + 63.
+        nbm = Signal(23, init=511)
+        six = Signal(21, init=63)
+        n7 = Signal(17, init=7)     # n + 7
+        n_end = Signal(17)
+        k_end = Signal(17)
+        nbm_end = Signal(23)
+        six_end = Signal(21)
+        n7_end = Signal(17)         # n_end + 7: the bitmap has n7_end >> 3 bytes
+        m.d.comb += [
+            n_end.eq(n + st.t_a),
+            k_end.eq(kc + st.k_a),
+            nbm_end.eq(nbm + st.nbm_a),
+            six_end.eq(six + st.six_a),
+            n7_end.eq(n7 + st.t_a),
+        ]
+        lrem_init = Signal(12)
+        brem_init = Signal(14)
+        m.d.comb += [
+            lrem_init.eq(Mux(s.layout, k_end >> 5, n7_end >> 9)),
+            brem_init.eq(Mux(s.layout, six_end >> 6, nbm_end >> 9)),
+        ]
+        # The reader's flags of a closing frame compare n and k with small numbers: from
+        # kc saturated at 63, and two slacks counted down by each job (512 − n − 32k:
+        # the bitmap's beats, at most one while t_a + 32 k_a ≤ it; 505 − n: a full bitmap
+        # beat once t_a ≥ it). No wide adder on their path.
+        kc_sat = Signal(6)
+        bm_slack = Signal(signed(12), init=512)
+        lz_slack = Signal(signed(11), init=505)
+        k_end_sat = Signal(7)
+        m.d.comb += k_end_sat.eq(kc_sat + st.k_a)
+        flags = {
+            # layout beats: index k ≥ 32, bitmap n + 7 ≥ 512
+            "lnz": Mux(s.layout, k_end_sat[5:] != 0,
+                       lz_slack[-1] | ((lz_slack[5:] == 0) & (lz_slack[:5] <= st.t_a))),
+            "vmany": k_end_sat[4:] != 0,                    # k ≥ 16
+            # beats ≤ 1: index 6k + 63 < 128 (k ≤ 10), bitmap n + 32k + 511 < 1024
+            "blast": Mux(s.layout, k_end_sat <= 10,
+                         ~bm_slack[-1] & (bm_slack[:11] >= st.nbm_a)),
+            "bzero": s.layout & (k_end_sat == 0),           # an empty index-list payload
+        }
+        # Per slot, set at its close and counted down by the reader: full layout beats
+        # left, next layout/value beat to read, values left, beats left; tail bytes
+        # r = L mod 64, the layout, whether the value beats have begun; and flags kept
+        # beside the counts: layout beats left, 16 values or more left, at most one beat
+        # left, no beat at all.
+        rd = [{"lrem": Signal(12, name=f"lrem{sl}"), "lbeat": Signal(12, name=f"lbeat{sl}"),
+               "vbeat": Signal(13, name=f"vbeat{sl}"), "vrem": Signal(17, name=f"vrem{sl}"),
+               "brem": Signal(14, name=f"brem{sl}"), "r": Signal(6, name=f"r{sl}"),
+               "layout": Signal(name=f"layout{sl}"), "vstarted": Signal(name=f"vstarted{sl}"),
+               "lnz": Signal(name=f"lnz{sl}"), "vmany": Signal(name=f"vmany{sl}"),
+               "blast": Signal(name=f"blast{sl}"), "bzero": Signal(name=f"bzero{sl}")}
+              for sl in range(2)]
+        with m.If(go):
+            with m.If(close):
+                m.d.sync += [
+                    n.eq(Mux(b_now, st.t_b, 0)),
+                    kc.eq(Mux(b_now, st.k_b, 0)),
+                    # 16 bits fill word 0: the partial word is then word 1, empty
+                    part.eq(Mux(b_now & ~st.t_b[4], st.bits_b, 0)),
+                    nbm.eq(Mux(b_now, st.t_b + (st.k_b << 5), 0) + 511),
+                    six.eq(Mux(b_now, st.k_b * 6, 0) + 63),
+                    n7.eq(Mux(b_now, st.t_b, 0) + 7),
+                    kc_sat.eq(Mux(b_now, st.k_b, 0)),
+                    bm_slack.eq(512 - Mux(b_now, st.t_b + (st.k_b << 5), 0)),
+                    lz_slack.eq(505 - Mux(b_now, st.t_b, 0)),
+                    wslot.eq(~wslot),
+                ]
+                with m.If(defer):
+                    # The frame closes now (its reader need not wait); the rest of the
+                    # job stays in `s` as a plain job of the next frame, compacted to 0.
+                    m.d.sync += [
+                        s.values.eq(b_parts["values"][0]),
+                        s.indices.eq(b_parts["index"][0]),
+                        s.keep.eq(st.bits_b),
+                        s.close_mid.eq(0),
+                        st.t_a.eq(st.t_b),
+                        st.k_a.eq(st.k_b),
+                        st.bits_a.eq(st.bits_b),
+                        st.mask_a.eq(st.mask_b),
+                        st.nbm_a.eq(st.t_b + (st.k_b << 5)),
+                        st.six_a.eq(st.k_b * 6),
+                    ]
+                for sl in range(2):
+                    with m.If(wslot == sl):
+                        m.d.sync += [
+                            busy[sl].eq(1),
+                            rd[sl]["lrem"].eq(lrem_init),
+                            rd[sl]["lbeat"].eq(0),
+                            rd[sl]["vbeat"].eq(0),
+                            rd[sl]["vrem"].eq(k_end),
+                            rd[sl]["brem"].eq(brem_init),
+                            rd[sl]["r"].eq(Mux(s.layout, k_end[:5] << 1, n7_end[3:9])),
+                            rd[sl]["layout"].eq(s.layout),
+                            rd[sl]["vstarted"].eq(0),
+                            rd[sl]["lnz"].eq(flags["lnz"]),
+                            rd[sl]["vmany"].eq(flags["vmany"]),
+                            rd[sl]["blast"].eq(flags["blast"]),
+                            rd[sl]["bzero"].eq(flags["bzero"]),
+                        ]
+            with m.Else():
+                m.d.sync += [
+                    n.eq(n_end),
+                    kc.eq(k_end),
+                    nbm.eq(nbm_end),
+                    six.eq(six_end),
+                    n7.eq(n7_end),
+                    kc_sat.eq(Mux(k_end_sat[6], 63, k_end_sat)),
+                    bm_slack.eq(Mux(bm_slack[-1], bm_slack, bm_slack - st.nbm_a)),
+                    lz_slack.eq(Mux(lz_slack[-1], lz_slack, lz_slack - st.t_a)),
+                    # the partial word moves on when the bits reach the next word
+                    part.eq(Mux(n[:4] + st.t_a >= 16, chunk[16:], chunk[:16])),
+                ]
+        return rd
+
+    def _read_out(self, m, slots, r1, enable, o_valid):
+        """Reader stages 1 and 2: the read data of the beat that stage 0 issued (``r1``),
+        selected, masked and rotated into the output beat."""
         # ---- reader, stage 1: the read data, selected and masked to L and k; the values
         # rotated by the multiple of 8 bytes in r ----
         def pick(region, par):
@@ -572,12 +600,12 @@ class SparseFrameBuilder(wiring.Component):
         lo = Cat(r2["lo"][i].replicate(8) for i in range(DATA_BYTES))   # bytes below r
         rot = Signal(_BEAT)
         m.d.comb += rot.eq(_rotate(r2["vals"], r2["r_lo"], 8))
-        carry = datapath(_BEAT, "carry")    # values shifted past the previous output beat
+        carry = _datapath(_BEAT, "carry")    # values shifted past the previous output beat
         carry_live = Signal()               # carry belongs to the frame being output
         out = Signal(_BEAT)
         m.d.comb += out.eq(r2["lay"] | (carry & carry_live.replicate(8 * DATA_BYTES))
                            | (rot & ~lo))
-        o_payload = datapath(RingWrite, "o_payload")
+        o_payload = _datapath(RingWrite, "o_payload")
         m.d.comb += self.o.payload.eq(o_payload)
         with m.If(enable):
             m.d.sync += o_valid.eq(r2["valid"])
@@ -592,4 +620,3 @@ class SparseFrameBuilder(wiring.Component):
                     carry.eq(rot & lo),
                     carry_live.eq(~r2["commit"]),
                 ]
-        return m

@@ -42,6 +42,11 @@ bitmap_beat_layout = data.StructLayout({
 })
 
 
+def _datapath(shape, name):
+    """A register of data: no reset."""
+    return Signal(shape, name=name, reset_less=True)
+
+
 class IndexToBitmap(wiring.Component):
     """Turn each frame's index list into its keep bitmap (threshold RX, index layout).
 
@@ -120,40 +125,15 @@ class IndexToBitmap(wiring.Component):
         m = Module()
         P = self.entries_per_cycle
 
-        def datapath(shape, name):
-            return Signal(shape, name=name, reset_less=True)
-
         # ---- descriptors: a two-entry queue, decoded on the way in -------------------
-        frame_layout = data.StructLayout({
-            "n": unsigned(16),
-            "k": unsigned(16),
-            "last_beat": unsigned(_BEAT_INDEX_BITS),     # ⌈n/512⌉ − 1
-            "no_entries": unsigned(1),                   # k = 0
-            "last_item": unsigned(1),                    # k ≤ P: one item holds them all
-            "two": unsigned(1),                          # k ≥ 2
-        })
-        m.submodules.desc_queue = desc_q = SkidBuffer(frame_layout)
-        dp = self.desc.payload
-        fetching = Signal()         # index beats of an accepted desc still to come
-        m.d.comb += [
-            desc_q.i.payload.n.eq(dp.n),
-            desc_q.i.payload.k.eq(dp.k),
-            desc_q.i.payload.last_beat.eq((dp.n - 1)[_BEAT_SHIFT:16]),
-            desc_q.i.payload.no_entries.eq(dp.k == 0),
-            desc_q.i.payload.last_item.eq(dp.k <= P),
-            desc_q.i.payload.two.eq(dp.k >= 2),
-            # the next desc once every index beat of the previous ones is in
-            desc_q.i.valid.eq(self.desc.valid & ~fetching),
-            self.desc.ready.eq(desc_q.i.ready & ~fetching),
-        ]
-        desc_in = self.desc.valid & self.desc.ready
+        frame_layout, desc_q, dp, fetching, desc_in = self._descriptors(m, P=P)
 
         # ---- index beats: one waits in `next_beat` with its number of entries ---------
         to_fetch = Signal(16)       # entries of the last accepted desc not yet on i
-        next_beat = datapath(BITMAP_BEAT_BITS, "next_beat")
+        next_beat = _datapath(BITMAP_BEAT_BITS, "next_beat")
         # items (P entries each) in a beat, as a thermometer code: bit j set = more than j
         slots = ENTRIES_PER_BEAT // P
-        next_items = datapath(slots, "next_items")
+        next_items = _datapath(slots, "next_items")
         next_valid = Signal()
         m.d.comb += self.i.ready.eq(fetching & ~next_valid)
         beat_in = self.i.valid & self.i.ready
@@ -183,16 +163,16 @@ class IndexToBitmap(wiring.Component):
             "last_beat": unsigned(_BEAT_INDEX_BITS),
         })
         m.submodules.items = items = SkidBuffer(item_layout)
-        frame = datapath(frame_layout, "frame")
+        frame = _datapath(frame_layout, "frame")
         active = Signal()           # a frame is loaded
         k_left = Signal(16)         # its entries not yet sent
         no_entries = Signal()       # k_left = 0
         last_item = Signal()        # k_left ≤ P
         two_left = Signal()         # k_left ≥ 2
         floor_valid = Signal()      # an entry of the frame has been used
-        floor = datapath(16, "floor")   # the last used entry
+        floor = _datapath(16, "floor")   # the last used entry
         err = Signal()
-        buf = datapath(BITMAP_BEAT_BITS, "buf")
+        buf = _datapath(BITMAP_BEAT_BITS, "buf")
         items_left = Signal(slots)  # items left in buf, a thermometer code
 
         fire = Signal()
@@ -268,6 +248,42 @@ class IndexToBitmap(wiring.Component):
         # An item's used entries are increasing; an entry of a later beat than the one
         # being built first gives that beat (one per cycle, empty ones included), and
         # after the frame's last item the beats up to ⌈n/512⌉ − 1 are given.
+        ev_valid, ev, out = self._events(m, items=items)
+
+        # ---- the bitmap beat: bits set by the events, given into the output buffer ----
+        self._bitmap_beat(m, out=out, ev_valid=ev_valid, ev=ev)
+        return m
+
+    def _descriptors(self, m, *, P):
+        """Descriptors: a two-entry queue, decoded on the way in."""
+        frame_layout = data.StructLayout({
+            "n": unsigned(16),
+            "k": unsigned(16),
+            "last_beat": unsigned(_BEAT_INDEX_BITS),     # ⌈n/512⌉ − 1
+            "no_entries": unsigned(1),                   # k = 0
+            "last_item": unsigned(1),                    # k ≤ P: one item holds them all
+            "two": unsigned(1),                          # k ≥ 2
+        })
+        m.submodules.desc_queue = desc_q = SkidBuffer(frame_layout)
+        dp = self.desc.payload
+        fetching = Signal()         # index beats of an accepted desc still to come
+        m.d.comb += [
+            desc_q.i.payload.n.eq(dp.n),
+            desc_q.i.payload.k.eq(dp.k),
+            desc_q.i.payload.last_beat.eq((dp.n - 1)[_BEAT_SHIFT:16]),
+            desc_q.i.payload.no_entries.eq(dp.k == 0),
+            desc_q.i.payload.last_item.eq(dp.k <= P),
+            desc_q.i.payload.two.eq(dp.k >= 2),
+            # the next desc once every index beat of the previous ones is in
+            desc_q.i.valid.eq(self.desc.valid & ~fetching),
+            self.desc.ready.eq(desc_q.i.ready & ~fetching),
+        ]
+        desc_in = self.desc.valid & self.desc.ready
+        return frame_layout, desc_q, dp, fetching, desc_in
+
+    def _events(self, m, *, items):
+        """The bitmap beats' events: which entries of the item set bits now, and which beat is
+        given; returns the event register, its valid bit and the output buffer."""
         it = items.o.payload
         beat = Signal(_BEAT_INDEX_BITS)     # output beat being built
         done0 = Signal()                    # entry 0 of the item has set its bit
@@ -279,7 +295,7 @@ class IndexToBitmap(wiring.Component):
             "lo": data.ArrayLayout(unsigned(32), 2),     # bit position % 32, one-hot
         })
         ev_valid = Signal()
-        ev = datapath(events, "event")
+        ev = _datapath(events, "event")
         m.submodules.out = out = SkidBuffer(bitmap_beat_layout)
         proceed = Signal()                  # the event register can take a new event
         m.d.comb += proceed.eq(~(ev_valid & ev.give & ~out.i.ready))
@@ -324,9 +340,11 @@ class IndexToBitmap(wiring.Component):
                 done0.eq(~finished & (done0 | set0)),
                 done1.eq(~finished & (done1 | set1)),
             ]
+        return ev_valid, ev, out
 
-        # ---- the bitmap beat: bits set by the events, given into the output buffer ----
-        acc = datapath(BITMAP_BEAT_BITS, "acc")
+    def _bitmap_beat(self, m, *, out, ev_valid, ev):
+        """The bitmap beat: bits set by the events, given into the output buffer."""
+        acc = _datapath(BITMAP_BEAT_BITS, "acc")
         fresh = Signal(init=1)              # acc holds nothing of the beat being built
         m.d.comb += [
             out.i.valid.eq(ev_valid & ev.give),
@@ -343,4 +361,3 @@ class IndexToBitmap(wiring.Component):
                 hits = [ev.set[j] & ev.hi[j][i >> 5] & ev.lo[j][i & 31] for j in range(2)]
                 m.d.sync += acc[i].eq((acc[i] & ~fresh) | hits[0] | hits[1])
         wiring.connect(m, out.o, wiring.flipped(self.o))
-        return m

@@ -196,6 +196,17 @@ class TxCloseSizer(wiring.Component):
         s1 = {"n": s1_n, "k": s1_k, "width": st.reg(rec.width, name="s1_width")}
 
         # ---- stages 2 and 3: n·b (registered twice: a DSP48E2's MREG and PREG) ---------
+        bits, layout, s3, s3_valid = self._product_stages(m, s1=s1, st=st, fields=fields,
+                                                       s1_valid=s1_valid)
+
+        # ---- stage 4: the size and the request -----------------------------------------
+        self._request_stage(m, counts=counts, n=n, k=k, layout=layout, s3=s3, bits=bits, st=st,
+                     s3_valid=s3_valid)
+        return m
+
+    def _product_stages(self, m, *, s1, st, fields, s1_valid):
+        """Stages 2 and 3: n·b (registered twice: a DSP48E2's MREG and PREG), and the fields
+        waiting beside it."""
         # one code width built in: n·b is a constant product (no multiplier)
         b = s1["width"] if self._width is None else self._width
         bits = st.reg(s1["n"] * b, name="s2_bits")
@@ -211,8 +222,10 @@ class TxCloseSizer(wiring.Component):
         bits = st.reg(bits, name="s3_bits")
         if self._sparse:
             layout = st.reg(layout, name="s3_index")
+        return bits, layout, s3, s3_valid
 
-        # ---- stage 4: the size and the request -----------------------------------------
+    def _request_stage(self, m, *, counts, n, k, layout, s3, bits, st, s3_valid):
+        """Stage 4: the size and the request."""
         n3, k3 = split_like(counts[3], (n, k))
         sparse_size = HEADER_LEN + (k3 << 2) + Mux(layout, k3 << 1, (n3 + 7) >> 3)
         size = Signal(16)
@@ -241,4 +254,3 @@ class TxCloseSizer(wiring.Component):
             self.o.valid.eq(st.reg(s3_valid, name="s4_valid", reset_less=False)),
             self.o.payload.eq(st.reg(req, name="s4_request")),
         ]
-        return m

@@ -28,6 +28,8 @@ one with no elements for each close between beats), ``records`` (what the
 closes, bypassed frames' tokens) and ``bypass`` (the beats of bypassed frames).
 """
 
+from types import SimpleNamespace
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -321,6 +323,65 @@ class TxCoalescer(wiring.Component):
         d_fit_known = Signal(reset_less=True)
 
         # ---- the open wire frame and the host frame being read ------------------------
+        frame = self._frame_registers(d=d)
+        kind = d.kind
+        frame_ended = Signal()
+        due_empty, due_with_beat = self._idle_timer(m, frame_ended)
+        # Everything below is written flat from registers: the handshake, the close
+        # between frames and the actions each reach a skid buffer in a few gates.
+        nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
+        end_close = self.close & nothing_arriving
+        # an idle close waits for the frame in D to end, and goes with the header or the
+        # bypassed frame's first beat that waits there (the record says "close first", as
+        # for a key mismatch), so that D never falls a cycle behind the lane's input: idle
+        # time is counted at D, as the reference counts it at the input. With a beat in D
+        # no ``close`` acts; with none, the idle close (or ``close``) takes the cycle.
+        idle_due_in_d = frame.is_open & ~frame.mid_frame & due_with_beat
+        idle_close = Signal()        # a close between frames with no beat in D
+        m.d.comb += idle_close.eq(~d_valid & frame.is_open & ~frame.mid_frame
+                                  & (due_empty | end_close))
+        d_fire = Signal()
+        m.d.comb += d_fire.eq(ready & d_valid)
+        m.d.comb += self.close_done.eq(self.close & nothing_arriving & ~frame.mid_frame
+                                       & (~frame.is_open | (idle_close & ready)))
+
+        # ---- the decision of a payload beat -------------------------------------------
+        cut = self._payload_decision(m, d=d, frame=frame, d_fit_bitmap=d_fit_bitmap,
+                                     d_fit_index=d_fit_index, d_fit_n=d_fit_n,
+                                     d_fit_known=d_fit_known)
+
+        # ---- what D does this cycle (each from registers, a gate or two deep) ---------
+        act = self._actions(m, ready=ready, d_valid=d_valid, kind=kind, d_fire=d_fire, frame=frame,
+                            d=d, idle_due_in_d=idle_due_in_d, idle_close=idle_close)
+
+        # ---- outputs: the decision's inputs (registers, a gate or two), not its results
+        self._outputs(m, act=act, cut=cut, d=d, frame=frame, kind=kind, idle_close=idle_close,
+                      ready=ready)
+
+        # ---- state and counters -------------------------------------------------------
+        self._state(m, ready=ready, act=act, frame=frame, idle_close=idle_close,
+                    due_empty=due_empty, d=d, frame_ended=frame_ended, cut=cut)
+
+        # ---- moving beats: input → F → D ----------------------------------------------
+        close_pending, move = self._move_beats(m, d_valid=d_valid, d_fire=d_fire, f_valid=f_valid,
+                                               f=f, d=d)
+
+        if self._sparse:
+            closes_now = Signal()
+            m.d.comb += closes_now.eq(ready & (act.close_between | (act.a_payload & cut.close1)))
+            # what stays in the next frame: the rest of a straddling beat
+            straddle = act.a_payload & cut.rest_opens & ~cut.close2
+            next_rest = Signal(_COUNT)
+            rest_kept = Signal(_COUNT)
+            m.d.comb += [next_rest.eq(Mux(straddle, cut.rest, 0)),
+                         rest_kept.eq(Mux(straddle, cut.suffix_take, 0))]
+            self._fit_stage(m, f, d, d_valid, d_fire, move, closes_now, close_pending,
+                            next_rest, rest_kept, d_fit_bitmap, d_fit_index, d_fit_n,
+                            d_fit_known)
+        return m
+
+    def _frame_registers(self, *, d):
+        """The open wire frame and the host frame being read: their registers."""
         is_open = Signal()
         n_open = Signal(16)          # elements in the open frame (0 when none is)
         k_open = Signal(16)          # threshold: kept elements in it
@@ -334,29 +395,16 @@ class TxCoalescer(wiring.Component):
         cur_sparse = Signal(reset_less=True)
         cur_flush = Signal(reset_less=True)
 
-        kind = d.kind
-        frame_ended = Signal()
-        due_empty, due_with_beat = self._idle_timer(m, frame_ended)
-        # Everything below is written flat from registers: the handshake, the close
-        # between frames and the actions each reach a skid buffer in a few gates.
-        nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
-        end_close = self.close & nothing_arriving
-        # an idle close waits for the frame in D to end, and goes with the header or the
-        # bypassed frame's first beat that waits there (the record says "close first", as
-        # for a key mismatch), so that D never falls a cycle behind the lane's input: idle
-        # time is counted at D, as the reference counts it at the input. With a beat in D
-        # no ``close`` acts; with none, the idle close (or ``close``) takes the cycle.
-        idle_due_in_d = is_open & ~mid_frame & due_with_beat
-        idle_close = Signal()        # a close between frames with no beat in D
-        m.d.comb += idle_close.eq(~d_valid & is_open & ~mid_frame & (due_empty | end_close))
-        d_fire = Signal()
-        m.d.comb += d_fire.eq(ready & d_valid)
-        m.d.comb += self.close_done.eq(self.close & nothing_arriving & ~mid_frame
-                                       & (~is_open | (idle_close & ready)))
+        return SimpleNamespace(is_open=is_open, n_open=n_open, k_open=k_open, mid_frame=mid_frame,
+                               cur_codec=cur_codec, cur_params=cur_params, cur_width=cur_width,
+                               cur_cap=cur_cap, new_cap=new_cap, room=room, cur_sparse=cur_sparse,
+                               cur_flush=cur_flush)
 
-        # ---- the decision of a payload beat -------------------------------------------
+    def _payload_decision(self, m, *, d, frame, d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known):
+        """The decision of a payload beat: the elements that go into the open frame, the rest, and
+        the closes."""
         v = d.v
-        flush_end = d.last & cur_flush
+        flush_end = d.last & frame.cur_flush
         take = Signal(_COUNT)
         rest = Signal(_COUNT)        # v − take
         all_in = Signal()            # every element of the beat goes into the open frame
@@ -367,8 +415,9 @@ class TxCoalescer(wiring.Component):
         room_big = Signal()
         room_low = Signal(_COUNT)
         m.d.comb += [
-            room_big.eq((room[5:] != 0) | (room[4] & (room[:4] != 0))),   # room ≥ 17
-            room_low.eq(room[:5]),                                        # room ≤ 16
+            # room ≥ 17
+            room_big.eq((frame.room[5:] != 0) | (frame.room[4] & (frame.room[:4] != 0))),
+            room_low.eq(frame.room[:5]),                                        # room ≤ 16
         ]
         dense_all_in = room_big | (v < room_low)
         dense_exact = ~room_big & (v == room_low)
@@ -385,16 +434,16 @@ class TxCoalescer(wiring.Component):
             m.d.comb += [sparse_take.eq(_thermometer_count(fit)),
                          sparse_all_in.eq(Array([Const(1, 1), *fit])[v])]
             m.d.comb += [
-                all_in.eq(Mux(cur_sparse, sparse_all_in, dense_all_in)),
-                closes_full.eq(Mux(cur_sparse, ~sparse_all_in, ~dense_all_in)),
-                take.eq(Mux(cur_sparse, sparse_take, Mux(dense_all_in, v, room_low))),
-                rest.eq(Mux(cur_sparse, _select_at_cut(fit, d.after),
+                all_in.eq(Mux(frame.cur_sparse, sparse_all_in, dense_all_in)),
+                closes_full.eq(Mux(frame.cur_sparse, ~sparse_all_in, ~dense_all_in)),
+                take.eq(Mux(frame.cur_sparse, sparse_take, Mux(dense_all_in, v, room_low))),
+                rest.eq(Mux(frame.cur_sparse, _select_at_cut(fit, d.after),
                             Mux(dense_all_in, 0, dense_rest))),
                 # kept elements before and after the cut, straight from the thermometer
                 # kept elements before and after the cut: the prep stage's counts at the
                 # cut, chosen by where the run of fitting elements ends (one-hot)
-                prefix_take.eq(Mux(cur_sparse, _select_at_cut(fit, d.prefix), 0)),
-                suffix_take.eq(Mux(cur_sparse, _select_at_cut(fit, d.suffix), 0)),
+                prefix_take.eq(Mux(frame.cur_sparse, _select_at_cut(fit, d.prefix), 0)),
+                suffix_take.eq(Mux(frame.cur_sparse, _select_at_cut(fit, d.suffix), 0)),
             ]
         else:
             m.d.comb += [all_in.eq(dense_all_in), closes_full.eq(~dense_all_in),
@@ -402,36 +451,46 @@ class TxCoalescer(wiring.Component):
                          rest.eq(Mux(dense_all_in, 0, dense_rest))]
         # a straddle: the rest of the beat opens the next frame (dense: v > room; threshold:
         # not all fit); an exact dense fill closes with no rest
-        rest_opens = closes_full & ~(dense_exact & ~cur_sparse)
+        rest_opens = closes_full & ~(dense_exact & ~frame.cur_sparse)
         close1 = closes_full | (all_in & flush_end)
         close2 = rest_opens & flush_end
+        return SimpleNamespace(v=v, flush_end=flush_end, rest=rest, all_in=all_in,
+                               closes_full=closes_full, suffix_take=suffix_take, room_big=room_big,
+                               room_low=room_low, dense_rest=dense_rest,
+                               fit=fit if self._sparse else None, rest_opens=rest_opens,
+                               close1=close1, close2=close2)
 
-        # ---- what D does this cycle (each from registers, a gate or two deep) ---------
+    def _actions(self, m, *, ready, d_valid, kind, d_fire, frame, d, idle_due_in_d, idle_close):
+        """What D does this cycle (each from registers, a gate or two deep)."""
         a_payload = ready & d_valid & (kind == PrepKind.PAYLOAD)
         a_header = d_fire & (kind == PrepKind.HEADER)
         a_bypass_first = d_fire & (kind == PrepKind.BYPASS_FIRST)
         a_bypass = ready & d_valid & (kind == PrepKind.BYPASS)
         mismatch = Signal()          # a header closes the open frame: another key
         idle_first = Signal()        # a header or bypassed frame closes it: idle before it
-        m.d.comb += [mismatch.eq(a_header & is_open & ~d.matches & ~idle_due_in_d),
+        m.d.comb += [mismatch.eq(a_header & frame.is_open & ~d.matches & ~idle_due_in_d),
                      idle_first.eq((a_header | a_bypass_first) & idle_due_in_d)]
         close_between = idle_close | mismatch | idle_first   # the open frame closes
-        opens = ~is_open
+        opens = ~frame.is_open
+        return SimpleNamespace(a_payload=a_payload, a_header=a_header,
+                               a_bypass_first=a_bypass_first, a_bypass=a_bypass, mismatch=mismatch,
+                               idle_first=idle_first, close_between=close_between, opens=opens)
 
-        # ---- outputs: the decision's inputs (registers, a gate or two), not its results
+    def _outputs(self, m, *, act, cut, d, frame, kind, idle_close, ready):
+        """The outputs: the decision's inputs (registers, a gate or two), not its results."""
         job, rec = self.jobs.payload, self.records.payload
         for out in (job, rec):
             m.d.comb += [
-                out.close_only.eq(~a_payload),
-                out.v.eq(Mux(a_payload, v, 0)),
-                out.room_big.eq(room_big),
-                out.room_low.eq(room_low),
-                out.fit.eq(fit if self._sparse else 0),
+                out.close_only.eq(~act.a_payload),
+                out.v.eq(Mux(act.a_payload, cut.v, 0)),
+                out.room_big.eq(cut.room_big),
+                out.room_low.eq(cut.room_low),
+                out.fit.eq(cut.fit if self._sparse else 0),
                 out.keep.eq(d.keep),
-                out.flush_end.eq(flush_end),
-                out.sparse.eq(cur_sparse),
-                out.n_before.eq(n_open), out.k_before.eq(k_open),
-                out.offset.eq(d.offset), out.width.eq(cur_width),
+                out.flush_end.eq(cut.flush_end),
+                out.sparse.eq(frame.cur_sparse),
+                out.n_before.eq(frame.n_open), out.k_before.eq(frame.k_open),
+                out.offset.eq(d.offset), out.width.eq(frame.cur_width),
             ]
         record_kind = Signal(RecordKind)
         with m.Switch(kind):
@@ -443,83 +502,92 @@ class TxCoalescer(wiring.Component):
                 m.d.comb += record_kind.eq(RecordKind.BEAT)
         m.d.comb += [
             job.elements.as_value().eq(d.beat.data),
-            job.codec.eq(cur_codec),
-            job.params.eq(cur_params),
+            job.codec.eq(frame.cur_codec),
+            job.params.eq(frame.cur_params),
             rec.kind.eq(Mux(idle_close, RecordKind.CLOSE, record_kind)),
             rec.hdr.eq(d.beat.data),
             rec.src.eq(d.beat.src),
             rec.dst.eq(d.beat.dst),
             rec.size.eq(d.beat.size),
-            rec.mismatch.eq(mismatch | idle_first),
-            rec.opens.eq(opens),
+            rec.mismatch.eq(act.mismatch | act.idle_first),
+            rec.opens.eq(act.opens),
             self.bypass.payload.eq(d.beat),
-            self.jobs.valid.eq(a_payload | (ready & close_between)),
+            self.jobs.valid.eq(act.a_payload | (ready & act.close_between)),
             # a payload beat gives a record when it opens or closes a frame (the sizer
             # has a cycle to spare for a beat that closes two)
-            self.records.valid.eq((ready & idle_close) | a_header | a_bypass_first
-                                  | (a_payload & (opens | close1))),
-            self.bypass.valid.eq(a_bypass_first | a_bypass),
+            self.records.valid.eq((ready & idle_close) | act.a_header | act.a_bypass_first
+                                  | (act.a_payload & (act.opens | cut.close1))),
+            self.bypass.valid.eq(act.a_bypass_first | act.a_bypass),
         ]
 
-        # ---- state and counters -------------------------------------------------------
+    def _state(self, m, *, ready, act, frame, idle_close, due_empty, d, frame_ended, cut):
+        """The state of the open frame and the host frame, and the counters, from what D does this
+        cycle."""
         bump, finish_counters = self._counter_events(m)
         with m.If(ready):
-            with m.If(close_between):
-                m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0), room.eq(cur_cap)]
+            with m.If(act.close_between):
+                m.d.sync += [frame.is_open.eq(0), frame.n_open.eq(0), frame.k_open.eq(0),
+                             frame.room.eq(frame.cur_cap)]
                 bump("wire_frames")
             with m.If(idle_close):
                 with m.If(due_empty):
                     bump("close_idle")
                 with m.Else():
                     bump("close_end")
-            with m.If(mismatch):
+            with m.If(act.mismatch):
                 bump("close_mismatch")
-            with m.If(idle_first):
+            with m.If(act.idle_first):
                 bump("close_idle")
-            with m.If(a_bypass_first | a_bypass):
-                m.d.sync += mid_frame.eq(~d.beat.last)
-            with m.If(a_bypass_first):
+            with m.If(act.a_bypass_first | act.a_bypass):
+                m.d.sync += frame.mid_frame.eq(~d.beat.last)
+            with m.If(act.a_bypass_first):
                 bump("bypass_frames")
                 with m.Switch(d.reason):
                     for r in TX_REASONS:
                         with m.Case(Reason[r.name]):
                             bump(f"bypass_{r.value}")
-            with m.If(a_header):
+            with m.If(act.a_header):
                 hdr = d.beat.data
                 m.d.sync += [
-                    mid_frame.eq(1),
-                    cur_codec.eq(field_le(hdr, *HDR.CODEC)),
-                    *codec_params_of(cur_params, hdr),
-                    cur_width.eq(d.width),
-                    *([cur_cap.eq(d.cap)] if self._cap is None else []),
+                    frame.mid_frame.eq(1),
+                    frame.cur_codec.eq(field_le(hdr, *HDR.CODEC)),
+                    *codec_params_of(frame.cur_params, hdr),
+                    frame.cur_width.eq(d.width),
+                    *([frame.cur_cap.eq(d.cap)] if self._cap is None else []),
                     # a frame that stays open has this codec, so this capacity
-                    room.eq(Mux(is_open & ~(mismatch | idle_first), room, new_cap)),
-                    cur_sparse.eq(d.sparse),
-                    cur_flush.eq(d.flush),
+                    frame.room.eq(Mux(frame.is_open & ~(act.mismatch | act.idle_first), frame.room,
+                                      frame.new_cap)),
+                    frame.cur_sparse.eq(d.sparse),
+                    frame.cur_flush.eq(d.flush),
                 ]
                 bump("host_frames")
                 bump("elements", field_le(hdr, *HDR.N))
-            with m.If(a_payload):
+            with m.If(act.a_payload):
                 m.d.comb += frame_ended.eq(d.last)
-                m.d.sync += mid_frame.eq(~d.last)
-                with m.If(rest_opens & ~close2):
-                    m.d.sync += [is_open.eq(1), n_open.eq(rest), k_open.eq(suffix_take),
-                                 room.eq(cur_cap - dense_rest)]
-                with m.Elif(close1):
-                    m.d.sync += [is_open.eq(0), n_open.eq(0), k_open.eq(0), room.eq(cur_cap)]
+                m.d.sync += frame.mid_frame.eq(~d.last)
+                with m.If(cut.rest_opens & ~cut.close2):
+                    m.d.sync += [frame.is_open.eq(1), frame.n_open.eq(cut.rest),
+                                 frame.k_open.eq(cut.suffix_take),
+                                 frame.room.eq(frame.cur_cap - cut.dense_rest)]
+                with m.Elif(cut.close1):
+                    m.d.sync += [frame.is_open.eq(0), frame.n_open.eq(0), frame.k_open.eq(0),
+                                 frame.room.eq(frame.cur_cap)]
                 with m.Else():
-                    m.d.sync += [is_open.eq(1), n_open.eq(n_open + v),
-                                 k_open.eq(k_open + d.suffix[0]), room.eq(room - v)]
-                with m.If(close1):
-                    bump("wire_frames", 1 + close2)
-                    with m.If(closes_full):
+                    m.d.sync += [frame.is_open.eq(1), frame.n_open.eq(frame.n_open + cut.v),
+                                 frame.k_open.eq(frame.k_open + d.suffix[0]),
+                                 frame.room.eq(frame.room - cut.v)]
+                with m.If(cut.close1):
+                    bump("wire_frames", 1 + cut.close2)
+                    with m.If(cut.closes_full):
                         bump("close_full")
-                    with m.If(close2 | (all_in & flush_end)):
+                    with m.If(cut.close2 | (cut.all_in & cut.flush_end)):
                         bump("close_flush")
 
         finish_counters()
 
-        # ---- moving beats: input → F → D ----------------------------------------------
+    def _move_beats(self, m, *, d_valid, d_fire, f_valid, f, d):
+        """Moving beats: input → F → D; returns the threshold close not yet applied to the slacks,
+        and whether F's beat moves to D."""
         d_takes = ~d_valid | d_fire
         f_sparse_beat = f_valid & (f.kind == PrepKind.PAYLOAD) & f.sparse
         small_mtu = self._sparse and self._mtu < SPARSE_SPECULATION_MTU
@@ -537,20 +605,7 @@ class TxCoalescer(wiring.Component):
             m.d.sync += d_valid.eq(0)
         with m.If(f_takes):
             m.d.sync += [f_valid.eq(self.i.valid), f.eq(self.i.payload)]
-
-        if self._sparse:
-            closes_now = Signal()
-            m.d.comb += closes_now.eq(ready & (close_between | (a_payload & close1)))
-            # what stays in the next frame: the rest of a straddling beat
-            straddle = a_payload & rest_opens & ~close2
-            next_rest = Signal(_COUNT)
-            rest_kept = Signal(_COUNT)
-            m.d.comb += [next_rest.eq(Mux(straddle, rest, 0)),
-                         rest_kept.eq(Mux(straddle, suffix_take, 0))]
-            self._fit_stage(m, f, d, d_valid, d_fire, move, closes_now, close_pending,
-                            next_rest, rest_kept, d_fit_bitmap, d_fit_index, d_fit_n,
-                            d_fit_known)
-        return m
+        return close_pending, move
 
     def _fit_stage(self, m, f, d, d_valid, d_fire, move, closes_now, close_pending, rest,
                    rest_kept, d_fit_bitmap, d_fit_index, d_fit_n, d_fit_known):

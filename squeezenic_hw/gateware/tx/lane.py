@@ -60,7 +60,7 @@ __all__ = ["TxLane", "tx_lane_signature"]
 
 
 def tx_lane_signature(*, port, idle_timeout):
-    """The ports every TX lane has (:class:`TxLane`, :class:`~.narrow_lane.NarrowTxLane`)."""
+    """The ports every TX lane has (:class:`TxLane`, :class:`~.narrow.lane.NarrowTxLane`)."""
     return wiring.Signature({
         "i": In(axis_signature()),
         "o": Out(axis_signature()),

@@ -198,18 +198,7 @@ class TxBeatPrep(wiring.Component):
         m.d.comb += self.i.ready.eq(enable & consume)
         take = self.i.valid & self.i.ready
 
-        width = Signal(6)
-        cap = Signal(16)
-        if len(self._widths) == 1 and not self._sparse:
-            # one code width built in: every frame the lane encodes has it
-            m.d.comb += width.eq(self._widths[0])
-        else:
-            m.d.comb += width.eq(code_width_of(field_le(hdr, *HDR.CODEC),
-                                               field_le(hdr, *HDR.PARAM)))
-        with m.Switch(width):
-            for w in self._widths:
-                with m.Case(w):
-                    m.d.comb += cap.eq(self._capacity(w))
+        width, cap = self._width_and_cap(m, hdr=hdr)
 
         v = Signal(range(ELEMENTS_PER_BEAT + 1))
         full = left[4:] != 0                       # at least 16 elements left
@@ -248,19 +237,7 @@ class TxBeatPrep(wiring.Component):
         # combined in stage 2.
         ours, theirs = Cat(key, offset_hdr, 1), Cat(prev_key, prev_end, have_prev)
         match_parts = Cat(ours[k:k + 24] == theirs[k:k + 24] for k in range(0, len(ours), 24))
-        keep = Signal(ELEMENTS_PER_BEAT)
-        if self._sparse:
-            assert not small        # threshold needs MTUs where every capacity is ≥ 16
-            # the frame's scale keeps +0.0 (the classifier's compare, on its header beat):
-            # the keep bit of every element of a stand-in beat
-            zero_kept = Signal(reset_less=True)
-            with m.If(take & self.i.payload.first):
-                m.d.sync += zero_kept.eq(self.i.payload.zero_kept)
-            # masked to v: element e is in the beat when at least 16 are left or e < left
-            in_beat_mask = Cat((left[4:] != 0) | (left[:4] > e) for e in range(ELEMENTS_PER_BEAT))
-            m.d.comb += keep.eq(Mux(pad, zero_kept.replicate(ELEMENTS_PER_BEAT),
-                                    self.i.payload.keep) & in_beat_mask)
-        m.d.comb += item.keep.eq(keep)
+        self._keep(m, small=small, take=take, left=left, pad=pad, item=item)
 
         def bump_size_errors():
             m.d.sync += size_errors.eq(size_errors + 1)
@@ -326,6 +303,46 @@ class TxBeatPrep(wiring.Component):
         s1_match_parts = st.reg(match_parts, name="s1_match_parts")
 
         # ---- stage 2: keep counts, a piece's elements to lane 0 -------------------------
+        self._stage2(m, layout=layout, s1=s1, s1_data=s1_data, s1_match_parts=s1_match_parts,
+                     small=small, s1_sub=s1_sub, st=st, s1_valid=s1_valid)
+        return m
+
+    def _width_and_cap(self, m, *, hdr):
+        """The code width of the frame in the header beat, and the capacity of a wire frame
+        of it."""
+        width = Signal(6)
+        cap = Signal(16)
+        if len(self._widths) == 1 and not self._sparse:
+            # one code width built in: every frame the lane encodes has it
+            m.d.comb += width.eq(self._widths[0])
+        else:
+            m.d.comb += width.eq(code_width_of(field_le(hdr, *HDR.CODEC),
+                                               field_le(hdr, *HDR.PARAM)))
+        with m.Switch(width):
+            for w in self._widths:
+                with m.Case(w):
+                    m.d.comb += cap.eq(self._capacity(w))
+        return width, cap
+
+    def _keep(self, m, *, small, take, left, pad, item):
+        """The item's keep bits: threshold's, masked to its elements (a stand-in beat's those of the
+        frame's +0.0)."""
+        keep = Signal(ELEMENTS_PER_BEAT)
+        if self._sparse:
+            assert not small        # threshold needs MTUs where every capacity is ≥ 16
+            # the frame's scale keeps +0.0 (the classifier's compare, on its header beat):
+            # the keep bit of every element of a stand-in beat
+            zero_kept = Signal(reset_less=True)
+            with m.If(take & self.i.payload.first):
+                m.d.sync += zero_kept.eq(self.i.payload.zero_kept)
+            # masked to v: element e is in the beat when at least 16 are left or e < left
+            in_beat_mask = Cat((left[4:] != 0) | (left[:4] > e) for e in range(ELEMENTS_PER_BEAT))
+            m.d.comb += keep.eq(Mux(pad, zero_kept.replicate(ELEMENTS_PER_BEAT),
+                                    self.i.payload.keep) & in_beat_mask)
+        m.d.comb += item.keep.eq(keep)
+
+    def _stage2(self, m, *, layout, s1, s1_data, s1_match_parts, small, s1_sub, st, s1_valid):
+        """Stage 2: keep counts, a piece's elements to lane 0."""
         out = Signal(layout)
         m.d.comb += [out.eq(s1), out.beat.data.eq(s1_data),
                      out.matches.eq(s1_match_parts.all())]
@@ -347,4 +364,3 @@ class TxBeatPrep(wiring.Component):
             self.o.valid.eq(st.reg(s1_valid, name="s2_valid", reset_less=False)),
             self.o.payload.eq(st.reg(out, name="s2_item")),
         ]
-        return m

@@ -16,7 +16,7 @@ from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
 from squeezenic_hw.gateware.arrays.ring_cluster import RingCluster
 from squeezenic_hw.gateware.common.layouts import axis_signature
-from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+from squeezenic_hw.gateware.tx.narrow import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.streams import simulation_of

@@ -296,7 +296,7 @@ def test_ring_sharing_is_worked_out_without_building_a_lane(monkeypatch):
     report call) take the lane's sizes from ``narrow_lane_sizes``: no lane is built and
     left unelaborated. Those sizes are the lane's own."""
     from squeezenic_hw.gateware.arrays import lane_arrays
-    from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane, narrow_lane_sizes
+    from squeezenic_hw.gateware.tx.narrow import NarrowTxLane, narrow_lane_sizes
 
     for codec in ("sign", "fixed:2", "fixed:4", "fixed:8"):
         for mtu in (68 + 4 * 8, 1518, 9600):

@@ -10,7 +10,7 @@ from lane_scenarios import check_against_reference, check_tuser, host_stream, la
 
 from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
-from squeezenic_hw.gateware.tx.narrow_lane import NarrowTxLane
+from squeezenic_hw.gateware.tx.narrow import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.generator import cut_mantissa
 from squeezenic_hw.sim.lane import simulate_lane
