@@ -164,7 +164,7 @@ def build_config(args):
 
 
 def result_rows(result):
-    """Rows (dicts keyed by :data:`COLUMNS`) of a :class:`ModelResult`."""
+    """Rows (dicts keyed by :data:`COLUMNS`) of a :class:`~.scenario.ModelResult`."""
     return [{
         "nodes": r.nodes, "scheme": r.scheme, "equation": r.equation,
         "compress_on": r.compress_on, "iteration_s": r.iteration_time, "sync_s": r.sync_time,

@@ -34,7 +34,7 @@ def _lz_model(e, f):
 
 
 def fp32_mul_model(a_bits, b_bits):
-    """Bit-level model of :class:`Fp32Multiplier`.
+    """Bit-level model of :class:`~squeezenic_hw.gateware.codecs.fp32_mul.Fp32Multiplier`.
 
     Follows the module docstring's algorithm step by step, vectorised with
     integer numpy operations only (no float arithmetic, no per-element loops).

@@ -11,7 +11,7 @@ Decisions where the spec is silent (also in ``docs/threshold.md``):
   layout (0 bitmap, 1 index list) and only wire frames set it.
 * **Sizing.** ``B = mtu − 64``. The TX lane admits the next element into the
   open wire frame while ``min(⌈n/8⌉, 2k) + 4k ≤ B`` and ``n ≤ 65535`` still
-  hold with it (:func:`fits`); a frame closes ``full`` when the next element
+  hold with it (:func:`~.spec.threshold.fits`); a frame closes ``full`` when the next element
   of its stream does not fit.
 * **Length check on RX.** Bitmap: ``len − 64 − ⌈n/8⌉`` must be a non-negative
   multiple of 4 (``k`` is the quotient); index list: ``len − 64`` must be a
@@ -95,7 +95,7 @@ def decode_payload(payload, n, layout):
     n : int
         Elements of the frame.
     layout : int
-        :data:`BITMAP` or :data:`INDEX_LIST`.
+        :data:`BITMAP` or :data:`~squeezenic_hw.spec.threshold.INDEX_LIST`.
 
     Returns
     -------

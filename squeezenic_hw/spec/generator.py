@@ -91,7 +91,7 @@ class GeneratorConfig:
 
 
 def config_values(config):
-    """Control-input values for a :class:`~squeezenic_hw.reference.generator.GeneratorConfig`.
+    """Control-input values for a :class:`GeneratorConfig`.
 
     Returns ``{port name: int}`` for every control input but ``start`` and
     ``n_frames`` (the template is a constructor argument, not a port). In a

@@ -19,7 +19,7 @@ Method and its limits
   constants) belongs to no block and is left out. ``--whole`` synthesises the
   whole :class:`~squeezenic_hw.gateware.opennic.core.SqueezeNicCore` to check the
   sum (slow: the whole core holds every lane).
-* The register file is synthesised in a harness (:class:`_RegisterFileHarness`) that
+* The register file is synthesised in a harness (:class:`~.blocks._RegisterFileHarness`) that
   feeds its read-only inputs from shift registers, since at 64 lanes they exceed what
   a top-level Amaranth design may have; those flip-flops are subtracted.
 * It is the SqueezeNIC core only. The paper's Table 6 (:data:`PAPER_TABLE6`) is the

@@ -36,7 +36,7 @@ class Block:
     ``ring_cluster`` (n, rows: a ring shared by n narrow lanes), ``header_finisher``
     (code_bits: completes narrow lanes' frames),
     ``distributor`` (n, port), ``splitter`` (base, n, port), ``register_file``
-    (the map's :class:`PluginParams` fields), ``core`` (every PluginParams field),
+    (the map's :class:`~.params.PluginParams` fields), ``core`` (every PluginParams field),
     ``plugin`` (every PluginParams field: the whole plugin's Verilog as ``generate``
     writes it, ``squeezenic_250mhz.v``).
 
@@ -165,7 +165,7 @@ class _RegisterFileHarness(wiring.Component):
     read-only field gets its own shift register, fed by one bit of ``chain_in`` (one
     bit per field) and ending at one bit of ``chain_out``; each of its flip-flops drives
     the next one and one read-only input, so none is trimmed or becomes an SRL: exactly
-    ``chain_bits`` flip-flops and no LUT, which :func:`synth_block` subtracts
+    ``chain_bits`` flip-flops and no LUT, which :func:`~.cache.synth_block` subtracts
     (``ff_wrapper``). The registers are short (≤ 64 bits) because one long chain
     exhausts the call stack of Yosys's topological sort in WebAssembly.
     """

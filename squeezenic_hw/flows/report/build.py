@@ -76,7 +76,7 @@ def synthesize_blocks(blocks, *, jobs=1, cache_dir=None, use_cache=True,
     ``progress`` (a callable taking one line, e.g. a print to stderr) hears
     ``[start] tx_lane(sign)`` when a synthesis starts and ``[3/9] tx_lane(sign) 41.2 s``
     when a block is done. On a failure no further block is started, the running ones
-    finish (and are cached), and :class:`BlockSynthesisError` is raised.
+    finish (and are cached), and :class:`~.cache.BlockSynthesisError` is raised.
     """
     unique = list(dict.fromkeys(blocks))
     unique.sort(key=lambda b: _COST_ORDER.index(b.kind) if b.kind in _COST_ORDER else 99)

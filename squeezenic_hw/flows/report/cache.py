@@ -303,7 +303,7 @@ def _record(result, *, key, label, spec, script, verilog_sha256, versions):
 
 
 def synth_block(block, *, cache_dir=None, use_cache=True, timeout=None):
-    """:func:`synth_cached` of a :class:`Block` (with its ``mapping``); the record gains
+    """:func:`synth_cached` of a :class:`~.blocks.Block` (with its ``mapping``); the record gains
     ``"elapsed_s"``."""
     start = time.monotonic()
     record = synth_cached(block.make, block.spec(), name=block.top, label=block.label,

@@ -192,9 +192,10 @@ class GradientGenerator(wiring.Component):
         Frames per run; 0 = unlimited.
     elements, codec, param, stochastic, scale, aux, seed, value_seed, offset, flush_every,
     udp_src_port, tuser_src, tuser_dst : In
-        The run's :class:`~squeezenic_hw.reference.generator.GeneratorConfig` fields (widths 16, 8,
-        8, 1, 32, 32, 32, 32, 32, 16, 16, 16, 16); see :func:`config_values`. They must
-        stay constant while ``busy``. Reset values match ``GeneratorConfig()``.
+        The run's :class:`~squeezenic_hw.spec.generator.GeneratorConfig` fields (widths 16, 8,
+        8, 1, 32, 32, 32, 32, 32, 16, 16, 16, 16); see
+        :func:`~.spec.generator.config_values`. They must stay constant while ``busy``.
+        Reset values match ``GeneratorConfig()``.
     rate_bytes_per_cycle : In(16)
         Token-bucket rate, unsigned Q8.8 bytes of frame per cycle (reset value
         50.0 = 100 Gb/s at 250 MHz; 64.0 or more = one beat per cycle back to back).

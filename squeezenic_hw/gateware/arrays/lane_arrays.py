@@ -7,19 +7,19 @@ The RX array has ``M`` ≤ N lanes (default N): a wire expands to as many lanes 
 its codec's ratio asks (:func:`~squeezenic_hw.build.codec_choice.loopback_lanes`).
 
 * :class:`TxArray`: lane ``k``'s :class:`GeneratorLane` (a
-  :class:`~.gradient_generator.GradientGenerator` feeding a
-  :class:`~.tx_lane.TxLane` made by :func:`generator_tx_lane`); a
-  :class:`~.frame_arbiter.FrameArbiter`
+  :class:`~.arrays.generator.GradientGenerator` feeding a
+  :class:`~.tx.lane.TxLane` made by :func:`generator_tx_lane`); a
+  :class:`~.arrays.arbiter.FrameArbiter`
   merges the lanes' wire frames onto one stream, round robin by frame, with no
   idle cycle between frames while any lane has one ready. Per-lane buffering
   is the lane's own: its wire ring holds two of the largest wire frames and its
   token FIFO 16 frames, so a lane keeps assembling while it waits for its
   turn; when the wire is the bottleneck, backpressure reaches the generator,
   which holds (its state advances only with beats sent, nothing is lost).
-* :class:`RxArray`: a :class:`~.frame_distributor.FrameDistributor` sends each
+* :class:`RxArray`: a :class:`~.arrays.distributor.FrameDistributor` sends each
   SqueezeNIC wire frame to lane ``(UDP source port) mod M`` (other frames to
-  lane 0), each :class:`~.rx_lane.RxLane` decodes, and a
-  :class:`~.frame_checker.FrameChecker` per lane counts and CRCs the result.
+  lane 0), each :class:`~.rx.lane.RxLane` decodes, and a
+  :class:`~.arrays.checker.FrameChecker` per lane counts and CRCs the result.
 
 All generators share one :class:`GeneratorControl`; lane ``k`` differs by its
 UDP source port ``src_port_base + k`` (``src_port_base`` a multiple of 64, so
@@ -290,7 +290,7 @@ class GeneratorLane(wiring.Component):
     codecs : list of str or None
         Codec specs of the TX lane (:func:`generator_tx_lane`).
     mtu, port, idle_timeout :
-        As :class:`~.tx_lane.TxLane`.
+        As :class:`~.tx.lane.TxLane`.
     max_elements : int
         Largest host frame the generator makes (elements).
 
@@ -407,7 +407,7 @@ class TxArray(wiring.Component):
         The generator lanes' codec specs (:func:`generator_tx_lane`; default every
         codec, 0-6).
     mtu, port, idle_timeout :
-        As :class:`~.tx_lane.TxLane`, for every lane.
+        As :class:`~.tx.lane.TxLane`, for every lane.
     max_elements : int
         Largest host frame a generator makes (elements).
     src_port_base : int
@@ -422,7 +422,7 @@ class TxArray(wiring.Component):
     Ports: ``ctrl`` (:class:`GeneratorControl`, shared), ``close`` (every
     lane; a one-cycle pulse is held per lane until that lane acts on it),
     ``o`` (the wire stream), ``frames_sent`` (per lane),
-    ``tx_counters`` (per lane, :data:`~.tx_controller.TX_COUNTERS`).
+    ``tx_counters`` (per lane, :data:`~squeezenic_hw.spec.counters.TX_COUNTERS`).
 
     Narrow lanes share a frame bus (:class:`~.frame_bus.FrameBusArbiter`, an OR of the
     lanes) instead of a :class:`~.arbiter.FrameArbiter`, then a
@@ -536,7 +536,7 @@ class RxArray(wiring.Component):
     host_bw : int
         Gb/s, a multiple of 100 from 100 to 6400 (N generator lanes).
     codecs, max_host_elements, port :
-        As :class:`~.rx_lane.RxLane`, for every lane.
+        As :class:`~.rx.lane.RxLane`, for every lane.
     lanes : int, optional
         RX lanes M, 1 to N (default N); TX lane ``k``'s frames reach RX lane ``k mod M``.
 

@@ -12,7 +12,7 @@ operands' signs and payloads. The sign of zero and infinite results is
 
 Algorithm
 ---------
-:func:`fp32_mul_model` and :class:`Fp32Multiplier` implement the very same
+:func:`~.reference.fp32_mul.fp32_mul_model` and :class:`Fp32Multiplier` implement the very same
 bit-level algorithm; the model computes the quantities the gateware registers,
 stage by stage (where the gateware prepares two candidates of a value for the
 two possible values of ``P[47]``, the model computes the selected one

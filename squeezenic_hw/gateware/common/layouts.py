@@ -164,7 +164,7 @@ class PackMeta(data.Struct):
       ``count = 0`` this is a close with no new codes). Never together with
       ``close_mid``.
     * ``keep``/``base``/``layout``: ``threshold`` jobs only (see
-      :class:`~.sparse_compactor.SparseCompactor`); zero otherwise.
+      :class:`~.sparse.compactor.SparseCompactor`); zero otherwise.
     """
     width: unsigned(6)      # bits per code, 1…32
     count: unsigned(5)      # valid codes, 0…16

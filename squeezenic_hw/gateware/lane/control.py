@@ -61,7 +61,7 @@ def bypass_and_drain_states(m, i, byp):
 
 def token_stream(m, builder):
     """A :class:`FrameToken` stream from a header builder whose tag is
-    :func:`~.tx_controller.token_tag_layout`."""
+    :func:`~.common.layouts.token_tag_layout`."""
     token = stream.Signature(FrameToken).create()
     tag = builder.o.payload.tag
     m.d.comb += [
@@ -77,7 +77,7 @@ def token_stream(m, builder):
 
 
 def codec_params_of(params, hdr):
-    """Statements loading a :class:`~.codec_unit.CodecParams` ``params`` from header ``hdr``."""
+    """Statements loading a :class:`~.codecs.unit.CodecParams` ``params`` from header ``hdr``."""
     return [
         params.param.eq(field_le(hdr, *HDR.PARAM)),
         params.stochastic.eq(field_le(hdr, *HDR.FLAGS)[1]),
@@ -103,7 +103,7 @@ def code_width_of(codec, param):
 
 
 def close_when_idle(m, lane, request, name="close_pending"):
-    """Drive ``lane.close`` (a :class:`~.tx_lane.TxLane`) from ``request``, holding a
+    """Drive ``lane.close`` (a :class:`~.tx.lane.TxLane`) from ``request``, holding a
     one-cycle request until the lane acts on it (``close_done``) at its first idle cycle."""
     pending = Signal(name=name)
     with m.If(lane.close_done):

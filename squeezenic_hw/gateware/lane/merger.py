@@ -1,6 +1,6 @@
 """The output stage of a lane: built frames and bypassed frames into one AXI-Stream.
 
-Tokens (:class:`~.lane_layouts.FrameToken`) give the output order. A built
+Tokens (:class:`~.common.layouts.FrameToken`) give the output order. A built
 frame is its header beat (from the token) followed by its payload beats (from
 the payload stream, e.g. the TX lane's wire ring); a bypassed frame is copied
 whole from the bypass stream.

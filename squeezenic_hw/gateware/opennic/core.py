@@ -13,7 +13,7 @@ generator lanes ``params.gen_codecs`` (the Table 6 codec of ``host_bw`` by
 default). Without ``params.loopback`` the build is TX only, like the paper's Table
 6: interface 0's wire input goes straight to its host RX lane.
 
-:class:`~.opennic_plugin.OpenNicPlugin` wraps it with OpenNIC's port names, its
+:class:`~.opennic.plugin.OpenNicPlugin` wraps it with OpenNIC's port names, its
 two clocks and its reset.
 """
 

@@ -10,7 +10,7 @@ own ``box_rstn``/``box_rst_done`` stay in the box (its ``generic_reset``).
 
 Clocks: the streams and every register live in ``axis_aclk`` (domain
 ``sync``); the AXI-Lite bus arrives in ``axil_aclk`` (domain ``axil``) and
-crosses in an :class:`~.axil_clock_bridge.AxiLiteClockBridge` (toggle
+crosses in an :class:`~.axil.clock_bridge.AxiLiteClockBridge` (toggle
 handshake; correct for any clock relation).
 
 Reset: ``mod_rstn[0]`` low resets the plugin (``mod_rstn[15:1]`` are ignored);
@@ -84,7 +84,7 @@ class OpenNicPlugin(wiring.Component):
     Notes
     -----
     Latency, throughput and backpressure are the core's
-    (:class:`~.squeezenic_core.SqueezeNicCore`): one beat per cycle per
+    (:class:`~.opennic.core.SqueezeNicCore`): one beat per cycle per
     stream, ``tready`` low holds the stream, nothing is dropped. A register
     access costs the bridge's crossing (see ``docs/registers.md``).
     """

@@ -14,7 +14,7 @@ With ``threshold`` (codec 7) built in, a threshold wire frame's payload is
 split: its layout bytes go to ``payload`` as a bitmap of ``n`` one-bit codes
 (bitmap layout) or to ``index`` (index layout, for the
 :class:`~.index_to_bitmap.IndexToBitmap`), and its value bytes to ``values``
-(for the :class:`~.sparse_expander.SparseExpander`); the beat holding both
+(for the :class:`~.sparse.expander.SparseExpander`); the beat holding both
 goes to both. ``order`` says, per decoded frame, where the unpacker's input
 comes from.
 """

@@ -1,6 +1,6 @@
 """Cut each decoded wire frame into host frames of at most ``max_host_elements`` (section 7).
 
-Input: one :func:`~.rx_controller.wire_desc_layout` descriptor per RX input
+Input: one :func:`~.rx.controller.wire_desc_layout` descriptor per RX input
 frame, in order. Output: header-builder descriptors, one per output frame —
 ``⌈n / M⌉`` host frames for a wire frame (contiguous offsets, ``encoded``
 cleared, ``flush`` only on the last one, length 64 + 4·m), or the bypassed
@@ -34,9 +34,9 @@ class HostFrameSplitter(wiring.Component):
     max_host_elements : int
         Most elements per host frame, 1…2384.
 
-    Ports: ``i`` (:func:`~.rx_controller.wire_desc_layout`), ``o``
+    Ports: ``i`` (:func:`~.rx.controller.wire_desc_layout`), ``o``
     (:func:`~squeezenic_hw.gateware.lane.header_builder.header_request_layout` with a
-    :func:`~.tx_controller.token_tag_layout` tag), ``host_frames`` (count of
+    :func:`~.common.layouts.token_tag_layout` tag), ``host_frames`` (count of
     host frames described).
 
     Latency: 1 cycle (registered output). Throughput: one descriptor per

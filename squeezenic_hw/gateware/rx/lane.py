@@ -74,7 +74,7 @@ class RxLane(wiring.Component):
         their registered ready.
 
     Ports: ``i`` (wire AXI-Stream), ``o`` (host AXI-Stream), ``counters``
-    (:data:`~.rx_controller.RX_COUNTERS`), ``cfg_port`` / ``cfg_enable``
+    (:data:`~squeezenic_hw.spec.counters.RX_COUNTERS`), ``cfg_port`` / ``cfg_enable``
     (run-time port and enable, init ``port`` and 1; ``cfg_enable`` = 0 passes
     every frame through as ``other_port``).
 

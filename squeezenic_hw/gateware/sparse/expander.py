@@ -1,7 +1,7 @@
 """The RX lane's threshold expander: kept values into the keep bits of a bitmap.
 
 Codec 7 (``threshold``) sends, per wire frame, a bitmap of keep bits and then
-the ``k`` kept fp32 values. The lane's :class:`~.wire_unpacker.WireUnpacker`
+the ``k`` kept fp32 values. The lane's :class:`~.rx.unpacker.WireUnpacker`
 turns the bitmap into jobs of up to 16 one-bit codes (width 1); this block
 swaps each keep bit for its value by the RX decode rule of
 :mod:`squeezenic_hw.reference.threshold` (``decode_payload``): the element with the

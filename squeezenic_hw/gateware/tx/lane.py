@@ -111,7 +111,7 @@ class TxLane(wiring.Component):
     Ports: ``i`` (host AXI-Stream), ``o`` (wire AXI-Stream), ``close`` (close
     the open wire frame when no frame is arriving: the end of a test or a
     register write; ``close_done`` is high in the cycle it was acted on: the open
-    frame closed, or none was open), ``counters`` (:data:`~.tx_controller.TX_COUNTERS`),
+    frame closed, or none was open), ``counters`` (:data:`~.spec.counters.TX_COUNTERS`),
     ``cfg_port`` / ``cfg_enable`` / ``cfg_idle_timeout`` (run-time settings,
     init ``port``, 1 and ``idle_timeout`` or 0 = never; ``cfg_enable`` = 0
     passes every frame through as ``other_port``).

@@ -35,7 +35,7 @@ def _describe(got, want):
 
 
 def differences(lane, frames, counters, expected):
-    """Every way a run (``frames``: :class:`AxisFrame` s out, ``counters``) differs from
+    """Every way a run (``frames``: :class:`~.axis.AxisFrame` s out, ``counters``) differs from
     ``expected`` (:class:`~.expected.LaneExpectation`), first difference first; empty when equal."""
     found = []
     for k, (got, want) in enumerate(zip(frames, expected.frames, strict=False)):

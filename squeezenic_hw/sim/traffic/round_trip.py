@@ -66,7 +66,7 @@ def round_trip(recipe, run_lane, *, codecs=None, port=DEFAULT_PORT, mtu=DEFAULT_
     run_lane : callable
         ``run_lane(lane, frames)`` with ``lane`` ``"tx"`` or ``"rx"``: the run
         (:class:`~squeezenic_hw.sim.lane.LaneRun`) of that lane, built with ``codecs``
-        and ``port`` (TX: ``mtu``; RX: ``max_host_elements``), on the :class:`AxisFrame` s
+        and ``port`` (TX: ``mtu``; RX: ``max_host_elements``), on the :class:`~.axis.AxisFrame` s
         ``frames``. ``TimeoutError`` (the
         lane hung) and ``AssertionError`` (its output broke an AXI-Stream rule) become
         differences. A timed batch's TX run is ``run_lane("tx", frames, times=...,

@@ -36,7 +36,7 @@ def expected_tx_stalled(frames, got, got_counters, *, codecs=None, port=DEFAULT_
     """What a TX lane with idle timeout ``idle_timeout`` must send for ``frames`` when
     stalls (idle cycles, backpressure) moved their beats, so that when an idle timeout
     fell is the lane's to say; ``got`` and ``got_counters`` are what it sent
-    (:class:`AxisFrame` s) and counted.
+    (:class:`~.axis.AxisFrame` s) and counted.
 
     The lane may close the open wire frame for idleness before any frame, and nowhere
     else: every other byte and counter is the reference's. The expectation is
