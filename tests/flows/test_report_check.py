@@ -61,7 +61,9 @@ def _deep(depth):
 
 
 def test_gate_synthesises_the_sweep_the_host_lanes_and_the_plugin_both_ways():
-    gated = gate.gate_blocks()
+    assert [g.block.label for g in gate.gate_blocks() if g.group == "plugin"] == [
+        "plugin(100G)"]
+    gated = gate.gate_blocks(abc9=True)
     labels = [g.block.label for g in gated]
     assert len(labels) == len(set(labels))
     assert "tx_lane(sign)" in labels and "gen_lane(fixed:8)" in labels

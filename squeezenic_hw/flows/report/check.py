@@ -4,9 +4,9 @@ fail on every figure over its budget.
 What it synthesises (:func:`gate_blocks`): the blocks of the Table 6 sweep (the default
 ``report``), the host-facing TX and RX lanes of every default codec, and the whole plugin
 as ``generate`` writes it (the default build; with ``builds="all"`` also ``--host-bw 200
---codecs sign``, ``--host-bw 6400`` and ``--host-bw 6400 --loopback``), each whole plugin
-also with Yosys's default LUT mapping (ABC9) beside the project's, so that no path passes
-only by how its LUTs were mapped.
+--codecs sign``, ``--host-bw 6400`` and ``--host-bw 6400 --loopback``), and with ``abc9``
+each whole plugin also with Yosys's default LUT mapping (ABC9) beside the project's, so
+that no path passes only by how its LUTs were mapped.
 
 What it checks (:func:`check_records`), each figure against its budget:
 
@@ -74,7 +74,7 @@ def _sweep_params(host_bw):
                    gen_codecs=[choice.spec])
 
 
-def gate_blocks(*, builds="default", abc9=True, host_bws=DEFAULT_HOST_BWS):
+def gate_blocks(*, builds="default", abc9=False, host_bws=DEFAULT_HOST_BWS):
     """The blocks the gate synthesises (see the module docstring), sweep first."""
     out = []
     for bw in host_bws:
@@ -149,7 +149,7 @@ def check_records(gated, records, report=None):
     return rows
 
 
-def run_gate(*, gated=None, builds="default", abc9=True, jobs=1, cache_dir=None,
+def run_gate(*, gated=None, builds="default", abc9=False, jobs=1, cache_dir=None,
              timeout=None, progress=None):
     """Synthesise the gate's blocks (through the cache, ``jobs`` at a time) and check them.
 

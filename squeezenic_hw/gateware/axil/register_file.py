@@ -16,6 +16,11 @@ __all__ = ["AxiLiteRegisterFile"]
 #: Widest word address whose "holds a register" decode is a bitmap (2**16 bits).
 _BITMAP_WORD_BITS = 16
 
+#: Multiplexers of one tree level that share a copy of the read address digit (each a
+#: 33-bit register of ``read_mux_radix`` inputs): the decode of a digit drives at most
+#: about 33 × 16 × the radix LUT inputs, under the fanout limit of ``docs/timing.md``.
+_GROUPS_PER_SELECT = 16
+
 
 class AxiLiteRegisterFile(wiring.Component):
     """OpenNIC AXI-Lite slave holding the registers of ``regmap``.
@@ -214,7 +219,8 @@ class AxiLiteRegisterFile(wiring.Component):
             bus.rresp.eq(Cat(Const(0, 1), ~top[32])),   # OKAY or SLVERR
         ]
         m.d.sync += pipe.eq(pipe << 1)
-        with m.If(bus.arvalid & bus.arready):
+        ar_take = bus.arvalid & bus.arready
+        with m.If(ar_take):
             m.d.sync += [ar_busy.eq(1), ar_word.eq(word_of(bus.araddr)),
                          ar_ok.eq(upper_zero(bus.araddr)), pipe.eq(1)]
         with m.If(bus.rvalid & bus.rready):
@@ -264,7 +270,14 @@ class AxiLiteRegisterFile(wiring.Component):
                         m.d.sync += top.eq(0)
             else:
                 nodes = {}
-                for group, children in sorted(groups.items()):
+                for k, (group, children) in enumerate(sorted(groups.items())):
+                    if k % _GROUPS_PER_SELECT == 0 and len(groups) > _GROUPS_PER_SELECT:
+                        # a copy of the digit for each block of groups: the decode of one
+                        # digit would otherwise drive every multiplexer of the level
+                        digit = Signal(nbits, name=f"rd_sel{level}_{k // _GROUPS_PER_SELECT}",
+                                       reset_less=True)
+                        with m.If(ar_take):
+                            m.d.sync += digit.eq(word_of(bus.araddr)[lo_bit:lo_bit + nbits])
                     node = Signal(33, name=f"rd_l{level}_{group}")
                     self._mux(m, node, digit, nbits, children)
                     nodes[group] = node
