@@ -19,7 +19,6 @@ import random
 import numpy as np
 import pytest
 from amaranth import Value
-from shared_duts import shared
 
 from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     BITMAP_BEAT_BITS,
@@ -30,6 +29,8 @@ from squeezenic_hw.gateware.sparse.index_to_bitmap import (
 from squeezenic_hw.reference.threshold import decode_payload
 from squeezenic_hw.sim.streams import pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import INDEX_LIST
+
+from support.shared_duts import shared
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 BEAT_BYTES = BITMAP_BEAT_BITS // 8
