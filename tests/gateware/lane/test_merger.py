@@ -21,7 +21,7 @@ from amaranth.sim import Simulator
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES, AxisBeat, FrameToken
 from squeezenic_hw.gateware.lane.merger import FrameMerger
 from squeezenic_hw.sim.axis import AxisFrame, FrameSource, frame_beats
-from squeezenic_hw.sim.streams import unpack_fields
+from squeezenic_hw.sim.streams import BeatSender, unpack_fields
 
 # --------------------------------------------------------------------------
 # Stimulus and expected output
@@ -89,21 +89,10 @@ def random_mix(rng, n_frames, mix=None):
 
 def _source(stream, values, idle, rng, accepted):
     async def run(ctx):
-        t = 0
+        sender = BeatSender(ctx, stream, idle=idle, rng=rng)
         for value in values:
-            while idle and rng.random() < idle:
-                ctx.set(stream.valid, 0)
-                await ctx.tick()
-                t += 1
-            ctx.set(Value.cast(stream.payload), value)
-            ctx.set(stream.valid, 1)
-            while True:
-                _, _, ready = await ctx.tick().sample(stream.ready)
-                t += 1
-                if ready:
-                    break
-            accepted.append(t)
-        ctx.set(stream.valid, 0)
+            accepted.append(await sender.send(value))
+        await sender.close()
     return run
 
 

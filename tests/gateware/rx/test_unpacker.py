@@ -25,7 +25,7 @@ from squeezenic_hw.gateware.rx.unpacker import (
     unpacker_output_layout,
 )
 from squeezenic_hw.reference.codecs import pack, unpack
-from squeezenic_hw.sim.streams import run_stream
+from squeezenic_hw.sim.streams import BeatSender, run_stream
 
 from support.param_sweep import rotated
 from support.shared_duts import shared
@@ -109,17 +109,10 @@ def desc_source(stream, descs, idle, seed):
     rng = random.Random(seed)
 
     async def source(ctx):
+        sender = BeatSender(ctx, stream, idle=idle, rng=rng)
         for desc in descs:
-            while idle and rng.random() < idle:
-                ctx.set(stream.valid, 0)
-                await ctx.tick()
-            ctx.set(stream.payload.as_value(), layout.const(desc).as_value().value)
-            ctx.set(stream.valid, 1)
-            while True:
-                _, _, ready = await ctx.tick().sample(stream.ready)
-                if ready:
-                    break
-        ctx.set(stream.valid, 0)
+            await sender.send(layout.const(desc).as_value().value)
+        await sender.close()
     return source
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from amaranth import Fragment, Value, unsigned
+from amaranth import Fragment, unsigned
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import CODES_PER_JOB
@@ -29,7 +29,7 @@ from squeezenic_hw.gateware.sparse.expander import (
     sparse_expander_job_layout,
 )
 from squeezenic_hw.reference.threshold import decode_payload
-from squeezenic_hw.sim.streams import pack_payload, simulation_of
+from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import BITMAP
 
 from support.param_sweep import rotated, slow_except
@@ -164,22 +164,12 @@ def run_frames(frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None,
         r = random.Random(s)
 
         async def bench(ctx):
-            t = 0
+            sender = BeatSender(ctx, stream, idle=idle, rng=r)
             for value in packed:
-                while idle and r.random() < idle:
-                    ctx.set(stream.valid, 0)
-                    await ctx.tick()
-                    t += 1
-                ctx.set(Value.cast(stream.payload), value)
-                ctx.set(stream.valid, 1)
-                while True:
-                    _, _, ready = await ctx.tick().sample(stream.ready)
-                    t += 1
-                    if ready:
-                        break
+                t = await sender.send(value)
                 if record is not None:
                     record.append(t)
-            ctx.set(stream.valid, 0)
+            await sender.close()
         return bench
 
     async def sink(ctx):

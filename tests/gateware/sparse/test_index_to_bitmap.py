@@ -18,7 +18,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth import Value
 
 from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     BITMAP_BEAT_BITS,
@@ -27,7 +26,7 @@ from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     index_desc_layout,
 )
 from squeezenic_hw.reference.threshold import decode_payload
-from squeezenic_hw.sim.streams import pack_payload, simulation_of
+from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import INDEX_LIST
 
 from support.shared_duts import shared
@@ -131,21 +130,10 @@ def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None)
     # Each testbench counts its own clock edges from time zero (as in sim.streams).
     def source(stream, items, rng, record):
         async def bench(ctx):
-            t = 0
+            sender = BeatSender(ctx, stream, idle=idle, rng=rng)
             for item in items:
-                while idle and rng.random() < idle:
-                    ctx.set(stream.valid, 0)
-                    await ctx.tick()
-                    t += 1
-                ctx.set(Value.cast(stream.payload), item[1] if isinstance(item, tuple) else item)
-                ctx.set(stream.valid, 1)
-                while True:
-                    _, _, ready = await ctx.tick().sample(stream.ready)
-                    t += 1
-                    if ready:
-                        break
-                record(item, t)
-            ctx.set(stream.valid, 0)
+                record(item, await sender.send(item[1] if isinstance(item, tuple) else item))
+            await sender.close()
         return bench
 
     async def sink(ctx):

@@ -25,6 +25,7 @@ from amaranth.sim import Simulator
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.layouts import RingWrite
 from squeezenic_hw.gateware.tx.ring import WireRing, ring_depth
+from squeezenic_hw.sim.streams import BeatSender
 
 # --------------------------------------------------------------------------
 # Model and stimulus
@@ -106,23 +107,11 @@ def run_ring(dut, writes, n_out, *, idle=0.0, backpressure=0.0, seed=0, hold=0, 
         timeout = hold + int((len(writes) + n_out) * (3 + 10 * backpressure + 4 * idle)) + 500
 
     async def source(ctx):
-        t = 0
+        sender = BeatSender(ctx, dut.i, idle=idle, rng=rng_src)
         for value in packed:
-            while idle and rng_src.random() < idle:
-                ctx.set(dut.i.valid, 0)
-                await ctx.tick()
-                t += 1
-            ctx.set(dut.i.payload.as_value(), value)
-            ctx.set(dut.i.valid, 1)
-            while True:
-                _, _, ready = await ctx.tick().sample(dut.i.ready)
-                t += 1
-                if ready:
-                    break
-                run.stalls += 1
-            run.accept.append(t)
-        ctx.set(dut.i.valid, 0)
-        run.source_done = t
+            run.accept.append(await sender.send(value))
+        run.stalls, run.source_done = sender.stalls, sender.t
+        await sender.close()
 
     async def sink(ctx):
         t, held = 0, None
