@@ -23,6 +23,8 @@ from squeezenic_hw.gateware.lane.merger import FrameMerger
 from squeezenic_hw.sim.axis import AxisFrame, FrameSource, frame_beats
 from squeezenic_hw.sim.streams import BeatSender, unpack_fields
 
+from support.checked_sink import CheckedSink
+
 # --------------------------------------------------------------------------
 # Stimulus and expected output
 # --------------------------------------------------------------------------
@@ -126,24 +128,17 @@ def run_merger(mix, *, idle=0.0, backpressure=0.0, seed=0, quiet=30, dut=None, t
         else None
 
     async def sink(ctx):
-        rng = random.Random(seed * 5 + 4)
-        t, held, last_beat = 0, None, 0
-        while len(run.outputs) < n_out or t < last_beat + quiet:
-            ready = not (backpressure and rng.random() < backpressure)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload.as_value())
-            t += 1
-            assert t <= timeout, f"{len(run.outputs)} of {n_out} beats after {t} cycles"
-            if held is not None:
-                assert valid and payload == held, f"o changed under backpressure at cycle {t}"
-            held = None
-            if valid and ready:
-                run.outputs.append(payload)
-                run.out_cycles.append(t)
-                last_beat = t
-            elif valid:
-                held = payload
-        ctx.set(dut.o.ready, 0)
+        out = CheckedSink(ctx, dut.o, backpressure=backpressure,
+                           rng=random.Random(seed * 5 + 4))
+        last_beat = 0
+        while len(run.outputs) < n_out or out.t < last_beat + quiet:
+            beat, _ = await out.cycle()
+            assert out.t <= timeout, f"{len(run.outputs)} of {n_out} beats after {out.t} cycles"
+            if beat is not None:
+                run.outputs.append(beat)
+                run.out_cycles.append(out.t)
+                last_beat = out.t
+        await out.close()
 
     sim = Simulator(dut if top is None else top)
     sim.add_clock(4e-9)

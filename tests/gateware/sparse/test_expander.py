@@ -32,6 +32,7 @@ from squeezenic_hw.reference.threshold import decode_payload
 from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import BITMAP
 
+from support.checked_sink import CheckedSink
 from support.param_sweep import rotated, slow_except
 from support.shared_duts import shared
 
@@ -173,26 +174,19 @@ def run_frames(frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None,
         return bench
 
     async def sink(ctx):
-        r = random.Random(seeds[3])
-        t, held = 0, None
+        out = CheckedSink(ctx, dut.o, backpressure=backpressure, rng=random.Random(seeds[3]),
+                           also=[dut.count_error])
         while len(run.outputs) < len(want):
-            ready = not (backpressure and r.random() < backpressure)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, payload, err = await ctx.tick().sample(
-                dut.o.valid, dut.o.payload.as_value(), dut.count_error)
-            t += 1
-            if t > timeout:
-                raise TimeoutError(f"{len(run.outputs)} of {len(want)} jobs after {t} cycles")
-            payload = int(payload)
-            assert held is None or (valid and payload == held), "output changed while held"
-            held = payload if valid and not ready else None
-            if valid and ready:
-                run.outputs.append(payload)
+            job, (err,) = await out.cycle()
+            if out.t > timeout:
+                raise TimeoutError(f"{len(run.outputs)} of {len(want)} jobs after {out.t} cycles")
+            if job is not None:
+                run.outputs.append(job)
                 run.errors.append(int(err))
-                run.out_cycles.append(t)
+                run.out_cycles.append(out.t)
             elif err:
                 run.stray_errors += 1
-        ctx.set(dut.o.ready, 0)
+        await out.close()
 
     simulation_of(dut).run([(source(dut.i, jobs, seeds[0], run.in_cycles), True),
                             (source(dut.vdesc, vdescs, seeds[1]), True),

@@ -25,7 +25,9 @@ from amaranth.sim import Simulator
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.layouts import RingWrite
 from squeezenic_hw.gateware.tx.ring import WireRing, ring_depth
-from squeezenic_hw.sim.streams import BeatSender
+from squeezenic_hw.sim.streams import BeatSender, unpack_fields
+
+from support.checked_sink import CheckedSink
 
 # --------------------------------------------------------------------------
 # Model and stimulus
@@ -113,25 +115,22 @@ def run_ring(dut, writes, n_out, *, idle=0.0, backpressure=0.0, seed=0, hold=0, 
         run.stalls, run.source_done = sender.stalls, sender.t
         await sender.close()
 
+    layout = dut.o.payload.shape()
+
+    def beat_of(bits):
+        read = unpack_fields(layout, bits)
+        return int(read.banks[int(read.bank)])      # the beat: the port holding it
+
     async def sink(ctx):
-        t, held = 0, None
+        out = CheckedSink(ctx, dut.o, backpressure=backpressure, rng=rng_snk, beat=beat_of)
         while (len(run.outputs) < n_out or run.source_done is None
-               or t < run.source_done + quiet):
-            ready = t >= hold and not (backpressure and rng_snk.random() < backpressure)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, read = await ctx.tick().sample(dut.o.valid, dut.o.payload)
-            payload = int(read.banks[int(read.bank)])     # the beat: the port holding it
-            t += 1
-            assert t <= timeout, f"{len(run.outputs)} of {n_out} beats after {t} cycles"
-            if held is not None:
-                assert valid and payload == held, f"o changed under backpressure at cycle {t}"
-            held = None
-            if valid and ready:
-                run.outputs.append(payload)
-                run.out_cycles.append(t)
-            elif valid:
-                held = payload
-        ctx.set(dut.o.ready, 0)
+               or out.t < run.source_done + quiet):
+            beat, _ = await out.cycle(ready=out.t >= hold)
+            assert out.t <= timeout, f"{len(run.outputs)} of {n_out} beats after {out.t} cycles"
+            if beat is not None:
+                run.outputs.append(beat)
+                run.out_cycles.append(out.t)
+        await out.close()
 
     sim = Simulator(dut)
     sim.add_clock(4e-9)
