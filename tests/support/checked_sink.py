@@ -14,10 +14,13 @@ class CheckedSink:
     cycle that would otherwise be ready). ``beat`` turns the payload's bits into what is
     compared and returned (default: the integer); ``also`` are signals sampled beside it.
     ``t`` counts the clock edges waited so far, as :class:`~squeezenic_hw.sim.streams.
-    BeatSender` does.
+    BeatSender` does. With ``holds`` false the rule is not checked: for a block whose
+    output may withdraw a beat (a controller whose ``valid`` waits on the ``ready`` of its
+    other outputs, into FIFOs).
     """
 
-    def __init__(self, ctx, stream, *, backpressure=0.0, rng=None, beat=None, also=()):
+    def __init__(self, ctx, stream, *, backpressure=0.0, rng=None, beat=None, also=(),
+                 holds=True):
         if backpressure and rng is None:
             raise ValueError("rng: backpressure is drawn from it, so it must be given")
         self._ctx, self._ready = ctx, stream.ready
@@ -25,6 +28,7 @@ class CheckedSink:
         self._backpressure, self._rng = backpressure, rng
         self._beat = beat or int
         self._held = None
+        self._holds = holds
         self.t = 0
 
     async def cycle(self, ready=True):
@@ -38,7 +42,7 @@ class CheckedSink:
         if self._held is not None:
             assert valid and beat == self._held, \
                 f"a beat offered and not taken changed or left at cycle {self.t}"
-        self._held = beat if valid and not ready else None
+        self._held = beat if valid and not ready and self._holds else None
         return (beat if valid and ready else None), also
 
     async def close(self):

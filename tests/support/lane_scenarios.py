@@ -223,7 +223,23 @@ def wire_of(frames, **kw):
     return lr.tx([f.data if isinstance(f, AxisFrame) else f for f in frames], **kw)[0]
 
 
-__all__ += ["wire_of"]
+def wire_traffic(rng, codecs, mtu, bad_rate=0.2):
+    """Input for RX tests: wire frames of the TX reference (``mtu``) from three interleaved
+    host streams of ``codecs``, each with a random tuser, and after each, with probability
+    ``bad_rate``, a frame of a random RX bypass reason."""
+    host = mixed_traffic(rng, codecs, n_streams=3, elements=(100, 700), bypass_rate=0,
+                         max_k=int(rng.choice([16, 100, 363])))
+    bad = list(bad_frames("rx").values())
+    frames = []
+    for w in wire_of(host, mtu=mtu, codecs=codecs):
+        frames.append(AxisFrame(w, src=int(rng.integers(0, 2**16)),
+                                dst=int(rng.integers(0, 2**16))))
+        if rng.random() < bad_rate:
+            frames.append(AxisFrame(bad[int(rng.integers(len(bad)))], src=1, dst=2))
+    return frames
+
+
+__all__ += ["wire_of", "wire_traffic"]
 
 
 def check_tuser(run, frames, lane):

@@ -15,8 +15,8 @@ from support.lane_scenarios import (
     check_tuser,
     host_stream,
     lane_simulation,
-    mixed_traffic,
     wire_of,
+    wire_traffic,
 )
 from support.param_sweep import rotated
 
@@ -24,24 +24,11 @@ CHEAP = ["raw", "fp16", "bf16", "sign"]
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 
 
-def _wire_traffic(rng, codecs, mtu, bad_rate=0.2):
-    host = mixed_traffic(rng, codecs, n_streams=3, elements=(100, 700), bypass_rate=0,
-                         max_k=int(rng.choice([16, 100, 363])))
-    bad = list(bad_frames("rx").values())
-    frames = []
-    for w in wire_of(host, mtu=mtu, codecs=codecs):
-        frames.append(AxisFrame(w, src=int(rng.integers(0, 2**16)),
-                                dst=int(rng.integers(0, 2**16))))
-        if rng.random() < bad_rate:
-            frames.append(AxisFrame(bad[int(rng.integers(len(bad)))], src=1, dst=2))
-    return frames
-
-
 @pytest.mark.parametrize("max_host,idle,backpressure", rotated([1, 17, 363, 2384], STALLS))
 def test_rx_matches_reference(max_host, idle, backpressure):
     rng = np.random.default_rng([max_host, int(idle * 10), int(backpressure * 10)])
     mtu = int(rng.choice([200, 1518, 9600]))
-    frames = _wire_traffic(rng, CHEAP, mtu)
+    frames = wire_traffic(rng, CHEAP, mtu)
     if max_host == 1:
         frames = frames[:6]   # 1-element host frames: keep the run short
     run = lane_simulation("rx", codecs=CHEAP, max_host_elements=max_host).run(frames, idle=idle,
