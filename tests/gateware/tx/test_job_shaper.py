@@ -25,14 +25,9 @@ from squeezenic_hw.sim.streams import pack_payload, run_stream, unpack_fields
 from squeezenic_hw.spec.threshold import INDEX_LIST
 
 from support.shared_duts import shared
+from support.tx_cut import below, cut_of
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
-ALL = (1 << ELEMENTS_PER_BEAT) - 1
-
-
-def _below(v):
-    """The mask of elements ``0 … v-1``."""
-    return (1 << v) - 1
 
 
 def random_record(rng, kind):
@@ -60,7 +55,7 @@ def random_record(rng, kind):
     else:
         v = rng.randrange(1, 17)
         fits = rng.choice([v, v, rng.randint(0, v)])     # the first `fits` elements fit
-        rec.update(sparse=1, v=v, fit=_below(fits), keep=rng.getrandbits(v))
+        rec.update(sparse=1, v=v, fit=below(fits), keep=rng.getrandbits(v))
     return rec
 
 
@@ -71,26 +66,12 @@ def random_records(rng, count):
 
 def jobs_of(rec, width=None):
     """The model: the jobs one record becomes, as ``encoder_input_layout`` field dicts."""
-    v = rec["v"]
-    if rec["close_only"]:
-        take, straddles = 0, False
-    elif rec["sparse"]:
-        take = bin(rec["fit"]).count("1")
-        straddles = take < v
-    elif rec["room_big"] or v < rec["room_low"]:
-        take, straddles = v, False
-    else:                                    # the beat fills the frame, or goes past it
-        take, straddles = rec["room_low"], v > rec["room_low"]
-    closes = rec["close_only"] or take < v or rec["flush_end"] or (
-        not rec["sparse"] and not rec["room_big"] and v == rec["room_low"])
-    kept = rec["keep"] if rec["sparse"] and not rec["close_only"] else 0
-    prefix_kept = bin(kept & _below(take)).count("1")
-    suffix_kept = bin(kept & ~_below(take) & ALL).count("1")
+    cut = cut_of(rec)
 
     def job(count, split, close_mid, close_end, keep, base, n_close, k_close):
         layout = INDEX_LIST if 16 * k_close < n_close else 0
         return {
-            "elements": rec["elements"], "valid": _below(count), "offset": rec["offset"],
+            "elements": rec["elements"], "valid": below(count), "offset": rec["offset"],
             "params": rec["params"],
             "meta": {"codec": rec["codec"], "user": {
                 "width": rec["width"] if width is None else width, "count": count,
@@ -99,13 +80,13 @@ def jobs_of(rec, width=None):
         }
 
     keep = 0 if rec["close_only"] else rec["keep"]
-    n_close = (rec["n_before"] + take) % 2**16
-    jobs = [job(v, take, int(closes and straddles), int(closes and not straddles), keep,
-                rec["n_before"], n_close, rec["k_before"] + prefix_kept)]
-    if straddles and rec["flush_end"]:
+    n_close = (rec["n_before"] + cut.take) % 2**16
+    jobs = [job(rec["v"], cut.take, int(cut.close1 and cut.rest_opens),
+                int(cut.close1 and not cut.rest_opens), keep, rec["n_before"], n_close,
+                rec["k_before"] + cut.prefix)]
+    if cut.close2:
         # the rest of the beat opened the next frame; the flush closes it with no elements
-        rest = v - take
-        jobs.append(job(0, 0, 0, 1, 0, rest, rest, suffix_kept))
+        jobs.append(job(0, 0, 0, 1, 0, cut.rest, cut.rest, cut.suffix))
     return jobs
 
 
@@ -146,7 +127,7 @@ def test_every_cut_of_a_dense_and_a_threshold_beat():
         for fits in range(v + 1):
             for flush in (0, 1):
                 rec = random_record(rng, "sparse")
-                rec.update(v=v, fit=_below(fits), keep=rng.getrandbits(v), flush_end=flush)
+                rec.update(v=v, fit=below(fits), keep=rng.getrandbits(v), flush_end=flush)
                 records.append(rec)
     check(records, idle=0.2, backpressure=0.3, seed=3)
 
