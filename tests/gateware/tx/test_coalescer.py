@@ -4,17 +4,19 @@ of it, :class:`~squeezenic_hw.gateware.tx.prep.TxBeatPrep`, on their own: behind
 classifier, with the coalescer's three outputs (``jobs``, ``records``, ``bypass``) each
 taken by a sink of its own.
 
-Host streams of every dense codec, interleaved (so frames close on a mismatch), some
-ending with flush, with frames the lane bypasses among them, go in under random idle
-cycles and the outputs under random backpressure. The records and the jobs are read with
+Host streams of every dense codec, and ``threshold`` tensors of several densities beside
+a dense one, interleaved (so frames close on a mismatch), some ending with flush, with
+frames the lane bypasses among them, go in under random idle cycles and the outputs under
+random backpressure. The records and the jobs are read with
 the meaning of their frame fields (``support.tx_cut``): where each wire frame closes, how
 many elements it holds, the tensor index of its first one, whether it closes with a flush,
 and where each bypassed frame's token stands. That sequence must be the reference TX lane's
 (:func:`squeezenic_hw.reference.lane.tx`) output, frame for frame, up to the wire frame
 still open at the end (the reference closes it when its input ends); the jobs must carry
 every element of the frames it encodes, in order, and the bypassed frames' beats leave
-unchanged. (``threshold``, tiny MTUs and idle closes: through the lane,
-``tests/gateware/tx/test_controller.py`` and ``tests/gateware/test_threshold_lanes.py``.)"""
+unchanged. (Tiny MTUs, frames whose beats end before their ``tuser_size`` and idle closes:
+through the lane, ``tests/gateware/tx/test_controller.py``, ``tests/gateware/tx/test_lane.py``
+and ``tests/gateware/test_threshold_lanes.py``.)"""
 
 import random
 
@@ -32,13 +34,15 @@ from squeezenic_hw.gateware.tx.prep import TxBeatPrep
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import FrameSource, frame_beats
 from squeezenic_hw.sim.streams import simulation_of, unpack_fields
-from squeezenic_hw.spec.codecs import resolve_codecs
-from squeezenic_hw.spec.frames import classify_host_frame, parse
+from squeezenic_hw.sim.vectors import sparse_gradient
+from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
+from squeezenic_hw.spec.frames import Header, classify_host_frame, parse
 from squeezenic_hw.spec.header import FLAG_FLUSH, HEADER_LEN
 from squeezenic_hw.spec.threshold import MAX_N
 
 from support.checked_sink import CheckedSink
-from support.lane_scenarios import mixed_traffic
+from support.lane_scenarios import host_stream, interleave, mixed_traffic
+from support.param_sweep import rotated
 from support.shared_duts import shared
 from support.tx_cut import cut_of
 
@@ -52,10 +56,11 @@ class _PreparedCoalescer(wiring.Component):
 
     def __init__(self, codecs, mtu):
         codecs = sorted(resolve_codecs(codecs))
+        sparse = THRESHOLD_ID in codecs
         self.classifier = FrameClassifier("tx", codecs=codecs, depth=INPUT_QUEUE)
         self.prep = TxBeatPrep(capacity=lambda w: min(MAX_N, (mtu - HEADER_LEN) * 8 // w),
-                               widths=codec_widths(codecs), sparse=False)
-        self.coalescer = TxCoalescer(mtu=mtu, sparse=False)
+                               widths=codec_widths(codecs), sparse=sparse)
+        self.coalescer = TxCoalescer(mtu=mtu, sparse=sparse)
         ports = self.coalescer.signature.members
         super().__init__({"i": In(axis_signature()),
                           **{name: ports[name] for name in OUTPUTS}})
@@ -170,9 +175,10 @@ def run_coalescer(frames, *, mtu, n_elements, n_bypass_beats, codecs=DENSE, idle
     return records, jobs, got["bypass"]
 
 
-def check(frames, *, mtu, idle=0.0, backpressure=0.0, seed=0):
-    want_seq, want_elements, want_bypass = reference_outputs(frames, mtu, DENSE)
-    records, jobs, bypass = run_coalescer(frames, mtu=mtu, n_elements=len(want_elements),
+def check(frames, *, mtu, codecs=DENSE, idle=0.0, backpressure=0.0, seed=0):
+    want_seq, want_elements, want_bypass = reference_outputs(frames, mtu, codecs)
+    records, jobs, bypass = run_coalescer(frames, mtu=mtu, codecs=codecs,
+                                          n_elements=len(want_elements),
                                           n_bypass_beats=len(want_bypass), idle=idle,
                                           backpressure=backpressure, seed=seed)
     seq = frames_of_records(records)
@@ -192,8 +198,8 @@ def check(frames, *, mtu, idle=0.0, backpressure=0.0, seed=0):
     return seq
 
 
-def _traffic(rng, flush_rate):
-    return mixed_traffic(rng, DENSE, n_streams=3, elements=(50, 600), flush_rate=flush_rate,
+def _traffic(rng, flush_rate, codecs=DENSE):
+    return mixed_traffic(rng, codecs, n_streams=3, elements=(50, 600), flush_rate=flush_rate,
                          max_k=int(rng.choice([16, 100, 363])))
 
 
@@ -213,3 +219,32 @@ def test_every_host_frame_flushes():
     seq = check(frames, mtu=200, idle=0.3, backpressure=0.3, seed=6)
     assert sum(1 for s in seq if s[0] == "wire" and s[3]) > 10
 
+
+
+def _threshold_traffic(rng, density):
+    """Two threshold tensors of ``density`` kept values and a dense one, interleaved, with
+    bypassed frames among them."""
+    streams = []
+    for s in range(2):
+        n, scale = int(rng.integers(300, 900)), float(rng.uniform(0.5, 4))
+        streams.append(host_stream(
+            rng, "threshold", n_total=n, max_k=int(rng.choice([16, 100, 363])),
+            offset=int(rng.integers(0, 2**32)), header=Header(src_ip=bytes([10, 0, 0, 1 + s])),
+            flush_rate=0.2, scale=scale, values=sparse_gradient(rng, n, density, scale=scale)))
+    dense_header = Header(src_ip=bytes([10, 0, 0, 9]))
+    streams.append(host_stream(rng, "fp16", n_total=200, header=dense_header))
+    return interleave(rng, streams, bypass_rate=0.1)
+
+
+@pytest.mark.parametrize("mtu, density, idle, backpressure",
+                         rotated([(200, 0.01), (200, 0.5), (1518, 0.1)], STALLS))
+def test_threshold_closes_match_the_reference(mtu, density, idle, backpressure):
+    """``threshold`` tensors beside a dense one: their frames close where their kept values
+    and layout fill the MTU (at 200 bytes, below the coalescer's ``SPARSE_SPECULATION_MTU``,
+    the fit is known before the beat is taken; at 1518 it is guessed a beat ahead)."""
+    codecs = ["fp16", "threshold"]
+    seed = int(mtu * density) + STALLS.index((idle, backpressure))
+    frames = _threshold_traffic(np.random.default_rng(seed), density)
+    seq = check(frames, mtu=mtu, codecs=codecs, idle=idle, backpressure=backpressure,
+                seed=seed)
+    assert sum(1 for x in seq if x[0] == "wire") > 3
