@@ -27,8 +27,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from lane_scenarios import bad_frames, host_stream, interleave, wire_of  # noqa: E402
-
 from squeezenic_hw.gateware.rx.lane import RxLane  # noqa: E402
 from squeezenic_hw.gateware.tx.lane import TxLane  # noqa: E402
 from squeezenic_hw.reference import lane as lr  # noqa: E402
@@ -36,6 +34,8 @@ from squeezenic_hw.sim.axis import AxisFrame  # noqa: E402
 from squeezenic_hw.sim.compiled import build_lane_model, simulate_lane_compiled  # noqa: E402
 from squeezenic_hw.sim.lane import simulate_lane  # noqa: E402
 from squeezenic_hw.spec.frames import Header  # noqa: E402
+
+from support.lane_scenarios import bad_frames, host_stream, interleave, wire_of  # noqa: E402
 
 CODECS = ["raw", "fp16", "bf16", "fixed", "qsgd", "sign", "natural"]
 COLUMNS = ["lane", "frames", "build_cold_s", "build_cached_s", "cycles", "sim_cycles_per_s",

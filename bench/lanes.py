@@ -28,13 +28,13 @@ import numpy as np
 
 sys.path.insert(0, "tests")
 
-from lane_scenarios import host_stream, wire_of  # noqa: E402
-
 from squeezenic_hw.cli.output import render  # noqa: E402
 from squeezenic_hw.gateware.rx.lane import RxLane  # noqa: E402
 from squeezenic_hw.gateware.tx.lane import TxLane  # noqa: E402
 from squeezenic_hw.sim.lane import simulate_lane  # noqa: E402
 from squeezenic_hw.spec.codecs import CODECS  # noqa: E402
+
+from support.lane_scenarios import host_stream, wire_of  # noqa: E402
 
 BYPASS = bytes.fromhex("ffffffffffff020000000001" "0806") + bytes(200)
 

@@ -35,8 +35,6 @@ import numpy as np
 
 sys.path.insert(0, "tests")
 
-from lane_scenarios import host_stream  # noqa: E402
-
 from squeezenic_hw.cli.output import render  # noqa: E402
 from squeezenic_hw.gateware.rx.lane import RxLane  # noqa: E402
 from squeezenic_hw.gateware.tx.lane import TxLane  # noqa: E402
@@ -46,6 +44,8 @@ from squeezenic_hw.sim.lane import simulate_lane  # noqa: E402
 from squeezenic_hw.sim.vectors import sparse_gradient  # noqa: E402
 from squeezenic_hw.spec.frames import parse  # noqa: E402
 from squeezenic_hw.spec.header import HEADER_LEN
+
+from support.lane_scenarios import host_stream  # noqa: E402
 
 CODECS = ["threshold"]
 COLUMNS = ["density", "kept", "tx_in_bpc", "rx_out_bpc", "rx_in_bpc", "tx_latency",

@@ -46,10 +46,11 @@ if _why:
     pytest.skip(f"cosim: {_why} ({ICARUS_NOTE})", allow_module_level=True)
 
 from cocotb_tools.runner import get_runner  # noqa: E402
-from shared_plugins import LOOPBACK_PLUGIN  # noqa: E402
 
 from squeezenic_hw.build.params import PluginParams  # noqa: E402
 from squeezenic_hw.flows.opennic import write_opennic_plugin  # noqa: E402
+
+from support.shared_plugins import LOOPBACK_PLUGIN  # noqa: E402
 
 #: design -> (build parameters, cocotb modules, the cocotb tests run on it). The
 #: all-codecs build is slow in Icarus (~10 busy cycles/s), so its stream tests are few
@@ -58,7 +59,7 @@ DESIGNS = {
     "all_codecs": (PluginParams(),
                    ["cosim_streams"],
                    ["registers", "streams_full_rate", "streams_idle_backpressure"]),
-    # conftest's LOOPBACK_PLUGIN, which tests/flows/test_generate.py checks too
+    # conftest's LOOPBACK_PLUGIN, which tests/flows/test_opennic.py checks too
     "host_bw_200": (LOOPBACK_PLUGIN,
                     ["cosim_streams", "cosim_generators"],
                     ["registers", "streams_heavy_backpressure", "generators_looped_back"]),

@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """The throughput bench: measured figures behave as the bus and the codecs say they must;
 the command's backends and errors. (Both backends against each other:
-``tests/sim/test_compiled_arrays.py``.)"""
+``tests/sim/test_stream_run.py``.)"""
 
 import json
 
@@ -43,7 +43,7 @@ def test_two_generators_keep_their_rate():
 
 
 def test_cli_json_and_errors(capsys, cache):
-    # the model of tests/sim/test_compiled_arrays.py's sign at 308 B, in the session's cache
+    # the model of tests/sim/test_stream_run.py's sign at 308 B, in the session's cache
     assert main(["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw",
                  "none", "--cache-dir", str(cache), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)

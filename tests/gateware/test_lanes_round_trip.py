@@ -8,12 +8,13 @@ codec's decode of the reference encode.
 
 import numpy as np
 import pytest
-from lane_scenarios import bad_frames, check_against_reference, host_stream, lane_simulation
 
 from squeezenic_hw.reference import codecs as ref
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.spec.codecs import CODECS
 from squeezenic_hw.spec.frames import Header, classify_host_frame, parse
+
+from support.lane_scenarios import bad_frames, check_against_reference, host_stream, lane_simulation
 
 
 def _gather(frames):

@@ -13,14 +13,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from lane_scenarios import (
-    check_against_reference,
-    host_stream,
-    interleave,
-    lane_simulation,
-    patch,
-)
-from param_sweep import rotated, slow_except
 
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.reference import lane as lr
@@ -30,6 +22,15 @@ from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.vectors import sparse_gradient
 from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
 from squeezenic_hw.spec.header import FLAG_ENCODED, HDR, HEADER_LEN
+
+from support.lane_scenarios import (
+    check_against_reference,
+    host_stream,
+    interleave,
+    lane_simulation,
+    patch,
+)
+from support.param_sweep import rotated, slow_except
 
 DENSITIES = [0.0, 0.001, 0.01, 0.1, 0.5, 1.0]
 CODECS = ["threshold", "sign"]

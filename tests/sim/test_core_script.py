@@ -5,7 +5,6 @@ import struct
 
 import numpy as np
 import pytest
-from lane_scenarios import host_stream
 
 from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.reference import lane as lr
@@ -13,6 +12,8 @@ from squeezenic_hw.regmap.plugin import plugin_register_map
 from squeezenic_hw.sim import core_model as cm
 from squeezenic_hw.sim.axis import AxisFrame
 from squeezenic_hw.sim.core_script import parse_register_script, register_name
+
+from support.lane_scenarios import host_stream
 
 GEN = PluginParams(host_bw=200, codecs=["sign"], gen_codecs=["sign"], loopback=True)
 TWO = PluginParams(num_intf=2, codecs=["raw", "sign"])

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lane_scenarios import lane_simulation
 
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.reference.codecs import decode, encode
@@ -31,6 +30,8 @@ from squeezenic_hw.spec.frames import (
     parse,
 )
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, FLAG_FLUSH, HEADER_LEN
+
+from support.lane_scenarios import lane_simulation
 
 #: Fast property runs: no deadline, no example database, a modest number of examples.
 QUICK = settings(max_examples=30, deadline=None, database=None,

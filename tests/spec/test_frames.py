@@ -5,8 +5,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from lane_scenarios import GOOD_HOST_FRAME as GOOD
-from lane_scenarios import bad_host_frames
 
 from squeezenic_hw.spec.codecs import f32_bits
 from squeezenic_hw.spec.frames import (
@@ -20,6 +18,9 @@ from squeezenic_hw.spec.frames import (
     parse,
 )
 from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH, FLAG_STOCHASTIC
+
+from support.lane_scenarios import GOOD_HOST_FRAME as GOOD
+from support.lane_scenarios import bad_host_frames
 
 
 def test_ipv4_checksum_hand_computed():

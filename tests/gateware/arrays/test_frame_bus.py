@@ -8,9 +8,6 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from lane_scenarios import host_stream
-from param_sweep import rotated
-from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter
 from squeezenic_hw.gateware.arrays.header_finisher import HeaderFinisher
@@ -20,6 +17,10 @@ from squeezenic_hw.gateware.tx.narrow import NarrowTxLane
 from squeezenic_hw.reference import lane as lr
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.streams import simulation_of
+
+from support.lane_scenarios import host_stream
+from support.param_sweep import rotated
+from support.shared_duts import shared
 
 
 class _Bus(wiring.Component):

@@ -7,7 +7,6 @@ from amaranth import Module
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-from shared_duts import shared
 
 from squeezenic_hw.gateware.arrays.lane_arrays import RxArray, TxArray
 from squeezenic_hw.reference.array import array_reference
@@ -15,6 +14,8 @@ from squeezenic_hw.reference.checker import CHECKER_KEYS
 from squeezenic_hw.sim.streams import simulation_of
 from squeezenic_hw.spec.generator import GeneratorConfig, config_values, lane_run_config
 from squeezenic_hw.spec.scaling import lanes_for
+
+from support.shared_duts import shared
 
 
 class Loopback(wiring.Component):
@@ -127,7 +128,7 @@ def test_host_bw_validated():
 
 
 @pytest.mark.parametrize("host_bw", [
-    # 200 and 400 (with the RX side) are converted inside the plugin: tests/flows/test_generate.py
+    # 200 and 400 (with the RX side) are converted inside the plugin: tests/flows/test_opennic.py
     pytest.param(200, marks=pytest.mark.slow),
     pytest.param(800, marks=pytest.mark.slow),    # ~3 min on a loaded 2-core box
     pytest.param(6400, marks=pytest.mark.slow),

@@ -5,7 +5,6 @@
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from lane_scenarios import bad_frames, host_stream
 
 from squeezenic_hw.gateware.arrays.source_port_splitter import (
     SourcePortSplitter,
@@ -15,6 +14,8 @@ from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.streams import probe_registered_ready
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.header import DEFAULT_PORT
+
+from support.lane_scenarios import bad_frames, host_stream
 
 BASE, COUNT = 0x5000, 4
 

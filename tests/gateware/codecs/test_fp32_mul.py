@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from fp32_pairs import (
+
+from squeezenic_hw.gateware.codecs.fp32_mul import Fp32Multiplier
+from squeezenic_hw.reference.fp32_mul import fp32_mul_model
+from squeezenic_hw.spec.fp32 import CANONICAL_NAN
+
+from support.fp32_pairs import (
     U32,
     edge_pairs,
     interesting_pairs,
@@ -15,10 +20,6 @@ from fp32_pairs import (
     random_pairs,
     run_enabled_pipeline,
 )
-
-from squeezenic_hw.gateware.codecs.fp32_mul import Fp32Multiplier
-from squeezenic_hw.reference.fp32_mul import fp32_mul_model
-from squeezenic_hw.spec.fp32 import CANONICAL_NAN
 
 
 def _classify(a, b):

@@ -5,10 +5,11 @@ the subnormal and overflow boundaries."""
 
 import numpy as np
 from amaranth.back import verilog
-from fp32_pairs import EDGE_VALUES, U32, numpy_reference, run_enabled_pipeline
 
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.codecs.integer_product import IntegerProduct
+
+from support.fp32_pairs import EDGE_VALUES, U32, numpy_reference, run_enabled_pipeline
 
 _EDGE_C = [0, 1, 2, 3, 5, 7, 255, 256, 257, 4095, 32767, 32768, 32769, 65535]
 

@@ -5,10 +5,17 @@ part, 32 fraction bits, sticky, zero and saturate of fl32(|x|·scale)."""
 import numpy as np
 import pytest
 from amaranth.back import verilog
-from fp32_pairs import U32, edge_pairs, interesting_pairs, random_pairs, run_enabled_pipeline
 
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.codecs.scaled_fixed_point import ScaledFixedPoint
+
+from support.fp32_pairs import (
+    U32,
+    edge_pairs,
+    interesting_pairs,
+    random_pairs,
+    run_enabled_pipeline,
+)
 
 _OUTPUTS = ["integer", "frac", "sticky", "zero", "saturate"]
 

@@ -18,7 +18,6 @@ from amaranth import Module, ResetInserter, Signal, unsigned
 from amaranth.back import verilog
 from amaranth.lib import data
 from amaranth.sim import Simulator
-from shared_duts import shared
 
 from squeezenic_hw.gateware.lane.header_builder import (
     HeaderBuilder,
@@ -28,6 +27,8 @@ from squeezenic_hw.gateware.lane.header_builder import (
 from squeezenic_hw.sim.streams import run_stream
 from squeezenic_hw.spec import frames as F
 from squeezenic_hw.spec.codecs import CODECS
+
+from support.shared_duts import shared
 
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 TAG_BITS = 9

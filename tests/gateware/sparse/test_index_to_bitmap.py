@@ -18,8 +18,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth import Value
-from shared_duts import shared
 
 from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     BITMAP_BEAT_BITS,
@@ -28,8 +26,11 @@ from squeezenic_hw.gateware.sparse.index_to_bitmap import (
     index_desc_layout,
 )
 from squeezenic_hw.reference.threshold import decode_payload
-from squeezenic_hw.sim.streams import pack_payload, simulation_of
+from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.spec.threshold import INDEX_LIST
+
+from support.checked_sink import CheckedSink
+from support.shared_duts import shared
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 BEAT_BYTES = BITMAP_BEAT_BITS // 8
@@ -130,44 +131,22 @@ def run_frames(dut, frames, *, idle=0.0, backpressure=0.0, seed=0, timeout=None)
     # Each testbench counts its own clock edges from time zero (as in sim.streams).
     def source(stream, items, rng, record):
         async def bench(ctx):
-            t = 0
+            sender = BeatSender(ctx, stream, idle=idle, rng=rng)
             for item in items:
-                while idle and rng.random() < idle:
-                    ctx.set(stream.valid, 0)
-                    await ctx.tick()
-                    t += 1
-                ctx.set(Value.cast(stream.payload), item[1] if isinstance(item, tuple) else item)
-                ctx.set(stream.valid, 1)
-                while True:
-                    _, _, ready = await ctx.tick().sample(stream.ready)
-                    t += 1
-                    if ready:
-                        break
-                record(item, t)
-            ctx.set(stream.valid, 0)
+                record(item, await sender.send(item[1] if isinstance(item, tuple) else item))
+            await sender.close()
         return bench
 
     async def sink(ctx):
-        t = 0
-        held = None
+        out = CheckedSink(ctx, dut.o, backpressure=backpressure, rng=rng_o)
         while len(run.outputs) < expected:
-            ready = not (backpressure and rng_o.random() < backpressure)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.o.valid,
-                                                           dut.o.payload.as_value())
-            t += 1
-            payload = payload.as_value().value if hasattr(payload, "as_value") else int(payload)
-            if t > timeout:
-                raise TimeoutError(f"{len(run.outputs)} of {expected} beats after {t} cycles")
-            if held is not None:
-                assert valid and payload == held, f"stalled output beat changed at cycle {t}"
-            held = None
-            if valid and ready:
-                run.outputs.append(payload)
-                run.out_cycles.append(t)
-            elif valid:
-                held = payload
-        ctx.set(dut.o.ready, 0)
+            beat, _ = await out.cycle()
+            if out.t > timeout:
+                raise TimeoutError(f"{len(run.outputs)} of {expected} beats after {out.t} cycles")
+            if beat is not None:
+                run.outputs.append(beat)
+                run.out_cycles.append(out.t)
+        await out.close()
 
     simulation_of(dut).run([
         (source(dut.desc, descs, rng_desc, lambda item, t: run.desc_cycles.append(t)), True),

@@ -1,0 +1,51 @@
+"""A stream sink for async testbenches that withholds ``ready`` at random and checks the
+stream's rule on the way: a beat offered and not taken is offered again, unchanged, in the
+next cycle."""
+
+from amaranth.hdl import Value
+
+__all__ = ["CheckedSink"]
+
+
+class CheckedSink:
+    """Takes beats from ``stream`` one clock cycle at a time (:meth:`cycle`).
+
+    ``ready`` is withheld with probability ``backpressure`` (drawn from ``rng``, once per
+    cycle that would otherwise be ready). ``beat`` turns the payload's bits into what is
+    compared and returned (default: the integer); ``also`` are signals sampled beside it.
+    ``t`` counts the clock edges waited so far, as :class:`~squeezenic_hw.sim.streams.
+    BeatSender` does. With ``holds`` false the rule is not checked: for a block whose
+    output may withdraw a beat (a controller whose ``valid`` waits on the ``ready`` of its
+    other outputs, into FIFOs).
+    """
+
+    def __init__(self, ctx, stream, *, backpressure=0.0, rng=None, beat=None, also=(),
+                 holds=True):
+        if backpressure and rng is None:
+            raise ValueError("rng: backpressure is drawn from it, so it must be given")
+        self._ctx, self._ready = ctx, stream.ready
+        self._edges = aiter(ctx.tick().sample(stream.valid, Value.cast(stream.payload), *also))
+        self._backpressure, self._rng = backpressure, rng
+        self._beat = beat or int
+        self._held = None
+        self._holds = holds
+        self.t = 0
+
+    async def cycle(self, ready=True):
+        """One clock cycle, ``ready`` unless withheld (or ``ready`` false): returns the beat
+        taken at its edge (``None``: none) and the values of ``also`` there."""
+        ready = ready and not (self._backpressure and self._rng.random() < self._backpressure)
+        self._ctx.set(self._ready, ready)
+        _, _, valid, payload, *also = await anext(self._edges)
+        self.t += 1
+        beat = self._beat(payload)
+        if self._held is not None:
+            assert valid and beat == self._held, \
+                f"a beat offered and not taken changed or left at cycle {self.t}"
+        self._held = beat if valid and not ready and self._holds else None
+        return (beat if valid and ready else None), also
+
+    async def close(self):
+        """Release the run's trigger and lower ``ready``."""
+        await self._edges.aclose()
+        self._ctx.set(self._ready, 0)
