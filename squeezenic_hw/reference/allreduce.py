@@ -1,0 +1,250 @@
+"""The ring all-reduce in the NICs, in numpy: what every node's host receives, the reduce
+frames on every link, and how far the result may be from the exact sum
+(``docs/wire-format.md`` section 8, :mod:`squeezenic_hw.spec.reduce`).
+
+Integer codecs (``fixed``, ``qsgd``, ``sign``) sum their codes exactly; float codecs
+(``raw``, ``fp16``, ``bf16``, ``natural``) decode, add in fp32 and encode again at every
+hop. Node ``r`` encodes with seed ``seed + r``.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from squeezenic_hw.spec.codecs import codec_info, f32_bits, validate_param
+from squeezenic_hw.spec.frames import Header, build_wire_frame
+from squeezenic_hw.spec.header import DEFAULT_MTU, MAX_PKT_LEN
+from squeezenic_hw.spec.reduce import (
+    REDUCE_VERSION,
+    ReduceFields,
+    check_nodes,
+    chunk_bounds,
+    partial_width,
+    reduce_family,
+    ring_order,
+    sums_per_frame,
+)
+
+from .codecs import CANONICAL_NAN, decode, encode, from_bits, mul_f32, pack
+
+__all__ = ["AllReduceResult", "allreduce", "signed_codes", "add_f32", "float_error_terms"]
+
+
+@dataclass(frozen=True)
+class AllReduceResult:
+    """The outcome of :func:`allreduce`.
+
+    Attributes
+    ----------
+    results : list of numpy.ndarray
+        What node ``r``'s host receives (float32, E elements); the same on every node.
+    exact : numpy.ndarray
+        The exact sum of the hosts' tensors (float64).
+    bound : numpy.ndarray
+        Per element, how far ``results`` may be from ``exact`` (section 8.2; float64);
+        NaN where the codec has no bound (``sign``), a code clamps or a value is not
+        finite.
+    links : list of list of bytes
+        ``links[r]``: the reduce frames node ``r`` sends to node ``r + 1``, step by step:
+        its reduce-phase frames of chunks ``r``, ``r − 1``, …, then its gather-phase
+        frames. Hardware may interleave chunks and phases differently; each frame's
+        bytes are fixed.
+    width : int
+        Bits of a partial sum on the wire.
+    """
+    results: list
+    exact: np.ndarray
+    bound: np.ndarray
+    links: list
+    width: int
+
+
+def signed_codes(codes, codec, param):
+    """The integers a ``fixed``/``qsgd``/``sign`` node adds: the two's complement value,
+    the signed level ±L, or the code bit (int64)."""
+    name = codec_info(codec).name
+    codes = np.asarray(codes, dtype=np.int64)
+    if name == "fixed":
+        return np.where(codes >= 1 << (param - 1), codes - (1 << param), codes)
+    if name == "qsgd":
+        level = codes & ((1 << (param - 1)) - 1)
+        return np.where(codes >> (param - 1) & 1, -level, level)
+    if name == "sign":
+        return codes & 1
+    raise ValueError(f"codec {name!r} has no integer codes to sum")
+
+
+#: (ε, η) of section 8.2: relative and absolute rounding of one encode, by codec (and
+#: stochastic for ``natural``).
+_ROUNDING = {
+    ("raw", False): (0.0, 0.0), ("fp16", False): (2.0**-11, 2.0**-25),
+    ("bf16", False): (2.0**-8, 2.0**-134), ("natural", False): (1 / 3, 2.0**-127),
+    ("natural", True): (1.0, 2.0**-126),
+}
+
+
+def add_f32(a, b):
+    """``fl32(a + b)``: numpy float32 sum, a NaN result the canonical NaN (section 8.2)."""
+    with np.errstate(all="ignore"):
+        total = np.asarray(a, dtype=np.float32) + np.asarray(b, dtype=np.float32)
+    return np.where(np.isnan(total), from_bits(CANONICAL_NAN), total).astype(np.float32)
+
+
+def float_error_terms(codec, stochastic):
+    """(ε, η) of one encode of a float codec (section 8.2)."""
+    name = codec_info(codec).name
+    return _ROUNDING[(name, bool(stochastic) and name == "natural")]
+
+
+def allreduce(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=False,
+              mtu=DEFAULT_MTU, header=None):
+    """Run the ring all-reduce of ``tensors`` (one per node, each E float32 elements).
+
+    Parameters
+    ----------
+    tensors : sequence of array_like
+        Node ``r``'s host tensor; 2 … 16 of them, all of one length E ≥ 0.
+    codec, param, scale, aux, seed, stochastic :
+        The codec settings every node shares (section 4); node ``r`` draws with
+        ``seed + r`` (mod 2**32).
+    mtu : int
+        Largest reduce frame in bytes: a chunk's frames hold
+        :func:`~squeezenic_hw.spec.reduce.sums_per_frame` sums.
+    header : Header, optional
+        Addresses and ports of the frames (``Header()`` if ``None``); the SqueezeNIC
+        fields are set here.
+
+    Returns
+    -------
+    AllReduceResult
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
+
+
+def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header):
+    xs = [np.ascontiguousarray(np.asarray(t, dtype=np.float32)).reshape(-1) for t in tensors]
+    nodes = check_nodes(len(xs))
+    if len({x.size for x in xs}) != 1:
+        raise ValueError(f"tensors must have one length, got {[x.size for x in xs]}")
+    info = codec_info(codec)
+    family = reduce_family(info)
+    param = validate_param(info.name, param)
+    stochastic = bool(stochastic) and info.stochastic
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= MAX_PKT_LEN:
+        raise ValueError(f"mtu must be an int from 68 to {MAX_PKT_LEN}, got {mtu!r}")
+    width = partial_width(info, param, nodes)
+    elements = xs[0].size
+    settings = dict(param=param, scale=scale, aux=aux)
+    base = Header() if header is None else header
+    base = Header(**{**base.__dict__, "version": REDUCE_VERSION, "codec": info.id,
+                     "param": param, "scale_bits": f32_bits(scale),
+                     "aux_bits": f32_bits(aux)})
+
+    def node_codes(r, lo, hi, values):
+        return encode(values, info.name, seed=(seed + r) % 2**32, offset=lo,
+                      stochastic=stochastic, **settings)
+
+    def frames(codes, lo, k, origin, gather):
+        fields = ReduceFields(contributions=k, width=width, nodes=nodes, origin=origin,
+                              gather=gather)
+        out = []
+        step = sums_per_frame(width, mtu)
+        for start in range(0, codes.size, step):
+            part = codes[start:start + step]
+            h = Header(**{**base.__dict__, "flags": fields.flags(stochastic), "n": part.size,
+                          "seed": fields.seed_word, "offset": lo + start})
+            out.append(build_wire_frame(h, pack(part, width)))
+        return out
+
+    result = np.zeros(elements, dtype=np.float32)
+    bound = np.full(elements, np.nan)
+    reduce_frames = {}      # (sender, chunk) -> frames of the reduce phase
+    finished = {}           # chunk -> the codes of its gather phase
+    for c in range(nodes):
+        lo, hi = chunk_bounds(elements, nodes, c)
+        if lo == hi:
+            continue
+        order = [(c + k) % nodes for k in range(nodes)]
+        if family == "integer":
+            total = np.zeros(hi - lo, dtype=np.int64)
+            clamped = np.zeros(hi - lo, dtype=bool)
+            for k, r in enumerate(order):
+                s = signed_codes(node_codes(r, lo, hi, xs[r][lo:hi]), info.name, param)
+                total += s
+                if info.name != "sign":
+                    # beyond the largest level by more than the rounding: clamped
+                    y = np.abs(xs[r][lo:hi].astype(np.float64)) * float(np.float32(scale))
+                    clamped |= y > 2 ** (param - 1) - 1 + (0.0 if stochastic else 0.5)
+                if k < nodes - 1:
+                    reduce_frames[r, c] = frames(total & ((1 << width) - 1), lo, k + 1, c,
+                                                 False)
+            finished[c] = total & ((1 << width) - 1)
+            result[lo:hi], bound[lo:hi] = _integer_result(
+                info.name, total, clamped, [x[lo:hi] for x in xs], nodes, scale, aux,
+                stochastic)
+        else:
+            eps, eta = float_error_terms(info.name, stochastic)
+            r = order[0]
+            value = xs[r][lo:hi]
+            p = node_codes(r, lo, hi, value)
+            err = eps * np.abs(value.astype(np.float64)) + eta
+            for k, r in enumerate(order[1:], start=1):
+                reduce_frames[order[k - 1], c] = frames(p, lo, k, c, False)
+                value = add_f32(decode(p, info.name, **settings), xs[r][lo:hi])
+                err += 2.0**-24 * np.abs(value.astype(np.float64))
+                err += eps * np.abs(value.astype(np.float64)) + eta
+                p = node_codes(r, lo, hi, value)
+            finished[c] = p
+            result[lo:hi] = decode(p, info.name, **settings)
+            bound[lo:hi] = err
+    exact = _exact_sum(xs)
+    with np.errstate(invalid="ignore"):
+        bound[~np.isfinite(exact) | ~np.isfinite(result.astype(np.float64))] = np.nan
+
+    links = []
+    for r in range(nodes):
+        sent = []
+        for c in ring_order(r, nodes)[:nodes - 1]:        # reduce phase: r, r−1, …
+            sent += reduce_frames.get((r, c), [])
+        for s in range(nodes - 1):                        # gather phase: r+1, r, …
+            c = (r + 1 - s) % nodes
+            lo, hi = chunk_bounds(elements, nodes, c)
+            if lo < hi:
+                sent += frames(finished[c], lo, nodes, c, True)
+        links.append(sent)
+    return AllReduceResult(results=[result.copy() for _ in range(nodes)], exact=exact,
+                           bound=bound, links=links, width=width)
+
+
+def _exact_sum(xs):
+    """The sum of the tensors element by element, correctly rounded to float64
+    (``math.fsum``: a plain float64 sum loses 1e-45 beside 3e38)."""
+    if not xs[0].size:
+        return np.zeros(0)
+    rows = np.stack([x.astype(np.float64) for x in xs], axis=1)
+    finite = np.isfinite(rows).all(axis=1)
+    with np.errstate(invalid="ignore"):
+        out = rows.sum(axis=1)                      # ±inf and NaN as they come
+    out[finite] = [math.fsum(row) for row in rows[finite].tolist()]
+    return out
+
+
+def _integer_result(name, total, clamped, xs, nodes, scale, aux, stochastic):
+    """The host values of an integer sum and their bound (section 8.2)."""
+    scale32, aux32 = np.float32(scale), np.float32(aux)
+    if name == "sign":
+        n1 = total.astype(np.float32)
+        n0 = np.float32(nodes) - n1
+        value = add_f32(from_bits(mul_f32(n0, scale32)), from_bits(mul_f32(n1, aux32)))
+        return value, np.full(total.size, np.nan)
+    value = from_bits(mul_f32(total.astype(np.float32), aux32))
+    delta = 1.0 if stochastic else 0.5
+    magnitude = np.sum(np.stack([np.abs(x.astype(np.float64)) for x in xs]), axis=0)
+    bound = (nodes * delta * float(aux32) + 2.0**-22 * magnitude
+             + 2.0**-24 * np.abs(value.astype(np.float64)))
+    # the bound assumes aux = 1/scale and no clamped code
+    reciprocal = abs(float(aux32) * float(scale32) - 1.0) <= 2.0**-22
+    bound = np.where(clamped | (not reciprocal), np.nan, bound)
+    return value, bound

@@ -1,0 +1,137 @@
+"""The ring all-reduce's shared facts (``docs/wire-format.md`` section 8): the reducible
+codecs and their families, the partial sums' wire width, how a tensor is cut into chunks
+and in which order a node meets them, the version 2 reduce frame's fields, and the
+reasons a node bypasses a reduce frame."""
+
+import enum
+from dataclasses import dataclass
+
+from .codecs import codec_info, validate_param
+from .header import FLAG_ENCODED, FLAG_STOCHASTIC, HEADER_LEN
+
+__all__ = [
+    "REDUCE_VERSION", "FLAG_GATHER", "REDUCE_FLAGS_RESERVED", "MIN_NODES", "MAX_NODES",
+    "INTEGER_CODECS", "FLOAT_CODECS", "ReduceFields", "ReduceReason", "check_nodes",
+    "reduce_family", "partial_width", "chunk_size", "chunk_bounds", "ring_order",
+    "sums_per_frame", "reduce_frame_length",
+]
+
+#: Header ``version`` of a reduce frame.
+REDUCE_VERSION = 2
+#: ``flags`` bit 3 of a reduce frame: the gather phase (0: the reduce phase).
+FLAG_GATHER = 0x08
+#: ``flags`` bits of a reduce frame that must be zero: ``flush`` (bit 2) and bits 4–7.
+REDUCE_FLAGS_RESERVED = 0xF4
+#: Nodes in a ring.
+MIN_NODES, MAX_NODES = 2, 16
+
+#: Codecs whose codes are summed exactly (section 8.2).
+INTEGER_CODECS = ("fixed", "qsgd", "sign")
+#: Codecs each node decodes, adds to in fp32 and encodes again.
+FLOAT_CODECS = ("raw", "fp16", "bf16", "natural")
+
+
+def check_nodes(nodes):
+    """``nodes`` if it is a ring size (2…16), else ``ValueError`` naming it."""
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not (
+            MIN_NODES <= nodes <= MAX_NODES):
+        raise ValueError(f"nodes must be an int from {MIN_NODES} to {MAX_NODES}, "
+                         f"got {nodes!r}")
+    return nodes
+
+
+def reduce_family(codec):
+    """``"integer"`` or ``"float"``; ``ValueError`` naming a codec that cannot be reduced."""
+    name = codec_info(codec).name
+    if name in INTEGER_CODECS:
+        return "integer"
+    if name in FLOAT_CODECS:
+        return "float"
+    raise ValueError(f"codec {name!r} cannot be reduced in the NIC "
+                     f"(reducible: {', '.join(INTEGER_CODECS + FLOAT_CODECS)})")
+
+
+def partial_width(codec, param, nodes):
+    """Bits of one partial sum on the wire: ``param`` + ⌈log₂ N⌉ (``fixed``, ``qsgd``),
+    ⌈log₂(N+1)⌉ (``sign``), the codec's own width (the float codecs)."""
+    info = codec_info(codec)
+    reduce_family(info)
+    check_nodes(nodes)
+    param = validate_param(info.name, param)
+    if info.name in ("fixed", "qsgd"):
+        return param + (nodes - 1).bit_length()
+    if info.name == "sign":
+        return nodes.bit_length()
+    return info.bits_per_element(param)
+
+
+def chunk_size(elements, nodes):
+    """C = ⌈E/N⌉: elements of every chunk but the last ones."""
+    return -(-int(elements) // check_nodes(nodes))
+
+
+def chunk_bounds(elements, nodes, chunk):
+    """``(lo, hi)``: the tensor indices ``[lo, hi)`` of chunk ``chunk`` (empty: lo = hi)."""
+    size = chunk_size(elements, nodes)
+    lo = min(chunk * size, elements)
+    return lo, min(lo + size, elements)
+
+
+def ring_order(rank, nodes):
+    """The chunks in the order node ``rank`` meets them (and its host sends them): its own
+    chunk, then ``rank − 1``, ``rank − 2``, … (mod N)."""
+    return [(rank - s) % nodes for s in range(nodes)]
+
+
+def sums_per_frame(width, mtu):
+    """Partial sums a reduce frame holds at most: ⌊(MTU − 64)·8 / w⌋."""
+    return (int(mtu) - HEADER_LEN) * 8 // int(width)
+
+
+def reduce_frame_length(width, n):
+    """Bytes of a reduce frame of ``n`` sums of ``width`` bits: 64 + ⌈n·w/8⌉."""
+    return HEADER_LEN + (int(n) * int(width) + 7) // 8
+
+
+@dataclass(frozen=True)
+class ReduceFields:
+    """What a reduce frame adds to the header: bytes 56–59 (the ``seed`` of a version 1
+    frame) and the ``gather`` flag."""
+    contributions: int
+    width: int
+    nodes: int
+    origin: int
+    gather: bool = False
+
+    @property
+    def seed_word(self):
+        """Bytes 56–59 as the little-endian word :class:`~.frames.Header` keeps in
+        ``seed``."""
+        return (self.contributions | self.width << 8 | self.nodes << 16
+                | self.origin << 24)
+
+    def flags(self, stochastic):
+        return FLAG_ENCODED | (FLAG_STOCHASTIC if stochastic else 0) | (
+            FLAG_GATHER if self.gather else 0)
+
+    @classmethod
+    def of(cls, header):
+        """The fields of a parsed :class:`~.frames.Header`."""
+        w = header.seed
+        return cls(contributions=w & 0xFF, width=w >> 8 & 0xFF, nodes=w >> 16 & 0xFF,
+                   origin=w >> 24 & 0xFF, gather=bool(header.flags & FLAG_GATHER))
+
+
+class ReduceReason(enum.IntEnum):
+    """Why a node bypasses a reduce frame (section 8.4), in the order of the checks; each
+    has a counter."""
+    NONE = 0
+    DISABLED = 1
+    LENGTH = 2
+    FLAGS = 3
+    SETTINGS = 4
+    NODES = 5
+    WIDTH = 6
+    PHASE = 7
+    OFFSET = 8
+    DUPLICATE = 9
