@@ -36,6 +36,7 @@ COMMANDS = [
     "throughput_cmd",
     "generate_cmd",
     "report_cmd",
+    "allreduce_cmd",
 ]
 
 

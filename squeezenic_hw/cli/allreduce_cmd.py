@@ -1,0 +1,128 @@
+"""``squeezenic-hw allreduce``: a ring all-reduce of N tensors through N SqueezeNICs
+(``docs/wire-format.md`` section 8): what every host receives, every link's frames, and
+how far the result is from the exact sum."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from squeezenic_hw.pcap import write_frames
+from squeezenic_hw.spec.codecs import PRESETS
+from squeezenic_hw.spec.header import DEFAULT_MTU
+from squeezenic_hw.spec.reduce import MAX_NODES, MIN_NODES, reduce_family
+
+from . import CliError
+from .frames_cmd import load_tensor, resolve_codec
+from .output import add_format_option, render
+
+NAME = "allreduce"
+HELP = ("ring all-reduce of N float32 tensors (.npy) through N NICs: every host's "
+        "result, every link's frames, the error against the exact sum")
+#: Columns of the summary row (the JSON keys of ``--format json``).
+COLUMNS = ["nodes", "elements", "codec", "param", "stochastic", "scale", "aux", "seed",
+           "width", "link_frames", "link_bytes", "identical", "max_error", "max_bound",
+           "within_bound", "no_bound", "engine"]
+
+
+def add_arguments(parser):
+    parser.add_argument("tensors", nargs="+", metavar="T.npy",
+                        help=f"node r's host tensor (float32, one length), "
+                             f"{MIN_NODES} to {MAX_NODES} of them in ring order")
+    parser.add_argument("--codec", required=True,
+                        help="raw, fp16, bf16, natural, fixed, qsgd, sign or a preset ("
+                             + ", ".join(PRESETS) + "); threshold cannot be reduced")
+    parser.add_argument("--param", type=int, help="codec parameter (fixed/qsgd: 2..16)")
+    parser.add_argument("--scale", type=float,
+                        help="header scale (fixed/qsgd: (2^(b-1)-1)/max|x| over every "
+                             "tensor unless given; presets derive it)")
+    parser.add_argument("--aux", type=float,
+                        help="header aux (fixed/qsgd: 1/scale unless given; presets "
+                             "derive it)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="base uint32 seed; node r draws with seed + r (default 0)")
+    parser.add_argument("--stochastic", action="store_true", help="stochastic rounding")
+    parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
+                        help=f"largest reduce frame in bytes (default {DEFAULT_MTU})")
+    parser.add_argument("--reference", action="store_true",
+                        help="run the numpy reference of the ring (the only engine so far)")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="writes result{i}.npy (node i's host) and link{i}.pcap "
+                             "(node i to node i+1)")
+    add_format_option(parser)
+
+
+def _derived_scale(param, tensors):
+    """fixed/qsgd without --scale: the largest level at the largest magnitude of any
+    tensor, aux its reciprocal (as the int8 preset), so no element clamps."""
+    finite = np.concatenate([t[np.isfinite(t)] for t in tensors])
+    amax = np.float32(np.max(np.abs(finite))) if finite.size else np.float32(0)
+    levels = np.float32(2 ** (param - 1) - 1)
+    scale = levels / amax if amax > 0 else np.float32(1)
+    aux = np.float32(1) / scale
+    return scale, aux
+
+
+def run(args):
+    from squeezenic_hw.reference.allreduce import allreduce
+
+    if not MIN_NODES <= len(args.tensors) <= MAX_NODES:
+        raise CliError(f"give {MIN_NODES} to {MAX_NODES} tensors (one per node), "
+                       f"got {len(args.tensors)}")
+    if not 0 <= args.seed < 2**32:
+        raise CliError(f"--seed must be a uint32, got {args.seed}")
+    if not args.reference:
+        raise CliError("the NICs' reduce lane is not built yet: --reference runs the "
+                       "numpy model of the ring")
+    tensors = [load_tensor(p) for p in args.tensors]
+    if len({t.size for t in tensors}) != 1:
+        raise CliError("the tensors must have one length, got "
+                       + ", ".join(str(t.size) for t in tensors))
+    args.keep_fraction = None           # a threshold option of resolve_codec
+    c = resolve_codec(args, np.concatenate(tensors))
+    try:
+        reduce_family(c["codec"])
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    scale, aux = c["scale"], c["aux"]
+    derived = c["codec"].name in ("fixed", "qsgd") and args.codec not in PRESETS and (
+        args.scale is None)
+    if derived:
+        scale, derived_aux = _derived_scale(c["param"], tensors)
+        aux = derived_aux if args.aux is None else aux
+    result = allreduce(tensors, c["codec"].name, param=c["param"], scale=scale, aux=aux,
+                       seed=args.seed, stochastic=c["stochastic"], mtu=args.mtu)
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    for r, values in enumerate(result.results):
+        np.save(out / f"result{r}.npy", values)
+    for r, frames in enumerate(result.links):
+        write_frames(out / f"link{r}.pcap", frames)
+
+    error = np.abs(result.results[0].astype(np.float64) - result.exact)
+    has_bound = ~np.isnan(result.bound)
+    finite = np.isfinite(error)
+    row = {
+        "nodes": len(tensors), "elements": int(tensors[0].size), "codec": c["codec"].name,
+        "param": c["param"], "stochastic": bool(c["stochastic"]), "scale": float(scale),
+        "aux": float(aux), "seed": args.seed, "width": result.width,
+        "link_frames": sum(len(f) for f in result.links),
+        "link_bytes": sum(len(x) for f in result.links for x in f),
+        "identical": all(np.array_equal(result.results[0].view(np.uint32), v.view(np.uint32))
+                         for v in result.results),
+        "max_error": float(error[finite].max()) if finite.any() else None,
+        "max_bound": float(result.bound[has_bound].max()) if has_bound.any() else None,
+        "within_bound": bool((error[has_bound] <= result.bound[has_bound]).all()),
+        "no_bound": int((~has_bound).sum()), "engine": "reference",
+    }
+    if c["codec"].name == "sign" and np.float32(scale) == np.float32(aux):
+        print(f"squeezenic-hw allreduce: warning: sign with scale = aux = {float(scale):g} "
+              "decodes every sum to the same value; give --scale and --aux (or the signsgd "
+              "or onebit preset)", file=sys.stderr)
+    if derived:
+        print(f"squeezenic-hw allreduce: scale {float(scale):.6g} and aux {float(aux):.6g} "
+              "derived from the tensors' largest magnitude (give --scale/--aux to set them)",
+              file=sys.stderr)
+    print(render([row], COLUMNS, args.format, json_obj=row), end="")
+    return 0 if row["identical"] and row["within_bound"] else 1
