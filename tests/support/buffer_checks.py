@@ -14,13 +14,13 @@ __all__ = ["check_struct_payload_at_full_rate", "ready_per_cycle"]
 LAYOUT = data.StructLayout({"value": unsigned(13), "last": unsigned(1)})
 
 
-def check_struct_payload_at_full_rate(buffer_class):
+def check_struct_payload_at_full_rate(buffer_class, latency=1):
     """200 beats of a struct payload through ``buffer_class(LAYOUT)``: every value in
-    order, a latency of 1 and no bubble."""
+    order, a latency of ``latency`` and no bubble."""
     beats = [{"value": k * 37 % 8192, "last": k % 3 == 0} for k in range(200)]
     run = run_stream(shared(buffer_class, LAYOUT), beats)
     assert [data.Const(LAYOUT, v).value for v in run.outputs] == [b["value"] for b in beats]
-    assert run.latency == 1
+    assert run.latency == latency
     assert run.max_ready_streak == len(beats)       # no bubble: one beat per cycle
 
 

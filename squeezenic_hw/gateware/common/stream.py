@@ -173,15 +173,15 @@ class LutramBuffer(wiring.Component):
 
     Notes
     -----
-    Latency: 1 cycle (a beat accepted in cycle ``t`` is offered on ``o`` from ``t + 1``),
-    as a :class:`SkidBuffer`. Throughput: one beat per cycle, sustained, while
-    ``o.ready`` is high. Backpressure: ``i.ready`` is a compare of the fill level (a
-    register), never of ``o.ready``; it falls when ``depth`` beats wait. Nothing is
-    dropped or reordered. ``o.payload`` is the RAM's read of the oldest beat, addressed
-    by a register: its reader's first stage sees a LUTRAM read (0.70 ns in
-    ``docs/timing.md``) rather than a flip-flop. Resources: ``⌈width / 14⌉`` RAM32M16
-    (8 LUTs each) and a few LUTs of pointers and level, where a skid buffer takes a LUT
-    and two flip-flops a bit.
+    Latency: 2 cycles (a beat accepted in cycle ``t`` is offered on ``o`` from ``t + 2``).
+    Throughput: one beat per cycle, sustained, while ``o.ready`` is high. Backpressure:
+    ``i.ready`` is a flip-flop of the fill level, never of ``o.ready``; it falls when
+    ``depth`` beats wait. Nothing is dropped or reordered. ``o.payload`` is a register
+    holding the RAM's read of the oldest beat (a :class:`LutramFifo`), so its reader's
+    first stage starts at flip-flops, not at a LUTRAM read (0.70 ns in
+    ``docs/timing.md``). Resources: ``⌈width / 14⌉`` RAM32M16 (8 LUTs each), a flip-flop
+    a bit and a few LUTs of pointers and level, where a skid buffer takes a LUT and two
+    flip-flops a bit.
     """
 
     def __init__(self, shape, depth=4):
@@ -194,8 +194,7 @@ class LutramBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # unbuffered: the read is the RAM's, so a beat is out the cycle after it is in
-        fifo_between(m, "fifo", self.i, self.o, self._depth, buffered=False)
+        fifo_between(m, "fifo", self.i, self.o, self._depth)
         return m
 
 

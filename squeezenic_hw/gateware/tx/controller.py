@@ -96,8 +96,9 @@ class TxController(wiring.Component):
     piece of a beat; threshold frames below an MTU of
     :data:`~.coalescer.SPARSE_SPECULATION_MTU` take two cycles a beat.
     Backpressure: the input (a
-    :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` of four beats, or the
-    classifier's queue: ``i.ready`` a compare of its level, never of anything downstream)
+    :class:`~squeezenic_hw.gateware.common.stream.LutramBuffer` of four beats read through
+    a register, or the classifier's queue: ``i.ready`` a flip-flop of its level, never of
+    anything downstream)
     and the jobs and header requests are buffered (FIFOs). ``bypass`` is the coalescer's
     output register, whose ``ready`` the coalescer reads: the lane's bypass FIFO, whose
     ``w_rdy`` is a register. Nothing is dropped.
