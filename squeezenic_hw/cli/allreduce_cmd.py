@@ -52,17 +52,6 @@ def add_arguments(parser):
     add_format_option(parser)
 
 
-def _derived_scale(param, tensors):
-    """fixed/qsgd without --scale: the largest level at the largest magnitude of any
-    tensor, aux its reciprocal (as the int8 preset), so no element clamps."""
-    finite = np.concatenate([t[np.isfinite(t)] for t in tensors])
-    amax = np.float32(np.max(np.abs(finite))) if finite.size else np.float32(0)
-    levels = np.float32(2 ** (param - 1) - 1)
-    scale = levels / amax if amax > 0 else np.float32(1)
-    aux = np.float32(1) / scale
-    return scale, aux
-
-
 def run(args):
     from squeezenic_hw.reference.allreduce import allreduce
 
@@ -85,11 +74,6 @@ def run(args):
     except ValueError as exc:
         raise CliError(str(exc)) from None
     scale, aux = c["scale"], c["aux"]
-    derived = c["codec"].name in ("fixed", "qsgd") and args.codec not in PRESETS and (
-        args.scale is None)
-    if derived:
-        scale, derived_aux = _derived_scale(c["param"], tensors)
-        aux = derived_aux if args.aux is None else aux
     result = allreduce(tensors, c["codec"].name, param=c["param"], scale=scale, aux=aux,
                        seed=args.seed, stochastic=c["stochastic"], mtu=args.mtu)
 
@@ -120,9 +104,7 @@ def run(args):
         print(f"squeezenic-hw allreduce: warning: sign with scale = aux = {float(scale):g} "
               "decodes every sum to the same value; give --scale and --aux (or the signsgd "
               "or onebit preset)", file=sys.stderr)
-    if derived:
-        print(f"squeezenic-hw allreduce: scale {float(scale):.6g} and aux {float(aux):.6g} "
-              "derived from the tensors' largest magnitude (give --scale/--aux to set them)",
-              file=sys.stderr)
+    for note in c["notes"]:
+        print(f"squeezenic-hw allreduce: {note}", file=sys.stderr)
     print(render([row], COLUMNS, args.format, json_obj=row), end="")
     return 0 if row["identical"] and row["within_bound"] else 1

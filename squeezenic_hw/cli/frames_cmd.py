@@ -1,5 +1,7 @@
 """``squeezenic-hw frames``: cut a float32 tensor into SqueezeNIC host frames (a pcap)."""
 
+import sys
+
 import numpy as np
 
 from squeezenic_hw.pcap import write_frames
@@ -29,12 +31,14 @@ def add_arguments(parser):
     parser.add_argument("--codec", required=True,
                         help="codec name or id, or a preset (" + ", ".join(PRESETS) + ")")
     parser.add_argument("--param", type=int, help="codec parameter (fixed/qsgd: 2..16)")
-    parser.add_argument("--scale", type=float, help="header scale (default 1.0; presets derive "
-                        "it; threshold keeps abs(x) > scale)")
+    parser.add_argument("--scale", type=float, help="header scale (default 1.0; fixed/qsgd: "
+                        "(2^(b-1)-1)/max|x|, said on stderr; presets derive it; threshold "
+                        "keeps abs(x) > scale)")
     parser.add_argument("--keep-fraction", type=float, metavar="F",
                         help="threshold only: set scale so that about this fraction (0..1) of "
                         "the finite elements is kept")
-    parser.add_argument("--aux", type=float, help="header aux (default 1.0; presets derive it)")
+    parser.add_argument("--aux", type=float, help="header aux (default 1.0; fixed/qsgd: 1/scale "
+                        "when scale is derived; presets derive it)")
     parser.add_argument("--seed", type=int, default=0, help="uint32 seed (default 0)")
     parser.add_argument("--stochastic", action="store_true", help="set the stochastic flag")
     parser.add_argument("--elements-per-frame", type=int, default=DEFAULT_HOST_ELEMENTS,
@@ -68,7 +72,7 @@ def resolve_codec(args, tensor):
         info = codec_info(p["codec"])
         return {"codec": info, "param": p["param"],
                 "stochastic": p["stochastic"] or args.stochastic,
-                "scale": p["scale"], "aux": p["aux"]}
+                "scale": p["scale"], "aux": p["aux"], "notes": []}
     try:
         info = codec_info(int(args.codec) if args.codec.isdigit() else args.codec)
         if info.variable:
@@ -91,8 +95,39 @@ def resolve_codec(args, tensor):
         if not 0 <= args.keep_fraction <= 1:
             raise CliError(f"--keep-fraction must be from 0 to 1, got {args.keep_fraction}")
         scale = threshold_for_fraction(tensor, args.keep_fraction)
+    aux = np.float32(1.0 if args.aux is None else args.aux)
+    notes = []
+    if info.name in ("fixed", "qsgd"):
+        scale, aux, notes = _level_scale(tensor, param, args.scale, args.aux, scale, aux)
     return {"codec": info, "param": param, "stochastic": args.stochastic,
-            "scale": scale, "aux": np.float32(1.0 if args.aux is None else args.aux)}
+            "scale": scale, "aux": aux, "notes": notes}
+
+
+def _level_scale(tensor, param, given_scale, given_aux, scale, aux):
+    """``fixed``/``qsgd``: ``(scale, aux, notes)``. Without ``--scale``, the largest level
+    at the tensor's largest finite magnitude (``aux`` its reciprocal unless given), as
+    the ``int8`` preset: a 1e-3-sized gradient would otherwise decode to zeros. With it,
+    a warning when most elements quantise to zero or clamp."""
+    levels = 2 ** (param - 1) - 1
+    finite = np.abs(tensor[np.isfinite(tensor)]).astype(np.float64)
+    if given_scale is None:
+        amax = np.float32(finite.max()) if finite.size else np.float32(0)
+        if amax > 0:
+            scale = np.float32(levels) / amax
+            aux = np.float32(1) / scale if given_aux is None else aux
+        return scale, aux, [f"scale {float(scale):.6g} and aux {float(aux):.6g} derived from "
+                            "the tensor's largest magnitude (give --scale and --aux to set "
+                            "them)"]
+    nonzero = finite[finite > 0]
+    y = nonzero * float(scale)
+    notes = []
+    if nonzero.size and np.mean(y < 0.5) > 0.5:
+        notes.append(f"warning: {np.mean(y < 0.5):.0%} of the non-zero elements quantise "
+                     f"to 0 at scale {float(scale):g}")
+    if nonzero.size and np.mean(y > levels + 0.5) > 0.5:
+        notes.append(f"warning: {np.mean(y > levels + 0.5):.0%} of the non-zero elements "
+                     f"clamp to ±{levels} at scale {float(scale):g}")
+    return scale, aux, notes
 
 
 def threshold_for_fraction(tensor, fraction):
@@ -121,6 +156,8 @@ def run(args):
     if not 0 <= args.offset or args.offset + tensor.size > 2**32:
         raise CliError(f"--offset {args.offset}: the tensor's indices must fit uint32")
     c = resolve_codec(args, tensor)
+    for note in c["notes"]:
+        print(f"squeezenic-hw frames: {note}", file=sys.stderr)
     base = Header(dst_port=args.port, codec=c["codec"].id, param=c["param"],
                   scale_bits=f32_bits(c["scale"]), aux_bits=f32_bits(c["aux"]), seed=args.seed)
     frames = []

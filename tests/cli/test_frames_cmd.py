@@ -102,3 +102,24 @@ def test_reference_option_errors(tmp_path, capsys):
                  "fp16", "--format", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["counters"]["bypass_codec"] == 1 and res["frames_out"] == 1
+
+
+@pytest.mark.parametrize("codec", ["fixed", "qsgd"])
+def test_level_codecs_derive_scale_or_warn(tmp_path, capsys, codec):
+    """A 1e-3-sized gradient: without --scale the scale is derived (and said), so it does
+    not decode to zeros; with --scale 1 most elements quantise to 0, and a warning says so."""
+    g = (np.random.default_rng(2).standard_normal(500) * 1e-3).astype(np.float32)
+    np.save(tmp_path / "g.npy", g)
+    p = lambda name: str(tmp_path / name)  # noqa: E731
+    assert main(["frames", p("g.npy"), "--codec", codec, "--param", "8", "-o", p("h.pcap"),
+                 "--format", "json"]) == 0
+    out = capsys.readouterr()
+    summary = json.loads(out.out)
+    assert "derived" in out.err
+    assert summary["scale"] == pytest.approx(127 / float(np.max(np.abs(g))), rel=1e-6)
+    decoded = decode(encode(g, codec, param=8, scale=summary["scale"], aux=summary["aux"]),
+                     codec, param=8, scale=summary["scale"], aux=summary["aux"])
+    assert np.count_nonzero(decoded) > 0.9 * g.size
+    assert main(["frames", p("g.npy"), "--codec", codec, "--param", "8", "--scale", "1",
+                 "-o", p("h1.pcap")]) == 0
+    assert "quantise to 0" in capsys.readouterr().err
