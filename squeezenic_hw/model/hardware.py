@@ -53,8 +53,8 @@ HOST_BW_RANGE = (100, 6400)
 #: First-beat latency in clock cycles of each codec's (TX lane, RX lane), measured by
 #: ``python bench/lanes.py`` (columns ``tx_encode_1`` and ``rx_decode``).
 HW_PIPELINE_LATENCY = MappingProxyType({
-    "raw": (31, 16), "fp16": (33, 16), "bf16": (32, 16), "fixed": (44, 16),
-    "qsgd": (44, 16), "sign": (31, 16), "natural": (42, 16),
+    "raw": (33, 16), "fp16": (35, 16), "bf16": (34, 16), "fixed": (46, 16),
+    "qsgd": (46, 16), "sign": (33, 16), "natural": (44, 16),
 })
 
 

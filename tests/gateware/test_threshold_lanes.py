@@ -31,6 +31,7 @@ from support.lane_scenarios import (
     patch,
 )
 from support.param_sweep import rotated, slow_except
+from support.unused import rejected
 
 DENSITIES = [0.0, 0.001, 0.01, 0.1, 0.5, 1.0]
 CODECS = ["threshold", "sign"]
@@ -197,8 +198,7 @@ def test_tx_threshold_truncated_frames_keep_stand_in_zeros_as_the_reference(idle
 
 
 def test_tx_threshold_rejects_small_mtu():
-    with pytest.raises(ValueError, match="mtu"):
-        TxLane(codecs=["threshold"], mtu=129)
+    rejected(TxLane, codecs=["threshold"], mtu=129, match="mtu")
 
 
 # ---- RX --------------------------------------------------------------------------

@@ -23,7 +23,18 @@ from squeezenic_hw.spec.header import (
 
 from .controller import wire_desc_layout
 
-__all__ = ["HostFrameSplitter"]
+__all__ = ["HostFrameSplitter", "check_max_host_elements"]
+
+
+def check_max_host_elements(max_host_elements):
+    """``max_host_elements`` if a host frame of that many fp32 elements fits
+    ``MAX_PKT_LEN``, else ``ValueError`` naming it."""
+    limit = (MAX_PKT_LEN - HEADER_LEN) // 4
+    if isinstance(max_host_elements, bool) or not isinstance(max_host_elements, int) or not (
+            1 <= max_host_elements <= limit):
+        raise ValueError(f"max_host_elements must be from 1 to {limit}, "
+                         f"got {max_host_elements!r}")
+    return max_host_elements
 
 
 class HostFrameSplitter(wiring.Component):
@@ -47,11 +58,7 @@ class HostFrameSplitter(wiring.Component):
     """
 
     def __init__(self, *, max_host_elements=DEFAULT_HOST_ELEMENTS):
-        limit = (MAX_PKT_LEN - HEADER_LEN) // 4
-        if not isinstance(max_host_elements, int) or not 1 <= max_host_elements <= limit:
-            raise ValueError(f"max_host_elements must be from 1 to {limit}, "
-                             f"got {max_host_elements!r}")
-        self._max = max_host_elements
+        self._max = check_max_host_elements(max_host_elements)
         super().__init__({
             "i": In(stream.Signature(wire_desc_layout())),
             "o": Out(stream.Signature(header_request_layout(token_tag_layout()))),

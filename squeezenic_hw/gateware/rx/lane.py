@@ -45,12 +45,12 @@ from squeezenic_hw.gateware.lane.header_builder import HeaderBuilder
 from squeezenic_hw.gateware.lane.merger import FrameMerger
 from squeezenic_hw.gateware.sparse.expander import SparseExpander
 from squeezenic_hw.gateware.sparse.index_to_bitmap import IndexToBitmap
-from squeezenic_hw.spec.codecs import THRESHOLD_ID
+from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
 from squeezenic_hw.spec.counters import RX_COUNTERS
-from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_PORT, check_port
 
 from .controller import RxController, rx_counters_layout, rx_payload_tag_layout
-from .host_frame_splitter import HostFrameSplitter
+from .host_frame_splitter import HostFrameSplitter, check_max_host_elements
 from .unpacker import WireUnpacker
 
 __all__ = ["RxLane"]
@@ -93,6 +93,12 @@ class RxLane(wiring.Component):
                  port=DEFAULT_PORT, bypass_depth=62, token_depth=16, payload_depth=16):
         check_fifo_depth("bypass_depth", bypass_depth, "beats")
         check_fifo_depth("token_depth", token_depth, "frames")
+        check_fifo_depth("payload_depth", payload_depth, "beats")
+        # every parameter checked before any block is built (a block left unbuilt by a
+        # later error would be an unused elaboratable)
+        check_max_host_elements(max_host_elements)
+        check_port(port)
+        resolve_codecs(codecs)
         self._splitter = HostFrameSplitter(max_host_elements=max_host_elements)
         self._controller = RxController(codecs=codecs, max_host_elements=max_host_elements)
         # the classifier is also the lane's input queue: a registered ready in front of
@@ -104,7 +110,6 @@ class RxLane(wiring.Component):
         self._max_host = max_host_elements
         self._bypass_depth = bypass_depth
         self._token_depth = token_depth
-        check_fifo_depth("payload_depth", payload_depth, "beats")
         self._payload_depth = payload_depth
         self._frame_depth = 8
         super().__init__({

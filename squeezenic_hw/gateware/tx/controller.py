@@ -52,7 +52,39 @@ from .coalescer import TxCoalescer, tx_counters_layout
 from .job_shaper import TxJobShaper
 from .prep import TxBeatPrep
 
-__all__ = ["TxController", "tx_counters_layout"]
+__all__ = ["TxController", "check_controller_parameters", "tx_counters_layout"]
+
+
+def check_controller_parameters(*, codecs, mtu, idle_timeout, trusted, widths,
+                                input_buffer):
+    """:class:`TxController`'s parameters checked (``ValueError`` naming the first bad
+    one), before anything is built: ``(codec ids, code widths)``, both sorted."""
+    if not isinstance(trusted, bool):
+        raise ValueError(f"trusted must be a bool, got {trusted!r}")
+    if not isinstance(input_buffer, bool):
+        raise ValueError(f"input_buffer must be a bool, got {input_buffer!r}")
+    if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
+        raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "
+                         f"got {mtu!r}")
+    if idle_timeout is not None and not 1 <= idle_timeout < 2**32:
+        raise ValueError(f"idle_timeout must be None or 1…2**32-1 cycles, "
+                         f"got {idle_timeout!r}")
+    codecs = sorted(resolve_codecs(codecs))
+    if THRESHOLD_ID in codecs and mtu < SPARSE_MIN_MTU:
+        raise ValueError(f"mtu must be at least {SPARSE_MIN_MTU} bytes with threshold "
+                         f"built in (16 kept values per wire frame), got {mtu!r}")
+    built = codec_widths(codecs)
+    if widths is not None:
+        try:
+            widths = set(widths)
+        except TypeError:
+            raise ValueError(f"widths must be None or a set of code widths, "
+                             f"got {widths!r}") from None
+        if not widths or not widths <= built:
+            raise ValueError(f"widths must be a non-empty subset of the codecs' code "
+                             f"widths {sorted(built)}, got {sorted(widths)!r}")
+        built = widths
+    return codecs, sorted(built) or [32]
 
 
 class TxController(wiring.Component):
@@ -111,35 +143,12 @@ class TxController(wiring.Component):
 
     def __init__(self, *, codecs=None, mtu=DEFAULT_MTU, idle_timeout=None, trusted=False,
                  widths=None, input_buffer=True):
-        if not isinstance(trusted, bool):
-            raise ValueError(f"trusted must be a bool, got {trusted!r}")
-        if not isinstance(input_buffer, bool):
-            raise ValueError(f"input_buffer must be a bool, got {input_buffer!r}")
+        self._codecs, self._widths = check_controller_parameters(
+            codecs=codecs, mtu=mtu, idle_timeout=idle_timeout, trusted=trusted,
+            widths=widths, input_buffer=input_buffer)
         self._trusted = trusted
         self._input_buffer = input_buffer
-        if not HEADER_LEN + 4 <= mtu <= MAX_PKT_LEN:
-            raise ValueError(f"mtu must be from {HEADER_LEN + 4} to {MAX_PKT_LEN} bytes, "
-                             f"got {mtu!r}")
-        if idle_timeout is not None and not 1 <= idle_timeout < 2**32:
-            raise ValueError(f"idle_timeout must be None or 1…2**32-1 cycles, "
-                             f"got {idle_timeout!r}")
-        self._codecs = sorted(resolve_codecs(codecs))
         self._sparse = THRESHOLD_ID in self._codecs
-        if self._sparse and mtu < SPARSE_MIN_MTU:
-            raise ValueError(f"mtu must be at least {SPARSE_MIN_MTU} bytes with threshold "
-                             f"built in (16 kept values per wire frame), got {mtu!r}")
-        built = codec_widths(self._codecs)
-        if widths is not None:
-            try:
-                widths = set(widths)
-            except TypeError:
-                raise ValueError(f"widths must be None or a set of code widths, "
-                                 f"got {widths!r}") from None
-            if not widths or not widths <= built:
-                raise ValueError(f"widths must be a non-empty subset of the codecs' code "
-                                 f"widths {sorted(built)}, got {sorted(widths)!r}")
-            built = widths
-        self._widths = sorted(built) or [32]
         self._mtu = mtu
         self._idle_timeout = idle_timeout
         super().__init__({

@@ -52,7 +52,7 @@ from squeezenic_hw.gateware.sparse.frame_builder import SparseFrameBuilder
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, codec_info, resolve_codecs
 from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, HEADER_LEN, check_port
 
-from .controller import TxController, tx_counters_layout
+from .controller import TxController, check_controller_parameters, tx_counters_layout
 from .packer import WirePacker
 from .ring import WireRing
 
@@ -146,14 +146,18 @@ class TxLane(wiring.Component):
             widths = {code_bits} | {info.bits for info in map(codec_info, resolve_codecs(codecs))
                                     if info.bits is not None}
         self._code_bits = code_bits
-        self._controller = TxController(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout,
-                                        trusted=trusted, widths=widths, input_buffer=trusted)
-        self._codecs = self._controller._codecs
-        if trusted and THRESHOLD_ID in self._codecs:
+        # every parameter checked before any block is built (a block left unbuilt by a
+        # later error would be an unused elaboratable)
+        controller = dict(codecs=codecs, mtu=mtu, idle_timeout=idle_timeout,
+                          trusted=trusted, widths=widths, input_buffer=trusted)
+        codec_ids, _ = check_controller_parameters(**controller)
+        if trusted and THRESHOLD_ID in codec_ids:
             raise ValueError("trusted lanes cannot build threshold in (its keep mask comes "
                              "from the classifier); use trusted=False")
+        check_port(port)
+        self._controller = TxController(**controller)
+        self._codecs = self._controller._codecs
         if trusted:
-            check_port(port)
             self._classifier = None
         else:
             # the classifier is also the lane's input queue (the controller then needs

@@ -13,6 +13,8 @@ from squeezenic_hw.sim.streams import simulation_of
 from squeezenic_hw.spec.frames import Header, build_wire_frame
 from squeezenic_hw.spec.header import HDR, HEADER_LEN, MAX_PKT_LEN
 
+from support.unused import rejected
+
 
 def _bare(frame):
     """What a bare lane sends for ``frame``: its bytes, lengths and checksum zero,
@@ -62,5 +64,4 @@ def test_header_finisher_completes_bare_frames(b, idle, backpressure):
 
 @pytest.mark.parametrize("bad", [0, 3, 16, True, "1"])
 def test_header_finisher_code_bits_checked(bad):
-    with pytest.raises(ValueError, match="code_bits"):
-        HeaderFinisher(bad)
+    rejected(HeaderFinisher, bad, match="code_bits")

@@ -16,6 +16,7 @@ from squeezenic_hw.spec.generator import GeneratorConfig, config_values, lane_ru
 from squeezenic_hw.spec.scaling import lanes_for
 
 from support.shared_duts import shared
+from support.unused import rejected
 
 
 class Loopback(wiring.Component):
@@ -122,8 +123,7 @@ def test_loopback_four_and_eight_lanes_match_reference(host_bw, codecs, codec):
 
 def test_host_bw_validated():
     for bad in (0, 50, 150, 6500, 100.0, True):
-        with pytest.raises(ValueError, match="host_bw"):
-            TxArray(bad)
+        rejected(TxArray, bad, match="host_bw")
     assert lanes_for(6400) == 64
 
 
@@ -240,8 +240,7 @@ def test_fewer_rx_lanes_than_generators_match_reference():
 
 def test_rx_array_lanes_validated():
     for bad in (0, 5, 2.0, True):
-        with pytest.raises(ValueError, match="lanes"):
-            RxArray(400, lanes=bad)
+        rejected(RxArray, 400, lanes=bad, match="lanes")
 
 
 def test_tx_array_of_a_lane_count_is_that_of_its_bandwidth():
@@ -252,11 +251,9 @@ def test_tx_array_of_a_lane_count_is_that_of_its_bandwidth():
             == verilog.convert(TxArray(400, codecs=["sign"], lane_module="gen_lane"),
                                name="top"))
     for bad in (0, 65, 2.0, True):
-        with pytest.raises(ValueError, match="lanes"):
-            TxArray(lanes=bad)
+        rejected(TxArray, lanes=bad, match="lanes")
     for both_or_neither in (dict(host_bw=400, lanes=4), dict()):
-        with pytest.raises(ValueError, match="host_bw or lanes"):
-            TxArray(**both_or_neither)
+        rejected(TxArray, **both_or_neither, match="host_bw or lanes")
 
 
 def test_tx_array_lanes_as_instances_of_one_module():
@@ -273,8 +270,7 @@ def test_tx_array_lanes_as_instances_of_one_module():
                 .replace("\n", " ").replace(" ", "").split(","))
     inst = re.search(r"^\s*gen_lane \S+ \((.*?)\);", text, re.M | re.S).group(1)
     assert set(re.findall(r"\.(\w+)\(", inst)) == ports
-    with pytest.raises(ValueError, match="lane_module"):
-        TxArray(400, lane_module="not a name")
+    rejected(TxArray, 400, lane_module="not a name", match="lane_module")
 
 
 def test_generator_lane_options():

@@ -14,6 +14,8 @@ from amaranth.sim import Simulator
 from squeezenic_hw.flows import synth
 from squeezenic_hw.gateware.common.stream import BlockRamFifo, fifo_between
 
+from support.unused import rejected
+
 
 @pytest.mark.parametrize("width,depth", [(8, 3), (33, 5), (625, 64)])
 def test_queue_under_random_writes_and_reads(width, depth):
@@ -79,8 +81,7 @@ def test_one_entry_per_cycle_once_filled():
 
 @pytest.mark.parametrize("depth", [2, 0, True, 4.0])
 def test_rejects_a_depth_under_three(depth):
-    with pytest.raises(ValueError, match="depth"):
-        BlockRamFifo(width=8, depth=depth)
+    rejected(BlockRamFifo, width=8, depth=depth, match="depth")
 
 
 class _Queue(wiring.Component):

@@ -15,6 +15,7 @@ from squeezenic_hw.sim.streams import run_stream
 
 from support.buffer_checks import check_struct_payload_at_full_rate, ready_per_cycle
 from support.shared_duts import shared
+from support.unused import rejected
 
 
 @pytest.mark.parametrize("width,depth", [(1, 2), (8, 4), (600, 4), (33, 32)])
@@ -46,8 +47,6 @@ def test_payload_in_lutram(tmp_path):
 
 
 def test_parameters_are_checked():
-    with pytest.raises(ValueError, match="shape"):
-        LutramBuffer("wide")
+    rejected(LutramBuffer, "wide", match="shape")
     for bad in (1, 33, True):
-        with pytest.raises(ValueError, match="depth"):
-            LutramBuffer(unsigned(8), bad)
+        rejected(LutramBuffer, unsigned(8), bad, match="depth")

@@ -29,6 +29,7 @@ from squeezenic_hw.spec import frames as F
 from squeezenic_hw.spec.codecs import CODECS, codec_info, payload_bytes, resolve_codecs
 
 from support.shared_duts import shared
+from support.unused import rejected
 
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 _BEAT_BITS = data.Layout.cast(AxisBeat).size
@@ -369,8 +370,7 @@ def test_no_codecs_built_in(lane):
 ])
 def test_parameter_validation(kwargs, name):
     lane = kwargs.pop("lane")
-    with pytest.raises(ValueError, match=name):
-        FrameClassifier(lane, **kwargs)
+    rejected(FrameClassifier, lane, **kwargs, match=name)
 
 
 def test_codec_names_and_ids():

@@ -29,6 +29,7 @@ from squeezenic_hw.spec import frames as F
 from squeezenic_hw.spec.codecs import CODECS
 
 from support.shared_duts import shared
+from support.unused import rejected
 
 STALLS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 TAG_BITS = 9
@@ -171,8 +172,7 @@ def test_queued_full_rate_and_room():
     sim.add_clock(4e-9)
     sim.add_testbench(bench)
     sim.run()
-    with pytest.raises(ValueError, match="depth"):
-        HeaderBuilder(depth=1)
+    rejected(HeaderBuilder, depth=1, match="depth")
 
 
 def test_full_rate():
@@ -253,5 +253,4 @@ def test_tag_shapes():
 
 @pytest.mark.parametrize("bad", ["wide", 3.5, None])
 def test_parameter_validation(bad):
-    with pytest.raises(ValueError, match="tag_shape"):
-        HeaderBuilder(bad)
+    rejected(HeaderBuilder, bad, match="tag_shape")

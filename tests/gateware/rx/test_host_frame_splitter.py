@@ -27,6 +27,7 @@ from squeezenic_hw.spec.header import (
 )
 
 from support.shared_duts import shared
+from support.unused import rejected
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 LIMIT = (MAX_PKT_LEN - HEADER_LEN) // 4
@@ -133,5 +134,4 @@ def test_input_descriptor_layout_is_the_controllers():
 
 @pytest.mark.parametrize("bad", [0, LIMIT + 1, -1, 2.0, None])
 def test_rejects_bad_max_host_elements(bad):
-    with pytest.raises(ValueError, match="max_host_elements"):
-        HostFrameSplitter(max_host_elements=bad)
+    rejected(HostFrameSplitter, max_host_elements=bad, match="max_host_elements")

@@ -35,6 +35,7 @@ from squeezenic_hw.spec import threshold as sizing
 
 from support.param_sweep import rotated
 from support.shared_duts import shared
+from support.unused import rejected
 
 MODES = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 DENSITIES = [0.0, 0.001, 0.01, 0.1, 0.5, 1.0]
@@ -395,5 +396,4 @@ def test_layout_and_regions():
 
 @pytest.mark.parametrize("mtu", [129, 9601, 0, 1518.0, True, "1518"])
 def test_mtu_rejected(mtu):
-    with pytest.raises(ValueError, match="mtu"):
-        SparseFrameBuilder(mtu)
+    rejected(SparseFrameBuilder, mtu, match="mtu")

@@ -31,6 +31,7 @@ from squeezenic_hw.spec.threshold import INDEX_LIST
 
 from support.checked_sink import CheckedSink
 from support.shared_duts import shared
+from support.unused import rejected
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 BEAT_BYTES = BITMAP_BEAT_BITS // 8
@@ -191,8 +192,7 @@ def test_rule_model_matches_reference():
 
 @pytest.mark.parametrize("bad", [0, 3, True, 2.0, None])
 def test_rejects_bad_entries_per_cycle(bad):
-    with pytest.raises(ValueError, match="entries_per_cycle"):
-        IndexToBitmap(entries_per_cycle=bad)
+    rejected(IndexToBitmap, entries_per_cycle=bad, match="entries_per_cycle")
 
 
 # --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from squeezenic_hw.spec.threshold import INDEX_LIST
 
 from support.shared_duts import shared
 from support.tx_cut import below, cut_of
+from support.unused import rejected
 
 SETTINGS = [(0.0, 0.0), (0.3, 0.3), (0.1, 0.7)]
 
@@ -147,5 +148,4 @@ def test_input_is_the_coalescers_job_record():
 
 @pytest.mark.parametrize("bad", [0, 33, True, 8.0, "8"])
 def test_rejects_bad_width(bad):
-    with pytest.raises(ValueError, match="width"):
-        TxJobShaper(width=bad)
+    rejected(TxJobShaper, width=bad, match="width")
