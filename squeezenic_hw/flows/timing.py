@@ -252,6 +252,7 @@ class _Graph:
         # who reads each bit, and which flip-flop drives it: what the DSP fold looks at
         self.readers = {}               # bit -> [(cell, pin)]
         self.ff_of_q = {}               # Q bit -> flip-flop cell
+        drivers = {}                    # bit -> the cell driving it
         for cell in cells:
             dirs = cell.get("port_directions", {})
             for pin, bits in cell.get("connections", {}).items():
@@ -259,6 +260,10 @@ class _Graph:
                     for b in bits:
                         if not isinstance(b, str):
                             self.readers.setdefault(b, []).append((cell, pin))
+                elif dirs.get(pin) == "output":
+                    for b in bits:
+                        if not isinstance(b, str):
+                            drivers[b] = cell
             if _FF.match(cell["type"]):
                 for b in self._bits(cell.get("connections", {}), "Q"):
                     self.ff_of_q[b] = cell
@@ -273,19 +278,12 @@ class _Graph:
             self._add_cell(cell)
         for bit, delay in self.q_start.items():
             self.starts[bit] = (delay, "DSP48E2")
-        self._replicate(cells)
+        self._replicate(drivers)
 
-    def _replicate(self, cells):
+    def _replicate(self, drivers):
         """Vivado keeps a net with a ``max_fanout`` attribute within it by copies of its
-        driver (UG901): each copy is one more load on each of the driver's inputs."""
-        drivers = {}
-        for cell in cells:
-            dirs = cell.get("port_directions", {})
-            for pin, bits in cell.get("connections", {}).items():
-                if dirs.get(pin) == "output":
-                    for b in bits:
-                        if not isinstance(b, str):
-                            drivers[b] = cell
+        driver (UG901): each copy is one more load on each of the driver's inputs.
+        ``drivers``: bit -> the cell driving it."""
         extra = {}
         for bit, cap in self.max_fanout.items():
             loads = self.loads.get(bit, 0)
