@@ -8,7 +8,7 @@ hop. Node ``r`` encodes with seed ``seed + r``.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -137,10 +137,9 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
     width = partial_width(info, param, nodes)
     elements = xs[0].size
     settings = dict(param=param, scale=scale, aux=aux)
-    base = Header() if header is None else header
-    base = Header(**{**base.__dict__, "version": REDUCE_VERSION, "codec": info.id,
-                     "param": param, "scale_bits": f32_bits(scale),
-                     "aux_bits": f32_bits(aux)})
+    base = replace(Header() if header is None else header, version=REDUCE_VERSION,
+                   codec=info.id, param=param, scale_bits=f32_bits(scale),
+                   aux_bits=f32_bits(aux))
 
     def node_codes(r, lo, hi, values):
         return encode(values, info.name, seed=(seed + r) % 2**32, offset=lo,
@@ -153,15 +152,15 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
         step = sums_per_frame(width, mtu)
         for start in range(0, codes.size, step):
             part = codes[start:start + step]
-            h = Header(**{**base.__dict__, "flags": fields.flags(stochastic), "n": part.size,
-                          "seed": fields.seed_word, "offset": lo + start})
+            h = replace(base, flags=fields.flags(stochastic), n=part.size,
+                        seed=fields.seed_word, offset=lo + start)
             out.append(build_wire_frame(h, pack(part, width)))
         return out
 
     result = np.zeros(elements, dtype=np.float32)
     bound = np.full(elements, np.nan)
     reduce_frames = {}      # (sender, chunk) -> frames of the reduce phase
-    finished = {}           # chunk -> the codes of its gather phase
+    gather = {}             # chunk -> the frames of its gather phase (on every link)
     for c in range(nodes):
         lo, hi = chunk_bounds(elements, nodes, c)
         if lo == hi:
@@ -180,7 +179,7 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
                 if k < nodes - 1:
                     reduce_frames[r, c] = frames(total & ((1 << width) - 1), lo, k + 1, c,
                                                  False)
-            finished[c] = total & ((1 << width) - 1)
+            gather[c] = frames(total & ((1 << width) - 1), lo, nodes, c, True)
             result[lo:hi], bound[lo:hi] = _integer_result(
                 info.name, total, clamped, [x[lo:hi] for x in xs], nodes, scale, aux,
                 stochastic)
@@ -196,7 +195,7 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
                 err += 2.0**-24 * np.abs(value.astype(np.float64))
                 err += eps * np.abs(value.astype(np.float64)) + eta
                 p = node_codes(r, lo, hi, value)
-            finished[c] = p
+            gather[c] = frames(p, lo, nodes, c, True)
             result[lo:hi] = decode(p, info.name, **settings)
             bound[lo:hi] = err
     exact = _exact_sum(xs)
@@ -209,10 +208,7 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
         for c in ring_order(r, nodes)[:nodes - 1]:        # reduce phase: r, r−1, …
             sent += reduce_frames.get((r, c), [])
         for s in range(nodes - 1):                        # gather phase: r+1, r, …
-            c = (r + 1 - s) % nodes
-            lo, hi = chunk_bounds(elements, nodes, c)
-            if lo < hi:
-                sent += frames(finished[c], lo, nodes, c, True)
+            sent += gather.get((r + 1 - s) % nodes, [])
         links.append(sent)
     return AllReduceResult(results=[result.copy() for _ in range(nodes)], exact=exact,
                            bound=bound, links=links, width=width)

@@ -7,10 +7,12 @@ from squeezenic_hw.reference.allreduce import add_f32, allreduce, signed_codes
 from squeezenic_hw.reference.codecs import decode, encode, from_bits, mul_f32, unpack
 from squeezenic_hw.spec.frames import parse
 from squeezenic_hw.spec.reduce import (
+    REDUCE_FLAGS_RESERVED,
     REDUCE_VERSION,
     ReduceFields,
     chunk_bounds,
     partial_width,
+    reduce_frame_length,
     ring_order,
     sums_per_frame,
 )
@@ -136,7 +138,8 @@ def test_link_frames_carry_the_partial_sums(case):
             f = ReduceFields.of(h)
             assert h.version == REDUCE_VERSION and h.encoded and f.nodes == nodes
             assert f.width == width == partial_width(codec, kw.get("param", 0), nodes)
-            assert len(frame) == 64 + (h.n * width + 7) // 8
+            assert len(frame) == reduce_frame_length(width, h.n)
+            assert h.flags & REDUCE_FLAGS_RESERVED == 0
             lo, hi = chunk_bounds(elements, nodes, f.origin)
             assert lo <= h.offset and h.offset + h.n <= hi
             key = (f.origin, f.gather)
