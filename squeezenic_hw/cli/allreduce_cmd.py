@@ -67,7 +67,6 @@ def run(args):
     if len({t.size for t in tensors}) != 1:
         raise CliError("the tensors must have one length, got "
                        + ", ".join(str(t.size) for t in tensors))
-    args.keep_fraction = None           # a threshold option of resolve_codec
     c = resolve_codec(args, np.concatenate(tensors))
     try:
         reduce_family(c["codec"])

@@ -5,7 +5,14 @@ import sys
 import numpy as np
 
 from squeezenic_hw.pcap import write_frames
-from squeezenic_hw.spec.codecs import PRESETS, codec_info, f32_bits, preset_params, validate_param
+from squeezenic_hw.spec.codecs import (
+    PRESETS,
+    codec_info,
+    f32_bits,
+    level_scale,
+    preset_params,
+    validate_param,
+)
 from squeezenic_hw.spec.frames import Header, build_host_frame
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
@@ -87,14 +94,15 @@ def resolve_codec(args, tensor):
     except ValueError as exc:
         raise CliError(str(exc)) from None
     scale = np.float32(1.0 if args.scale is None else args.scale)
-    if args.keep_fraction is not None:
+    keep_fraction = getattr(args, "keep_fraction", None)   # a frames option only
+    if keep_fraction is not None:
         if not info.variable:
             raise CliError("--keep-fraction: only for the threshold codec")
         if args.scale is not None:
             raise CliError("--keep-fraction and --scale: give one of them")
-        if not 0 <= args.keep_fraction <= 1:
-            raise CliError(f"--keep-fraction must be from 0 to 1, got {args.keep_fraction}")
-        scale = threshold_for_fraction(tensor, args.keep_fraction)
+        if not 0 <= keep_fraction <= 1:
+            raise CliError(f"--keep-fraction must be from 0 to 1, got {keep_fraction}")
+        scale = threshold_for_fraction(tensor, keep_fraction)
     aux = np.float32(1.0 if args.aux is None else args.aux)
     notes = []
     if info.name in ("fixed", "qsgd"):
@@ -105,19 +113,18 @@ def resolve_codec(args, tensor):
 
 def _level_scale(tensor, param, given_scale, given_aux, scale, aux):
     """``fixed``/``qsgd``: ``(scale, aux, notes)``. Without ``--scale``, the largest level
-    at the tensor's largest finite magnitude (``aux`` its reciprocal unless given), as
-    the ``int8`` preset: a 1e-3-sized gradient would otherwise decode to zeros. With it,
-    a warning when most elements quantise to zero or clamp."""
+    at the tensor's largest finite magnitude (``aux`` that magnitude over the level unless
+    given), as the ``int8`` preset (:func:`~squeezenic_hw.spec.codecs.level_scale`): a
+    1e-3-sized gradient would otherwise decode to zeros. With it, a warning when most
+    elements quantise to zero or clamp."""
     levels = 2 ** (param - 1) - 1
-    finite = np.abs(tensor[np.isfinite(tensor)]).astype(np.float64)
     if given_scale is None:
-        amax = np.float32(finite.max()) if finite.size else np.float32(0)
-        if amax > 0:
-            scale = np.float32(levels) / amax
-            aux = np.float32(1) / scale if given_aux is None else aux
+        scale, derived_aux = level_scale(tensor, levels)
+        aux = derived_aux if given_aux is None else aux
         return scale, aux, [f"scale {float(scale):.6g} and aux {float(aux):.6g} derived from "
                             "the tensor's largest magnitude (give --scale and --aux to set "
                             "them)"]
+    finite = np.abs(tensor[np.isfinite(tensor)]).astype(np.float64)
     nonzero = finite[finite > 0]
     y = nonzero * float(scale)
     notes = []

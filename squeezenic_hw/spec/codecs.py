@@ -12,7 +12,8 @@ import numpy as np
 __all__ = [
     "CodecInfo", "CODECS", "SPARSE_CODECS", "ALL_CODECS", "THRESHOLD_ID", "PRESETS", "Preset",
     "DEFAULT_CODECS", "KNOWN_CODECS", "codec_info", "code_width", "validate_param",
-    "preset_params", "f32_bits", "payload_bytes", "resolve_codecs", "parse_codec_spec",
+    "preset_params", "level_scale", "f32_bits", "payload_bytes", "resolve_codecs",
+    "parse_codec_spec",
 ]
 
 
@@ -191,6 +192,18 @@ PRESETS = {p.name: p for p in [
 ]}
 
 
+def level_scale(tensor, levels):
+    """``(scale, aux)`` that put the largest finite magnitude of ``tensor`` on level
+    ``levels`` (float32: ``levels / max|x|`` and ``max|x| / levels``); ``(0, 0)`` for a
+    tensor without a non-zero finite element, so that every element encodes to 0."""
+    g = np.asarray(tensor, dtype=np.float32).ravel()
+    g = g[np.isfinite(g)]
+    amax = np.float32(np.max(np.abs(g))) if g.size else np.float32(0)
+    if not amax > 0:
+        return np.float32(0), np.float32(0)
+    return np.float32(levels) / amax, amax / np.float32(levels)
+
+
 def preset_params(name, tensor=None, *, scale=None, aux=None):
     """Resolve a preset into ``dict(codec, param, stochastic, scale, aux)``.
 
@@ -205,11 +218,8 @@ def preset_params(name, tensor=None, *, scale=None, aux=None):
                          f"(known: {', '.join(PRESETS)})") from None
     g = np.asarray(tensor if tensor is not None else [], dtype=np.float32).ravel()
     g = g[np.isfinite(g)]
-    amax = np.float32(np.max(np.abs(g))) if g.size else np.float32(0)
     if p.name in ("terngrad", "int8"):
-        levels = np.float32(1 if p.name == "terngrad" else 127)
-        d_scale = levels / amax if amax > 0 else np.float32(0)
-        d_aux = amax / levels if amax > 0 else np.float32(0)
+        d_scale, d_aux = level_scale(g, 1 if p.name == "terngrad" else 127)
     elif p.name == "signsgd":
         d_scale = np.float32(1.0)
         d_aux = None
