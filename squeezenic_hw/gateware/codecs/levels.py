@@ -298,7 +298,7 @@ def build_scaled_values(m, stager, payload, name, qsgd):
     else:
         beat_mask = Mux(qsgd, max_level(params.param), code_mask(params.param))
         qsgd = stager.reg(qsgd, name="code_qsgd")
-    mask = stager.delay(beat_mask, 2, name="code_mask")
+    mask = stager.delay(beat_mask, _MAGNITUDE - 1, name="code_mask")
     out = []
     for e in range(len(payload.codes)):
         code = stager.reg(payload.codes[e][:16], name=f"c{e}_code")

@@ -505,13 +505,12 @@ class BlockRamFifo(Elaboratable, fifo.FIFOInterface):
         return m
 
 
-def fifo_between(m, name, source, sink, depth, *, buffered=True, block_ram=False):
-    """A :class:`LutramFifo` (``buffered=False``: a :class:`LutramQueue`, read as it is
-    addressed; ``block_ram``: a :class:`BlockRamFifo`) from stream ``source`` to stream
-    ``sink`` (payloads as bits)."""
+def fifo_between(m, name, source, sink, depth, *, block_ram=False):
+    """A :class:`LutramFifo` (``block_ram``: a :class:`BlockRamFifo`) from stream ``source``
+    to stream ``sink`` (payloads as bits); both read through a register."""
     width = len(source.payload.as_value()) if hasattr(source.payload, "as_value") else len(
         source.payload)
-    kind = BlockRamFifo if block_ram else LutramFifo if buffered else LutramQueue
+    kind = BlockRamFifo if block_ram else LutramFifo
     q = m.submodules[name] = kind(width=width, depth=depth)
     m.d.comb += [
         q.w_data.eq(source.payload),
