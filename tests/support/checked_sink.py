@@ -4,7 +4,7 @@ next cycle."""
 
 from amaranth.hdl import Value
 
-__all__ = ["CheckedSink"]
+__all__ = ["CheckedSink", "max_streak"]
 
 
 class CheckedSink:
@@ -49,3 +49,13 @@ class CheckedSink:
         """Release the run's trigger and lower ``ready``."""
         await self._edges.aclose()
         self._ctx.set(self._ready, 0)
+
+
+def max_streak(cycles):
+    """The longest run of consecutive cycles in ``cycles`` (a sink's output cycles, in
+    order): how many beats in a row left at one beat per cycle."""
+    best = streak = 0
+    for k, c in enumerate(cycles):
+        streak = streak + 1 if k and c == cycles[k - 1] + 1 else 1
+        best = max(best, streak)
+    return best

@@ -23,7 +23,7 @@ from squeezenic_hw.gateware.lane.merger import FrameMerger
 from squeezenic_hw.sim.axis import AxisFrame, FrameSource, frame_beats
 from squeezenic_hw.sim.streams import BeatSender, unpack_fields
 
-from support.checked_sink import CheckedSink
+from support.checked_sink import CheckedSink, max_streak
 from support.unused import rejected
 
 # --------------------------------------------------------------------------
@@ -172,14 +172,6 @@ def check_output(run, mix):
             raise AssertionError(f"beat {j} differs in {diff}")
     assert len(run.token_cycles) == len(mix.tokens)
     assert len(run.payload_cycles) == len(mix.payload)
-
-
-def max_streak(cycles):
-    best = streak = 0
-    for k, c in enumerate(cycles):
-        streak = streak + 1 if k and c == cycles[k - 1] + 1 else 1
-        best = max(best, streak)
-    return best
 
 
 # --------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from squeezenic_hw.gateware.common.layouts import RingWrite
 from squeezenic_hw.gateware.tx.ring import WireRing, ring_depth
 from squeezenic_hw.sim.streams import BeatSender, unpack_fields
 
-from support.checked_sink import CheckedSink
+from support.checked_sink import CheckedSink, max_streak
 from support.unused import rejected
 
 # --------------------------------------------------------------------------
@@ -147,14 +147,6 @@ def check_run(run, model):
         assert got == want, f"beat {j} differs"
     for j, k in enumerate(model.commit_of):
         assert run.out_cycles[j] > run.accept[k], f"beat {j} left before its commit"
-
-
-def max_streak(cycles):
-    best = streak = 0
-    for k, c in enumerate(cycles):
-        streak = streak + 1 if k and c == cycles[k - 1] + 1 else 1
-        best = max(best, streak)
-    return best
 
 
 # --------------------------------------------------------------------------
