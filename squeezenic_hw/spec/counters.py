@@ -1,10 +1,11 @@
-"""Counter names of the TX and RX lanes: the keys of the reference's counters, the
-hardware's counter structs and the register map, in one order."""
+"""Counter names of the TX and RX lanes and of the reduce checks: the keys of the
+reference's counters, the hardware's counter structs and the register map, in one order."""
 
 from .frames import RX_REASONS, TX_REASONS
+from .reduce import ReduceReason
 
 __all__ = ["CLOSE_REASONS", "tx_counter_names", "rx_counter_names", "TX_COUNTERS", "RX_COUNTERS",
-           "TRUSTED_TX_COUNTERS"]
+           "TRUSTED_TX_COUNTERS", "reduce_counter_name", "REDUCE_COUNTERS"]
 
 #: Reasons a TX wire frame closes (counter ``close_<reason>``).
 CLOSE_REASONS = ("full", "mismatch", "flush", "idle", "end")
@@ -33,3 +34,14 @@ RX_COUNTERS = tuple(rx_counter_names()) + ("size_errors",)
 #: trusted lane bypasses nothing and its source writes ``tuser_size`` right, so its
 #: ``bypass_*`` and ``size_errors`` stay 0 and the register map leaves them out.
 TRUSTED_TX_COUNTERS = tuple(tx_counter_names()[:3 + len(CLOSE_REASONS)])
+
+
+def reduce_counter_name(reason):
+    """The counter key of a :class:`~.reduce.ReduceReason`: ``reduce_taken`` for ``NONE``
+    (frames taken), else ``reduce_<reason>`` (frames bypassed for it)."""
+    return "reduce_taken" if reason is ReduceReason.NONE else f"reduce_{reason.name.lower()}"
+
+
+#: Counter names of a node's reduce checks (``docs/wire-format.md`` section 8.4): the
+#: frames taken, then one per :class:`~.reduce.ReduceReason` in check order.
+REDUCE_COUNTERS = tuple(reduce_counter_name(r) for r in ReduceReason)

@@ -13,7 +13,7 @@ __all__ = [
     "REDUCE_VERSION", "FLAG_GATHER", "REDUCE_FLAGS_RESERVED", "MIN_NODES", "MAX_NODES",
     "INTEGER_CODECS", "FLOAT_CODECS", "ReduceFields", "ReduceReason", "check_nodes",
     "reduce_family", "partial_width", "chunk_size", "chunk_bounds", "ring_order",
-    "sums_per_frame", "reduce_frame_length",
+    "sums_per_frame", "reduce_frame_length", "REDUCE_HDR",
 ]
 
 #: Header ``version`` of a reduce frame.
@@ -91,6 +91,15 @@ def sums_per_frame(width, mtu):
 def reduce_frame_length(width, n):
     """Bytes of a reduce frame of ``n`` sums of ``width`` bits: 64 + ⌈n·w/8⌉."""
     return HEADER_LEN + (int(n) * int(width) + 7) // 8
+
+
+class REDUCE_HDR:
+    """Byte offsets (start, length) of the fields a reduce frame puts in bytes 56–59 (the
+    ``seed`` of a version 1 frame; section 8.3)."""
+    CONTRIBUTIONS = (56, 1)
+    WIDTH = (57, 1)
+    NODES = (58, 1)
+    ORIGIN = (59, 1)
 
 
 @dataclass(frozen=True)

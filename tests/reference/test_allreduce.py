@@ -17,15 +17,7 @@ from squeezenic_hw.spec.reduce import (
     sums_per_frame,
 )
 
-SETTINGS = {
-    "raw": {}, "fp16": {}, "bf16": {}, "natural": {},
-    "natural-stochastic": {"stochastic": True},
-    "fixed": {"param": 8, "scale": 32.0, "aux": 1 / 32},
-    "fixed-stochastic": {"param": 6, "scale": 8.0, "aux": 1 / 8, "stochastic": True},
-    "qsgd": {"param": 4, "scale": 2.0, "aux": 0.5},
-    "qsgd-stochastic": {"param": 4, "scale": 2.0, "aux": 0.5, "stochastic": True},
-    "sign": {"scale": 1.0, "aux": -1.0},
-}
+from support.reduce_frames import SETTINGS
 
 
 def _codec(case):

@@ -20,7 +20,7 @@ from squeezenic_hw.spec.frames import BypassReason
 
 __all__ = [
     "DATA_BYTES", "BEAT_BITS", "ELEMENTS_PER_BEAT", "CODES_PER_JOB", "AxisBeat",
-    "axis_signature", "Reason", "reason_of", "PackMeta",
+    "axis_signature", "derived_enum", "Reason", "reason_of", "PackMeta",
     "header_bytes", "field_be", "field_le", "narrow_span",
 ]
 
@@ -130,21 +130,26 @@ def shared_ring_signature(rows):
     })
 
 
-def _reason_members(namespace):
-    namespace["__module__"] = __name__
-    namespace["__qualname__"] = "Reason"
-    namespace["__doc__"] = (
-        "Bypass reason code: 0 (``NONE``) = processed, else "
-        ":class:`~squeezenic_hw.spec.frames.BypassReason` in check order, from 1.")
-    namespace["NONE"] = 0
-    for code, reason in enumerate(BypassReason, start=1):
-        namespace[reason.name] = code
+def derived_enum(name, module, doc, members):
+    """An ``amaranth.lib.enum.Enum`` class ``name`` of ``members`` (``{name: value}``),
+    unsigned and as wide as its largest value, documented as a class of ``module``: the
+    hardware twin of a ``spec`` enumeration, derived from it."""
+    def body(namespace):
+        # an enum's namespace takes its members one by one
+        for key, value in {"__module__": module, "__qualname__": name, "__doc__": doc,
+                           **members}.items():
+            namespace[key] = value
+    shape = unsigned(max(members.values()).bit_length())
+    return types.new_class(name, (enum.Enum,), {"shape": shape}, body)
 
 
 #: The hardware twin of :class:`~squeezenic_hw.spec.frames.BypassReason`, derived from it:
 #: ``NONE`` = 0, then every reason in check order.
-Reason = types.new_class("Reason", (enum.Enum,),
-                         {"shape": unsigned(len(BypassReason).bit_length())}, _reason_members)
+Reason = derived_enum(
+    "Reason", __name__,
+    "Bypass reason code: 0 (``NONE``) = processed, else "
+    ":class:`~squeezenic_hw.spec.frames.BypassReason` in check order, from 1.",
+    {"NONE": 0} | {r.name: code for code, r in enumerate(BypassReason, start=1)})
 
 
 def reason_of(bypass_reason):
