@@ -18,15 +18,17 @@ from amaranth.back import verilog
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat
-from squeezenic_hw.gateware.reduce.checker import MIN_DEPTH, ReduceChecker
+from squeezenic_hw.gateware.reduce.checker import MIN_DEPTH, REDUCIBLE_CODECS, ReduceChecker
 from squeezenic_hw.gateware.reduce.layouts import CheckedBeat, ReduceCheck, check_of
 from squeezenic_hw.sim.axis import AxisFrame, frame_beats
 from squeezenic_hw.sim.streams import BeatSender, probe_registered_ready, simulation_of
-from squeezenic_hw.spec.counters import REDUCE_COUNTERS
+from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.counters import REDUCE_COUNTERS, reduce_counter_name
 from squeezenic_hw.spec.reduce import ReduceReason, chunk_size
 
 from support.checked_sink import CheckedSink, max_streak
-from support.reduce_frames import node_stream, ring_case, rng_of
+from support.param_sweep import grid
+from support.reduce_frames import SETTINGS, node_stream, ring_case, rng_of
 from support.shared_duts import shared
 from support.unused import rejected
 
@@ -43,16 +45,25 @@ def node_config(ring, rank, *, enable=True):
             "chunk": chunk_size(ring.elements, ring.nodes)}
 
 
-def expected_outputs(ring, rank, frames, *, enable=True):
+def expected_outputs(ring, rank, frames, *, enable=True, built=True):
     """``(take, bypass, counters)`` by the reference: each output's frames as
-    ``(AxisFrame, check, fields)`` in order, and the counters."""
+    ``(AxisFrame, check, fields)`` in order, and the counters. Without the ring's codec
+    ``built`` into the checker, a frame that passes the checks before ``settings`` fails
+    it."""
     receiver = ring.receiver(rank, enabled=enable)
     take, bypass = [], []
+    counters = dict.fromkeys(REDUCE_COUNTERS, 0)
     for f in frames:
         verdict = receiver.receive(f.data, tuser_size=f.size)
-        (take if verdict.taken else bypass).append((f, check_of(verdict.reason),
-                                                    verdict.fields))
-    return take, bypass, dict(receiver.counters)
+        reason, fields = verdict.reason, verdict.fields
+        if not built and reason is not None and (reason is ReduceReason.NONE
+                                                 or reason > ReduceReason.SETTINGS):
+            reason, fields = ReduceReason.SETTINGS, None
+        if reason is not None:
+            counters[reduce_counter_name(reason)] += 1
+        (take if reason is ReduceReason.NONE else bypass).append((f, check_of(reason),
+                                                                  fields))
+    return take, bypass, counters
 
 
 def _sink_bench(dut, out, expected, rng, backpressure, results, total_beats):
@@ -92,7 +103,7 @@ def _sink_bench(dut, out, expected, rng, backpressure, results, total_beats):
 
 
 def run_checker(ring, rank, frames, *, enable=True, idle=0.0, backpressure=0.0, seed=0,
-                depth=16):
+                depth=16, codecs=REDUCIBLE_CODECS):
     """Run ``frames`` (bytes or AxisFrame) through a checker configured as node ``rank`` of
     ``ring``, check both outputs and the counters against the reference; returns the
     output cycles of each output, the input's stalls and the cycle of its first beat."""
@@ -100,9 +111,10 @@ def run_checker(ring, rank, frames, *, enable=True, idle=0.0, backpressure=0.0, 
     rng = random.Random(seed)
     for f in frames:
         f.src, f.dst = rng.randrange(2**16), rng.randrange(2**16)
-    take, bypass, counters = expected_outputs(ring, rank, frames, enable=enable)
+    dut = shared(ReduceChecker, depth=depth, codecs=codecs)
+    take, bypass, counters = expected_outputs(
+        ring, rank, frames, enable=enable, built=codec_info(ring.codec).id in dut.codecs)
     total = sum(len(frame_beats(f)) for f in frames)
-    dut = shared(ReduceChecker, depth=depth)
     config = node_config(ring, rank, enable=enable)
     results, source_state = [], {}
 
@@ -180,6 +192,18 @@ def test_disabled_bypasses_every_reduce_frame():
     assert {check for _, check, _ in bypass} == {ReduceCheck.DISABLED, ReduceCheck.NOT_REDUCE}
 
 
+@pytest.mark.parametrize("case", ["sign", "fixed"])
+def test_a_sign_only_build(case):
+    """Built with ``sign`` alone: a ``sign`` ring as the reference; a ``fixed`` ring's frames
+    fail ``settings`` (the configuration names a codec the build lacks), the checks before
+    it as the reference."""
+    ring = ring_case(case, 3, 400, mtu=100, seed=6)
+    stream = node_stream(ring, 0, rng_of("sign only", case), mutated=0.4, other=0.1)
+    _, _, take, bypass = run_checker(ring, 0, [f for f, _ in stream], idle=0.1,
+                                     backpressure=0.3, seed=11, codecs=["sign"])
+    assert bool(take) == (case == "sign")
+
+
 def test_full_rate():
     """Back-to-back frames of every kind, outputs always ready: the input never stalls,
     the first beat leaves ``LATENCY`` cycles after it came, and the beats leave one per
@@ -215,3 +239,21 @@ def test_parameter_validation(kwargs, name):
 def test_verilog():
     text = verilog.convert(ReduceChecker(codecs=["sign"]), name="reduce_checker")
     assert "module reduce_checker" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, nodes, stalls", [
+    (case, nodes, STALLS[k % len(STALLS)])
+    for k, (case, nodes) in enumerate(grid(list(SETTINGS), [2, 3, 4, 8]))])
+def test_every_family_and_ring_size(case, nodes, stalls):
+    """Every codec family and ring size, every node: its ring frames twice over and mutated
+    frames of every reason, under random stalls."""
+    ring = ring_case(case, nodes, 1001, mtu=120, seed=nodes)
+    idle, backpressure = stalls
+    for rank in range(nodes):
+        stream = node_stream(ring, rank, rng_of("sweep", case, nodes, rank), mutated=0.4,
+                             combined=0.2, other=0.1)
+        frames = [f for f, _ in stream] + ring.received(rank)
+        _, _, take, _ = run_checker(ring, rank, frames, idle=idle, backpressure=backpressure,
+                                    seed=rank)
+        assert len(take) == 2 * len(ring.received(rank))
