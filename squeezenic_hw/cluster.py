@@ -138,7 +138,7 @@ def run_tasks(tasks, *, scheduler=None, jobs=1, expected=(), retries=1, progress
         Takes one line: ``[start] <label>`` (with the worker's address on a scheduler's
         cluster) as a task starts, and the lines that say where the tasks run.
     name : str
-        What a task is, for the key on the scheduler's dashboard (``synth``, ``batch``).
+        What a task is, for its key on the scheduler's dashboard (``synth``, ``fuzz``).
 
     Raises
     ------

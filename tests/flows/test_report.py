@@ -400,8 +400,10 @@ def test_real_block_end_to_end_then_cached(tmp_path, monkeypatch):
     assert lines[-1].startswith("[1/1] distributor(2) ") and lines[-1].endswith(" s")
     with monkeypatch.context() as m:
         _no_process(m)
+        m.setattr(cluster, "run_tasks", lambda *a, **k: pytest.fail("a cluster was asked for"))
         lines.clear()
-        again = report.synthesize_blocks([block], cache_dir=tmp_path, progress=lines.append)
+        again = report.synthesize_blocks([block], cache_dir=tmp_path, progress=lines.append,
+                                         jobs=2)
     assert calls == ["distributor"] and again[block]["cached"]
     assert again[block]["key"] == rec["key"]
     assert lines == [f"[1/1] distributor(2) cached (synth {rec['synth_s']:.1f} s)"]
@@ -867,3 +869,20 @@ def test_added_lane_is_the_generator_lane_and_its_shares(fake_blocks, tmp_path):
     assert r400["lane_within_budget"] is (r400["added_lane_LUT"] <= 4000)
     growth = {g["resource"]: g for g in rep["growth"]}
     assert growth["LUT"]["meets_target"] is False
+
+
+def test_peak_estimates_come_from_earlier_runs_or_the_kind(tmp_path):
+    lane = report.Block.of("tx_lane", codecs=("sign",), mtu=1500, port=21329)
+    small = report.Block.of("arbiter", n=2)
+    plugin = report.Block.of("plugin", host_bw=100, codecs=("raw",))
+    results = tmp_path / "results"
+    results.mkdir()
+    for key, peak in (("old", 800.0), ("new", 1200.0)):        # two versions of the lane
+        (results / f"{key}.json").write_text(json.dumps({"block": lane.label,
+                                                         "peak_mib": peak}))
+    (results / "broken.json").write_text("{")
+    blocks = [lane, small, plugin]
+    assert report.peak_mib_estimate(blocks, tmp_path) == {
+        lane: 1200.0 * report_cache.PEAK_MARGIN, small: report_cache.SMALL_BLOCK_PEAK_MIB,
+        plugin: report_cache.DEFAULT_PEAK_MIB["plugin"]}
+    assert report.peak_mib_estimate(blocks)[lane] == report_cache.DEFAULT_PEAK_MIB["tx_lane"]
