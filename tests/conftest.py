@@ -62,3 +62,30 @@ def generated_plugin(tmp_path_factory):
         return final, json.loads((final / "manifest.json").read_text())
 
     return generate
+
+
+@pytest.fixture(scope="session")
+def dask_workers():
+    """The address of a Dask cluster of two worker processes, one thread each, that
+    declare 2 GiB of ``MEMORY`` (``squeezenic_hw.cluster``), started once for the session:
+    what ``--scheduler`` points at. The tests' stand-ins (monkeypatch) do not reach its
+    workers; a worker a test kills is started again by its nanny."""
+    from distributed import LocalCluster
+
+    from squeezenic_hw.cluster import MEMORY
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      resources={MEMORY: 2 << 30}, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="session")
+def dask_threads():
+    """The address of a Dask cluster of three worker threads in this process: tasks run
+    in parallel and the tests' stand-ins reach them."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
+                      dashboard_address="127.0.0.1:0") as cluster:
+        yield cluster.scheduler_address

@@ -15,6 +15,7 @@ from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAUL
 
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .cluster_options import add_cluster_options, cluster_choice, scheduler_errors
 from .options import OptionType, codec_list
 from .output import add_format_option, render
 from .reference_cmd import add_build_options, check_lane_port
@@ -63,6 +64,7 @@ def add_arguments(parser):
                              "NaNs, rounded to nearest (docs/lanes.md)")
     add_backend_option(parser)
     add_cache_dir_option(parser)
+    add_cluster_options(parser, unit="batch")
     parser.add_argument("--only-batch", type=int, metavar="K",
                         help="run batch K alone (0-based; the same traffic as in the whole "
                              "campaign of this seed and the same --batch, --codecs, --timed, "
@@ -81,7 +83,7 @@ def _derived_seed(*parts):
 
 
 class _LaneRunner:
-    """Runs a batch's lane on the chosen backend; remembers the compiled builds."""
+    """Runs a batch's lanes on the chosen backend; remembers the compiled builds."""
 
     def __init__(self, backend, builders, args):
         self.backend, self.args = backend, args
@@ -90,7 +92,6 @@ class _LaneRunner:
         self.batch = 0
         self.timed = 0
         self.stalled = 0
-        self.held = 0
         self.cycles = 0
         self.loop_seconds = 0.0
 
@@ -129,14 +130,6 @@ class _LaneRunner:
         self.cycles += run.extra.get("sim_cycles", 0)
         self.loop_seconds += run.wall_seconds
         return run
-
-    @property
-    def build_seconds(self):
-        return round(sum(b["build_s"] for b in self.builds.values()), 2) if self.builds else None
-
-    @property
-    def build_cached(self):
-        return all(b["cached"] for b in self.builds.values()) if self.builds else None
 
 
 def _write_failure(directory, batch, recipe, check, args, codecs):
@@ -214,8 +207,51 @@ def _lane_builders(args, codecs):
     return builders
 
 
+def _run_batch(args, ids, backend, batch):
+    """One batch of the campaign (a task, :mod:`squeezenic_hw.cluster`): its traffic drawn
+    from the seed and the batch number alone, through the TX and the RX lane; what the
+    summary sums, and the batch's first mismatching check with its recipe (to write)."""
+    from squeezenic_hw.sim.traffic import draw_example, lane_builders, round_trip
+
+    builders = lane_builders(ids, mtu=args.mtu, port=args.port,
+                             max_host_elements=args.max_host_elements, trusted=args.trusted,
+                             code_bits=args.code_bits, narrow=args.narrow)
+    runner = _LaneRunner(backend, builders, args)
+    runner.batch = batch
+    start = time.perf_counter()
+    recipe = draw_example(_strategy(args, ids), _derived_seed(args.seed, batch, 0))
+    out = {"generate_s": time.perf_counter() - start, "reference_s": 0.0, "model_s": 0.0,
+           "frames": {"tx": 0, "rx": 0}, "counters": {"tx": {}, "rx": {}},
+           "mismatches": [], "failure": None}
+    checks = round_trip(recipe, runner, codecs=ids, port=args.port, mtu=args.mtu,
+                        max_host_elements=args.max_host_elements,
+                        stalled=_stalled(args, batch), exact_idle=not args.narrow)
+    for check in checks.values():
+        out["frames"][check.lane] += len(check.inputs)
+        out["reference_s"] += check.reference_seconds
+        out["model_s"] += check.model_seconds
+        if check.run is not None:
+            _add_counters(out["counters"][check.lane], check.run.counters)
+        if check.differences:
+            d = check.differences[0]
+            out["mismatches"].append({"batch": batch, "lane": d.lane, "frame": d.frame,
+                                      "what": d.what})
+            if out["failure"] is None:
+                out["failure"] = (recipe, check)
+    out.update(timed=runner.timed, stalled=runner.stalled, held=int(checks["tx"].held),
+               cycles=runner.cycles, loop_s=runner.loop_seconds, builds=runner.builds)
+    return out
+
+
+def _strategy(args, ids):
+    from squeezenic_hw.sim.traffic import traffic_recipes
+
+    return traffic_recipes(ids, frames=args.batch, timed=args.timed, trusted=args.trusted,
+                           code_bits=args.code_bits, narrow=args.narrow)
+
+
 def run(args):
-    from squeezenic_hw.sim.traffic import draw_example, round_trip, traffic_recipes
+    from squeezenic_hw.cluster import Task, run_tasks
 
     ids = sorted(resolve_codecs(args.codecs))
     probability("idle", args.idle)
@@ -234,51 +270,61 @@ def run(args):
         todo = [args.only_batch]
     else:
         todo = list(range(batches))
-    builders = _lane_builders(args, ids)
+    jobs, scheduler = cluster_choice(args)
+    _lane_builders(args, ids)
     backend = simulation_backend(NAME, args.backend)
-    runner = _LaneRunner(backend, builders, args)
     progress = args.progress or sys.stderr.isatty()
-    strategy = traffic_recipes(ids, frames=args.batch, timed=args.timed,
-                               trusted=args.trusted, code_bits=args.code_bits,
-                               narrow=args.narrow)
+
+    def say(line):
+        if progress and not line.startswith("[start]"):
+            print(f"\r{line}", file=sys.stderr, flush=True)
 
     start = time.perf_counter()
-    generate_s = reference_s = model_s = 0.0
-    frames_in = {"tx": 0, "rx": 0}
-    counters = {"tx": {}, "rx": {}}
-    mismatched, first = [], None
-    for done, batch in enumerate(todo):
-        t = time.perf_counter()
-        recipe = draw_example(strategy, _derived_seed(args.seed, batch, 0))
-        generate_s += time.perf_counter() - t
-        runner.batch = batch
-        checks = round_trip(recipe, runner, codecs=ids, port=args.port, mtu=args.mtu,
-                            max_host_elements=args.max_host_elements,
-                            stalled=_stalled(args, batch), exact_idle=not args.narrow)
-        runner.held += checks["tx"].held
-        for check in checks.values():
-            frames_in[check.lane] += len(check.inputs)
-            reference_s += check.reference_seconds
-            model_s += check.model_seconds
-            if check.run is not None:
-                _add_counters(counters[check.lane], check.run.counters)
-            if check.differences:
-                d = check.differences[0]
-                mismatched.append({"batch": batch, "lane": d.lane, "frame": d.frame,
-                                   "what": d.what})
-                if first is None:
-                    first = {**mismatched[-1],
-                             "files": _write_failure(args.output, batch, recipe, check, args,
-                                                     ids)}
-        if progress:
-            elapsed = time.perf_counter() - start
-            print(f"\rbatch {done + 1}/{len(todo)}  frames {frames_in['tx']:,}  "
-                  f"mismatches {len(mismatched)}  {elapsed:.0f} s", end="", file=sys.stderr,
-                  flush=True)
+    results = [None] * len(todo)
+    frames, mismatches = 0, 0
+    tasks = [Task(f"batch {batch}", _run_batch, (args, ids, backend, batch)) for batch in todo]
+    with scheduler_errors():
+        for done, (index, result) in enumerate(run_tasks(
+                tasks, scheduler=scheduler, jobs=jobs, expected=(CliError,), progress=say,
+                name="fuzz")):
+            results[index] = result
+            frames += result["frames"]["tx"]
+            mismatches += len(result["mismatches"])
+            if progress:
+                elapsed = time.perf_counter() - start
+                print(f"\rbatch {done + 1}/{len(todo)}  frames {frames:,}  "
+                      f"mismatches {mismatches}  {elapsed:.0f} s", end="", file=sys.stderr,
+                      flush=True)
     if progress:
         print(file=sys.stderr)
+
+    # the batches' figures in batch order, as a run of one batch after another adds them
+    generate_s = reference_s = model_s = loop_s = 0.0
+    frames_in = {"tx": 0, "rx": 0}
+    counters = {"tx": {}, "rx": {}}
+    mismatched, first, builds = [], None, {}
+    timed = stalled = held = cycles = 0
+    for batch, result in zip(todo, results, strict=True):
+        generate_s += result["generate_s"]
+        reference_s += result["reference_s"]
+        model_s += result["model_s"]
+        loop_s += result["loop_s"]
+        timed, stalled = timed + result["timed"], stalled + result["stalled"]
+        held, cycles = held + result["held"], cycles + result["cycles"]
+        for lane in ("tx", "rx"):
+            frames_in[lane] += result["frames"][lane]
+            _add_counters(counters[lane], result["counters"][lane])
+        for lane, build in result["builds"].items():
+            builds.setdefault(lane, build)
+        mismatched += result["mismatches"]
+        if first is None and result["failure"] is not None:
+            recipe, check = result["failure"]
+            first = {**result["mismatches"][0],
+                     "files": _write_failure(args.output, batch, recipe, check, args, ids)}
     wall = time.perf_counter() - start
-    build_s = runner.build_seconds or 0.0
+    build_seconds = round(sum(b["build_s"] for b in builds.values()), 2) if builds else None
+    build_cached = all(b["cached"] for b in builds.values()) if builds else None
+    build_s = build_seconds or 0.0
     summary = {
         "backend": backend, "codecs": ids, "mtu": args.mtu, "port": args.port,
         "max_host_elements": args.max_host_elements, "trusted": args.trusted,
@@ -286,17 +332,16 @@ def run(args):
         "code_bits": args.code_bits, "seed": args.seed, "batch": args.batch,
         "idle": args.idle, "backpressure": args.backpressure, "timed": args.timed,
         "frames": frames_in["tx"], "rx_frames": frames_in["rx"], "batches": len(todo),
-        "timed_batches": runner.timed, "stalled_timed_batches": runner.stalled,
-        "held_timed_batches": runner.held,
+        "timed_batches": timed, "stalled_timed_batches": stalled,
+        "held_timed_batches": held,
         "mismatches": len(mismatched), "first_mismatch": first,
-        "cycles": runner.cycles,
-        "sim_cycles_per_second": round(runner.cycles / runner.loop_seconds, 1)
-        if runner.loop_seconds else None,
+        "cycles": cycles,
+        "sim_cycles_per_second": round(cycles / loop_s, 1) if loop_s else None,
         "wall_seconds": round(wall, 2),
         "generate_seconds": round(generate_s, 2),
         "reference_seconds": round(reference_s, 2),
         "model_seconds": round(model_s - build_s, 2),
-        "build_seconds": runner.build_seconds, "build_cached": runner.build_cached,
+        "build_seconds": build_seconds, "build_cached": build_cached,
     }
     rows = [{"name": k, "value": v} for k, v in summary.items() if k != "first_mismatch"]
     if first is not None:

@@ -4,6 +4,7 @@ host bandwidth (a sum of per-block Yosys syntheses, cached; ``docs/report.md``).
 import sys
 
 from . import CliError
+from .cluster_options import add_cluster_options, cluster_choice, scheduler_errors
 from .output import add_format_option, markdown_table, render
 
 NAME = "report"
@@ -38,9 +39,8 @@ def add_arguments(parser):
                              "Table 6")
     parser.add_argument("--num-intf", type=int, default=1, choices=(1, 2),
                         help="host/wire interfaces of the plugin (default 1)")
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
-                        help="syntheses in parallel (processes; each Yosys takes one core and "
-                             "0.3-2.5 GiB; default 1)")
+    add_cluster_options(parser, unit="synthesis",
+                        jobs_help=" (each Yosys takes one core and 0.3-4 GiB)")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="where results and Yosys logs are kept (default: synth/ in the "
                              "user cache directory, ~/.cache/squeezenic-hw unless "
@@ -104,6 +104,7 @@ def _codecs(text):
 
 
 def run(args):
+    from squeezenic_hw.cluster import TaskFailed
     from squeezenic_hw.flows.report import BlockSynthesisError, build_report
 
     if args.check:
@@ -112,15 +113,15 @@ def run(args):
         raise CliError("--builds and --abc9 apply to --check only")
     host_bws = _host_bws(args.host_bw)
     codecs = _codecs(args.codecs)
-    _check_jobs(args)
+    jobs, scheduler = _check_jobs(args)
 
     try:
-        report = build_report(host_bws, extra_codecs=codecs, num_intf=args.num_intf,
-                              loopback=args.loopback,
-                              jobs=args.jobs, cache_dir=args.cache_dir,
-                              use_cache=not args.no_cache, whole=args.whole,
-                              timeout=args.timeout, progress=_progress)
-    except BlockSynthesisError as exc:
+        with scheduler_errors():
+            report = build_report(host_bws, extra_codecs=codecs, num_intf=args.num_intf,
+                                  loopback=args.loopback, jobs=jobs, scheduler=scheduler,
+                                  cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                                  whole=args.whole, timeout=args.timeout, progress=_progress)
+    except (BlockSynthesisError, TaskFailed) as exc:
         print(f"squeezenic-hw report: error: {exc}", file=sys.stderr)
         return 1
     print(format_report(report, args.format, breakdown=args.breakdown), end="")
@@ -132,10 +133,10 @@ def run(args):
 
 
 def _check_jobs(args):
-    if args.jobs < 1:
-        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    """``(jobs, scheduler)``, and ``--timeout`` checked."""
     if args.timeout is not None and args.timeout <= 0:
         raise CliError(f"--timeout must be positive, got {args.timeout}")
+    return cluster_choice(args)
 
 
 def _progress(line):
@@ -143,6 +144,7 @@ def _progress(line):
 
 
 def _run_check(args):
+    from squeezenic_hw.cluster import TaskFailed
     from squeezenic_hw.flows.report import DEFAULT_HOST_BWS, BlockSynthesisError
     from squeezenic_hw.flows.report.check import CHECK_COLUMNS, run_gate
 
@@ -154,12 +156,14 @@ def _run_check(args):
     if given:
         raise CliError(f"--check synthesises a fixed set of blocks; {', '.join(given)} "
                        "do not apply to it")
-    _check_jobs(args)
+    jobs, scheduler = _check_jobs(args)
 
     try:
-        result = run_gate(builds=args.builds, abc9=args.abc9, jobs=args.jobs,
-                          cache_dir=args.cache_dir, timeout=args.timeout, progress=_progress)
-    except BlockSynthesisError as exc:
+        with scheduler_errors():
+            result = run_gate(builds=args.builds, abc9=args.abc9, jobs=jobs,
+                              scheduler=scheduler, cache_dir=args.cache_dir,
+                              timeout=args.timeout, progress=_progress)
+    except (BlockSynthesisError, TaskFailed) as exc:
         print(f"squeezenic-hw report: error: {exc}", file=sys.stderr)
         return 1
     checks, failed = result["checks"], result["failed"]

@@ -14,6 +14,7 @@ from squeezenic_hw.spec.scaling import lanes_for
 
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, simulation_backend
+from .cluster_options import add_cluster_options, cluster_choice, scheduler_errors
 from .output import add_format_option, render
 
 NAME = "throughput"
@@ -46,9 +47,10 @@ def add_arguments(parser):
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the tables")
     add_backend_option(parser)
     add_cache_dir_option(parser)
+    add_cluster_options(parser, unit="simulation")
     parser.add_argument("--progress", action="store_true",
-                        help="print each run's cycle on stderr as it runs (default: when "
-                             "stderr is a terminal)")
+                        help="print each run's cycle on stderr as it runs, one run at a time "
+                             "(default: when stderr is a terminal)")
     add_format_option(parser)
 
 
@@ -93,7 +95,34 @@ def _build_columns(r):
             "sim_cycles_per_s": round(r.sim_cycles_per_s, 1)}
 
 
+def _frame_length_row(codec, length, backend, cache_dir, cycles_shown):
+    """One lane at one frame length (a task, :mod:`squeezenic_hw.cluster`): its row and
+    result."""
+    r = _measured(by_frame_length, codec, length, backend=backend, cache_dir=cache_dir,
+                  progress=progress_printer(cycles_shown))
+    return {"codec": r.codec, "frame_bytes": r.frame_bytes,
+            "host_gbps": round(r.host_gbps, 2), "wire_gbps": round(r.wire_gbps, 2),
+            "bus_ceiling_gbps": round(r.ceiling_gbps, 2),
+            "ratio": round(r.ratio, 3), **_build_columns(r)}, r
+
+
+def _host_bw_row(bw, codec, length, cycles, backend, cache_dir, cycles_shown):
+    """The generators of one host bandwidth onto the wire (a task): its row and result."""
+    r = _measured(by_host_bw, bw, codec, length, cycles=cycles, backend=backend,
+                  cache_dir=cache_dir, progress=progress_printer(cycles_shown, 300 + cycles))
+    return {"host_bw": r.host_bw, "lanes": r.lanes, "codec": r.codec,
+            "frame_bytes": r.frame_bytes,
+            "generator_gbps_min": round(r.generator_gbps_min, 2),
+            "all_full_rate": r.all_full_rate,
+            "wire_utilisation": round(r.wire_utilisation, 4),
+            "wire_gbps": round(r.wire_gbps, 2),
+            "ratio_needed": round(r.ratio_needed, 3),
+            "ratio_codec": round(r.ratio_codec, 3), **_build_columns(r)}, r
+
+
 def run(args):
+    from squeezenic_hw.cluster import Task, run_tasks
+
     lengths = _ints(args.frame_lengths, "frame-lengths")
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     for option, c in [*(("--codecs", c) for c in codecs), ("--sweep-codec", args.sweep_codec)]:
@@ -114,51 +143,36 @@ def run(args):
                 check(value)
             except ValueError as exc:
                 raise CliError(f"{option}: {exc}") from None
+    jobs, scheduler = cluster_choice(args)
     backend = simulation_backend(NAME, args.backend)
     progress = args.progress or sys.stderr.isatty()
-    rows = []
-    total = len(lengths) * len(codecs) + len(sweep)
-    done = 0
+    # a run's cycles are shown as it runs only when the runs go one at a time, here
+    cycles_shown = progress and jobs == 1 and scheduler is None
+    tasks = [Task(f"{c} at {length} B ({backend})", _frame_length_row,
+                  (c, length, backend, args.cache_dir, cycles_shown))
+             for length in lengths for c in codecs]
+    tasks += [Task(f"host_bw {bw} Gb/s ({backend})", _host_bw_row,
+                   (bw, args.sweep_codec, args.sweep_frame_length, args.cycles, backend,
+                    args.cache_dir, cycles_shown))
+              for bw in sweep]
 
-    def start(what):
-        nonlocal done
-        done += 1
-        print(f"[{done}/{total}] {what} ({backend}) ...", file=sys.stderr, flush=True)
+    def say(line):
+        print(line, file=sys.stderr, flush=True)
 
-    def finished(show, r):
-        if show and sys.stderr.isatty():
-            print(file=sys.stderr)
-        if progress and r.build_seconds is not None:
-            print(f"  model {'found in the cache' if r.build_cached else 'built'} in "
-                  f"{r.build_seconds} s; {r.sim_cycles_per_s:,.0f} cycles/s", file=sys.stderr)
-
-    for length in lengths:
-        for c in codecs:
-            start(f"{c} at {length} B")
-            show = progress_printer(progress)
-            r = _measured(by_frame_length, c, length, backend=backend,
-                          cache_dir=args.cache_dir, progress=show)
-            finished(show, r)
-            rows.append({"codec": r.codec, "frame_bytes": r.frame_bytes,
-                         "host_gbps": round(r.host_gbps, 2), "wire_gbps": round(r.wire_gbps, 2),
-                         "bus_ceiling_gbps": round(r.ceiling_gbps, 2),
-                         "ratio": round(r.ratio, 3), **_build_columns(r)})
-    sweep_rows = []
-    for bw in sweep:
-        start(f"host_bw {bw} Gb/s")
-        show = progress_printer(progress, 300 + args.cycles)
-        r = _measured(by_host_bw, bw, args.sweep_codec, args.sweep_frame_length,
-                      cycles=args.cycles, backend=backend, cache_dir=args.cache_dir,
-                      progress=show)
-        finished(show, r)
-        sweep_rows.append({"host_bw": r.host_bw, "lanes": r.lanes, "codec": r.codec,
-                           "frame_bytes": r.frame_bytes,
-                           "generator_gbps_min": round(r.generator_gbps_min, 2),
-                           "all_full_rate": r.all_full_rate,
-                           "wire_utilisation": round(r.wire_utilisation, 4),
-                           "wire_gbps": round(r.wire_gbps, 2),
-                           "ratio_needed": round(r.ratio_needed, 3),
-                           "ratio_codec": round(r.ratio_codec, 3), **_build_columns(r)})
+    results = [None] * len(tasks)
+    with scheduler_errors():
+        for done, (index, (row, r)) in enumerate(run_tasks(
+                tasks, scheduler=scheduler, jobs=jobs, expected=(CliError,), progress=say,
+                name="throughput")):
+            results[index] = row
+            if cycles_shown and sys.stderr.isatty():
+                print(file=sys.stderr)
+            model = ""
+            if progress and r.build_seconds is not None:
+                model = (f": model {'found in the cache' if r.build_cached else 'built'} in "
+                         f"{r.build_seconds} s; {r.sim_cycles_per_s:,.0f} cycles/s")
+            say(f"[{done + 1}/{len(tasks)}] {tasks[index].label}{model}")
+    rows, sweep_rows = results[:len(tasks) - len(sweep)], results[len(tasks) - len(sweep):]
     if args.format == "json":
         import json
         print(json.dumps({"by_frame_length": rows, "by_host_bw": sweep_rows}, indent=2))

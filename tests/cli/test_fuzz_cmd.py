@@ -31,16 +31,28 @@ def _json(capsys):
     return json.loads(capsys.readouterr().out)
 
 
+#: What a campaign measures (times) rather than finds.
+MEASURED = {"wall_seconds", "generate_seconds", "reference_seconds", "model_seconds",
+            "build_seconds", "build_cached", "sim_cycles_per_second"}
+
+
 @pytest.mark.skipif(not compiled.compiled_available(), reason="no Verilator or C++ compiler")
-def test_small_campaign_on_the_compiled_lanes(cache, capsys):
-    assert main(["fuzz", "--frames", "50", "--batch", "25", "--seed", "3",
-                 "--cache-dir", str(cache), "--format", "json"]) == 0
+def test_small_campaign_on_the_compiled_lanes(cache, capsys, dask_workers):
+    """One batch after another in this process; then each batch a task on a cluster of two
+    worker processes, with the same findings."""
+    argv = ["fuzz", "--frames", "50", "--batch", "25", "--seed", "3", "--cache-dir", str(cache),
+            "--format", "json"]
+    assert main(argv) == 0
     out = _json(capsys)
     assert list(out) == KEYS
     assert out["backend"] == "compiled" and out["codecs"] == list(range(7))
     assert out["frames"] == 50 and out["batches"] == 2 and out["mismatches"] == 0
     assert out["first_mismatch"] is None and out["cycles"] > 0
     assert out["counters"]["tx"]["host_frames"] + out["counters"]["tx"]["bypass_frames"] == 50
+    assert main([*argv, "--scheduler", dask_workers]) == 0
+    on_cluster = _json(capsys)
+    assert ({k: v for k, v in on_cluster.items() if k not in MEASURED}
+            == {k: v for k, v in out.items() if k not in MEASURED})
 
 
 @pytest.fixture

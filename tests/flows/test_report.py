@@ -9,12 +9,16 @@ cache with no process started (about 15 s).
 
 import contextlib
 import gc
+import gzip
 import json
+import os
 import subprocess
+import threading
+import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 from amaranth import Module
 from amaranth.hdl import UnusedElaboratable
@@ -22,9 +26,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 import squeezenic_hw
+from squeezenic_hw import cluster
 from squeezenic_hw.build.params import PluginParams
-from squeezenic_hw.cli import main
+from squeezenic_hw.cli import main, report_cmd
 from squeezenic_hw.cli.report_cmd import format_report
+from squeezenic_hw.cluster import TaskFailed
 from squeezenic_hw.flows import report, synth, timing
 from squeezenic_hw.flows.report import blocks as report_blocks
 from squeezenic_hw.flows.report import build as report_build
@@ -394,8 +400,10 @@ def test_real_block_end_to_end_then_cached(tmp_path, monkeypatch):
     assert lines[-1].startswith("[1/1] distributor(2) ") and lines[-1].endswith(" s")
     with monkeypatch.context() as m:
         _no_process(m)
+        m.setattr(cluster, "run_tasks", lambda *a, **k: pytest.fail("a cluster was asked for"))
         lines.clear()
-        again = report.synthesize_blocks([block], cache_dir=tmp_path, progress=lines.append)
+        again = report.synthesize_blocks([block], cache_dir=tmp_path, progress=lines.append,
+                                         jobs=2)
     assert calls == ["distributor"] and again[block]["cached"]
     assert again[block]["key"] == rec["key"]
     assert lines == [f"[1/1] distributor(2) cached (synth {rec['synth_s']:.1f} s)"]
@@ -509,8 +517,7 @@ def test_report_whole(fake_blocks, tmp_path):
     assert any(b.kind == "core" for b in fake_blocks)
 
 
-def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
-    monkeypatch.setattr(report_build, "_make_executor", lambda jobs: ThreadPoolExecutor(jobs))
+def test_tasks_in_parallel_progress_and_failure(monkeypatch, tmp_path, dask_threads):
     monkeypatch.setattr(report_build, "cached_record", lambda block, cache_dir=None: None)
     monkeypatch.setattr(report_build, "synth_block", lambda block, **kw: _fake_record(block, False))
     blocks = [b for b, _ in report.plugin_blocks(PluginParams(host_bw=400, codecs=["sign"]))]
@@ -519,14 +526,20 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
     n = len(blocks)
     assert n == 7
     lines = []
-    recs = report.synthesize_blocks(blocks, jobs=3, cache_dir=tmp_path, progress=lines.append)
+    recs = report.synthesize_blocks(blocks, scheduler=dask_threads, cache_dir=tmp_path,
+                                    progress=lines.append)
     assert set(recs) == set(blocks)
     done = [ln for ln in lines if ln.startswith("[") and not ln.startswith("[start]")]
     assert [ln.split()[0] for ln in done] == [f"[{i}/{n}]" for i in range(1, n + 1)]
     assert all(ln.endswith(" 0.5 s") for ln in done)
-    assert sum(ln.startswith("[start]") for ln in lines) == n
-    assert lines[0] == f"{n} of {n} block(s) to synthesise, 3 at a time (cache {tmp_path})"
-    assert all(ln.startswith("[start]") for ln in lines[1:4])   # three in flight
+    starts = [ln for ln in lines if ln.startswith("[start]")]
+    assert len(starts) == n and all(f" on {dask_threads[:6]}" in ln for ln in starts)
+    assert lines[0] == (f"{n} of {n} block(s) to synthesise, on the Dask scheduler at "
+                        f"{dask_threads} (cache {tmp_path.resolve()})")
+    # each block's start is heard before it is done
+    for block in blocks:
+        at = [i for i, ln in enumerate(lines) if f" {block.label} " in f"{ln} "]
+        assert lines[at[0]].startswith("[start]") and not lines[at[-1]].startswith("[start]")
 
     def failing(block, **kw):
         if block.kind == "rx_lane":
@@ -536,7 +549,15 @@ def test_parallel_jobs_progress_and_failure(monkeypatch, tmp_path):
 
     monkeypatch.setattr(report_build, "synth_block", failing)
     with pytest.raises(report.BlockSynthesisError, match=r"rx_lane\(sign\).*/w/rx/yosys.log"):
-        report.synthesize_blocks(blocks, jobs=2, cache_dir=tmp_path)
+        report.synthesize_blocks(blocks, scheduler=dask_threads, cache_dir=tmp_path)
+
+    def crashing(block, **kw):
+        raise KeyError("no such cell")
+
+    monkeypatch.setattr(report_build, "synth_block", crashing)
+    with pytest.raises(TaskFailed) as failed:
+        report.synthesize_blocks(blocks[:1], cache_dir=tmp_path)
+    assert str(failed.value) == f"{blocks[0].label}: KeyError: 'no such cell'"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,10 +638,105 @@ def test_cli_failure_exits_1_with_one_line(monkeypatch, tmp_path, capsys):
     (["--codecs", "zip"], "--codecs: codec 'zip' is not a known codec"),
     (["--codecs", "fixed:40"], "--codecs: param"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--jobs", "2", "--scheduler", "tcp://127.0.0.1:1"], "--jobs sizes the local cluster"),
 ])
 def test_cli_rejects_bad_options(argv, message, capsys):
     assert main(["report", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address, message", [
+    ("tcp://127.0.0.1:1", "--scheduler: no Dask scheduler answers at tcp://127.0.0.1:1 within "
+                          "0.5 s (Connection refused)"),
+    ("nonsense", "--scheduler: not a scheduler address: 'nonsense'"),
+])
+def test_cli_unreachable_scheduler_is_a_user_error(fake_blocks, tmp_path, monkeypatch, capsys,
+                                                   address, message):
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 0.5)
+    assert main(["report", "--host-bw", "400", "--cache-dir", str(tmp_path),
+                 "--scheduler", address]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"squeezenic-hw report: error: {message}")
+    assert not any(ln.startswith("[start]") for ln in err) and fake_blocks == []
+
+
+# ---------------------------------------------------------------------------------------------
+# on a Dask cluster: real Yosys runs of two small blocks
+
+_SMALL_BLOCKS = [(report.Block.of("arbiter", n=2), 1),
+                 (report.Block.of("distributor", n=2, port=21329), 2)]
+
+
+def _run_facts(text, cache_dir):
+    """The report's JSON less what a run measures (times, memory) and where its cache is."""
+    measured = {"synth_s", "peak_mib", "elapsed_s"}
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in measured}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        if isinstance(value, str):
+            return value.replace(str(cache_dir), "<cache>")
+        return value
+    return json.dumps(strip(json.loads(text)), sort_keys=True)
+
+
+def _netlists(cache_dir):
+    return {path.parent.name: gzip.decompress(path.read_bytes())
+            for path in (cache_dir / "work").glob(f"*/{report_cache.NETLIST_FILE}")}
+
+
+def test_scheduler_gives_the_report_of_jobs_even_with_a_worker_killed(
+        tmp_path, monkeypatch, capsys, dask_workers):
+    """``report --scheduler`` on a 2-worker cluster gives the JSON of ``report --jobs 2``
+    (but for times and memory), although the worker of one synthesis is killed while its
+    Yosys runs: the synthesis runs again on another worker, and the Yosys of the killed
+    worker dies with it."""
+    from distributed import Client
+
+    monkeypatch.setattr(report_build, "plugin_blocks", lambda params: _SMALL_BLOCKS)
+    argv = ["report", "--host-bw", "200", "--format", "json"]
+    assert main([*argv, "--cache-dir", str(tmp_path / "jobs"), "--jobs", "2"]) == 0
+    by_jobs = capsys.readouterr().out
+
+    with Client(dask_workers, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+    lines, killed = [], {}
+
+    def kill_in_yosys(worker):
+        worker_process = psutil.Process(pids[worker])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "yosys" not in killed:
+            for child in worker_process.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "synth.ys" in child.cmdline():
+                        killed["yosys"] = child
+            time.sleep(0.05)
+        worker_process.kill()
+
+    def progress(line):
+        lines.append(line)
+        if line.startswith("[start]") and not killed:
+            killed["label"] = line.split()[1]
+            threading.Thread(target=kill_in_yosys, args=(line.split()[-1],)).start()
+
+    monkeypatch.setattr(report_cmd, "_progress", progress)
+    assert main([*argv, "--cache-dir", str(tmp_path / "scheduler"),
+                 "--scheduler", dask_workers]) == 0
+    by_scheduler = capsys.readouterr().out
+    assert "yosys" in killed, "the worker was not killed while its Yosys ran"
+    assert [ln for ln in lines if ln.startswith(f"[start] {killed['label']} ")][-1].endswith(
+        " (again)")
+    psutil.wait_procs([killed["yosys"]], timeout=10)
+    assert not killed["yosys"].is_running()
+    facts = _run_facts(by_jobs, tmp_path / "jobs")
+    assert facts == _run_facts(by_scheduler, tmp_path / "scheduler")
+    rows = json.loads(by_jobs)["blocks"]
+    assert [r["block"] for r in rows] == ["arbiter(2)", "distributor(2)"]
+    assert all(r["LUT"] > 0 and not r["cached"] for r in rows)
+    netlists = _netlists(tmp_path / "jobs")
+    assert len(netlists) == 2 and netlists == _netlists(tmp_path / "scheduler")
 
 
 def test_format_report_table_has_both_tables(fake_blocks, tmp_path):
@@ -753,3 +869,20 @@ def test_added_lane_is_the_generator_lane_and_its_shares(fake_blocks, tmp_path):
     assert r400["lane_within_budget"] is (r400["added_lane_LUT"] <= 4000)
     growth = {g["resource"]: g for g in rep["growth"]}
     assert growth["LUT"]["meets_target"] is False
+
+
+def test_peak_estimates_come_from_earlier_runs_or_the_kind(tmp_path):
+    lane = report.Block.of("tx_lane", codecs=("sign",), mtu=1500, port=21329)
+    small = report.Block.of("arbiter", n=2)
+    plugin = report.Block.of("plugin", host_bw=100, codecs=("raw",))
+    results = tmp_path / "results"
+    results.mkdir()
+    for key, peak in (("old", 800.0), ("new", 1200.0)):        # two versions of the lane
+        (results / f"{key}.json").write_text(json.dumps({"block": lane.label,
+                                                         "peak_mib": peak}))
+    (results / "broken.json").write_text("{")
+    blocks = [lane, small, plugin]
+    assert report.peak_mib_estimate(blocks, tmp_path) == {
+        lane: 1200.0 * report_cache.PEAK_MARGIN, small: report_cache.SMALL_BLOCK_PEAK_MIB,
+        plugin: report_cache.DEFAULT_PEAK_MIB["plugin"]}
+    assert report.peak_mib_estimate(blocks)[lane] == report_cache.DEFAULT_PEAK_MIB["tx_lane"]

@@ -4,6 +4,7 @@ the command's backends and errors. (Both backends against each other:
 ``tests/sim/test_stream_run.py``.)"""
 
 import json
+import time
 
 import pytest
 
@@ -42,12 +43,22 @@ def test_two_generators_keep_their_rate():
     assert r.generator_gbps_min > 90
 
 
-def test_cli_json_and_errors(capsys, cache):
+#: What a run measures of itself rather than of the hardware.
+MEASURED = {"build_seconds", "build_cached", "sim_cycles_per_s"}
+
+
+def test_cli_json_and_errors(capsys, cache, dask_workers):
     # the model of tests/sim/test_stream_run.py's sign at 308 B, in the session's cache
-    assert main(["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw",
-                 "none", "--cache-dir", str(cache), "--format", "json"]) == 0
+    argv = ["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw", "none",
+            "--cache-dir", str(cache), "--format", "json"]
+    assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["by_host_bw"] == [] and out["by_frame_length"][0]["codec"] == "sign"
+    # the same point as a task on a cluster of worker processes
+    assert main([*argv, "--scheduler", dask_workers]) == 0
+    (on_cluster,) = json.loads(capsys.readouterr().out)["by_frame_length"]
+    assert ({k: v for k, v in on_cluster.items() if k not in MEASURED}
+            == {k: v for k, v in out["by_frame_length"][0].items() if k not in MEASURED})
     assert main(["throughput", "--codecs", "fixed"]) == 2
     assert "--codecs" in capsys.readouterr().err
     assert main(["throughput", "--frame-lengths", "102", "--codecs", "raw", "--host-bw",
@@ -109,6 +120,28 @@ def test_without_verilator_runs_on_amaranth_and_says_so(recorded, capsys, monkey
     assert main(["throughput", "--host-bw", "200", "--backend", "compiled"]) == 2
     err = capsys.readouterr().err
     assert "needs Verilator" in err and len(err.strip().splitlines()) == 1
+
+
+def test_points_in_parallel_keep_their_order(recorded, capsys, monkeypatch, dask_threads):
+    """Points that finish in the reverse order of their start are still listed in theirs."""
+    finish_order = []
+
+    def frame_length(codec, length, *, backend, cache_dir=None, progress=None):
+        time.sleep(0.3 * (length == 308))
+        finish_order.append(length)
+        return FrameLengthResult(codec, length, length / 100, 1.0, 1.0, 1.0, 10, backend, 0.5,
+                                 True, 100.0)
+
+    monkeypatch.setattr(throughput_cmd, "by_frame_length", frame_length)
+    assert main(["throughput", "--frame-lengths", "308,1076", "--codecs", "sign", "--host-bw",
+                 "none", "--backend", "amaranth", "--scheduler", dask_threads,
+                 "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert finish_order == [1076, 308]
+    rows = json.loads(out)["by_frame_length"]
+    assert [(r["frame_bytes"], r["host_gbps"]) for r in rows] == [(308, 3.08), (1076, 10.76)]
+    done = [line for line in err.splitlines() if line.startswith("[") and "/2]" in line]
+    assert done == ["[1/2] sign at 1076 B (amaranth)", "[2/2] sign at 308 B (amaranth)"]
 
 
 @pytest.mark.parametrize("args,message", [

@@ -57,7 +57,7 @@ names the block and the log.
 
 The package, one concern per module: :mod:`.policy` (the codec of each host bandwidth),
 :mod:`.blocks` (the block catalogue of a build), :mod:`.cache` (synthesis of one block,
-cached), :mod:`.build` (parallel synthesis, sums, fits, notes) and :mod:`.plot`.
+cached), :mod:`.build` (synthesis as Dask tasks, sums, fits, notes) and :mod:`.plot`.
 """
 
 from .blocks import LUTS_PER_MEMORY_CELL, Block, core_block, lut_mem, plugin_blocks
@@ -82,6 +82,7 @@ from .cache import (
     cached_record,
     default_cache_dir,
     index_key,
+    peak_mib_estimate,
     synth_block,
     synth_cached,
     tool_versions,
@@ -103,7 +104,7 @@ __all__ = [
     "codec_name", "default_codec", "loopback_lanes", "TARGET_PER_LANE", "Block",
     "plugin_blocks", "core_block", "lut_mem",
     "SynthCache", "BlockSynthesisError", "synth_block", "synth_cached", "synthesize_blocks",
-    "index_key", "cached_record", "tool_versions", "notes",
+    "index_key", "cached_record", "peak_mib_estimate", "tool_versions", "notes",
     "build_report", "SUMMARY_COLUMNS", "BLOCK_COLUMNS", "WHOLE_COLUMNS", "GROWTH_COLUMNS",
     "plot_utilisation", "linear_fit",
 ]

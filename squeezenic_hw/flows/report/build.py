@@ -1,7 +1,7 @@
 """Synthesise a plugin's blocks (cached, in parallel) and sum them into the report."""
 
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 
 from squeezenic_hw.flows import synth
 from squeezenic_hw.flows.timing import BUDGET_NS
@@ -9,7 +9,13 @@ from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.scaling import LANE_GBPS, lanes_for
 
 from .blocks import core_block, plugin_blocks
-from .cache import cached_record, default_cache_dir, synth_block
+from .cache import (
+    BlockSynthesisError,
+    cached_record,
+    default_cache_dir,
+    peak_mib_estimate,
+    synth_block,
+)
 from .policy import DEFAULT_HOST_BWS, WIRE_GBPS, codec_name, default_codec, ordered_codecs
 
 U280_PART = "xcu280-fsvh2892-2L-e"
@@ -60,24 +66,31 @@ _COST_ORDER = ("plugin", "core", "tx_lane", "rx_lane", "gen_lane", "gen_tx_lane"
                "checker", "distributor", "splitter")
 
 
-def _make_executor(jobs):
-    """The pool of ``--jobs``: processes (Amaranth elaboration is pure Python)."""
-    import multiprocessing
-    return ProcessPoolExecutor(max_workers=jobs,
-                               mp_context=multiprocessing.get_context("spawn"))
+def _synthesise(block, kwargs):
+    """The task of one block (:func:`synth_block` named here, where a test may stand in for
+    it)."""
+    return synth_block(block, **kwargs)
 
 
-def synthesize_blocks(blocks, *, jobs=1, cache_dir=None, use_cache=True,
+def synthesize_blocks(blocks, *, jobs=1, scheduler=None, cache_dir=None, use_cache=True,
                       timeout=None, progress=None):
     """Synthesise each distinct block (through the cache); return ``{Block: record}``.
 
-    Blocks found through the cache index are answered at once; the others run one at a
-    time, or with ``jobs`` > 1 in a pool of that many processes, longest first.
+    Blocks found through the cache index are answered at once, with no cluster; the
+    others are Dask tasks (:func:`squeezenic_hw.cluster.run_tasks`), longest first, on
+    the cluster of ``scheduler`` or on a local one of ``jobs`` workers, each asking for
+    the memory its block took in an earlier run (:func:`~.cache.peak_mib_estimate`).
     ``progress`` (a callable taking one line, e.g. a print to stderr) hears
     ``[start] tx_lane(sign)`` when a synthesis starts and ``[3/9] tx_lane(sign) 41.2 s``
     when a block is done. On a failure no further block is started, the running ones
-    finish (and are cached), and :class:`~.cache.BlockSynthesisError` is raised.
+    finish (and are cached), and :class:`~.cache.BlockSynthesisError` (or
+    :class:`~squeezenic_hw.cluster.TaskFailed`, naming the block) is raised.
+
+    ``cache_dir`` is resolved here: the workers of a scheduler's cluster write to the
+    same path, which should be on a file system they share with this machine.
     """
+    from squeezenic_hw.cluster import Task, run_tasks, where
+
     unique = list(dict.fromkeys(blocks))
     unique.sort(key=lambda b: _COST_ORDER.index(b.kind) if b.kind in _COST_ORDER else 99)
     total = len(unique)
@@ -97,34 +110,21 @@ def synthesize_blocks(blocks, *, jobs=1, cache_dir=None, use_cache=True,
             todo.append(block)
         else:
             done(block, record)
-    jobs = max(1, min(jobs, len(todo)))
-    if todo:
-        say(f"{len(todo)} of {total} block(s) to synthesise, {jobs} at a time"
-            + (f" (cache {cache_dir or default_cache_dir()})" if use_cache else " (no cache)"))
-    kwargs = dict(cache_dir=cache_dir, use_cache=use_cache, timeout=timeout)
-    if jobs == 1:
-        for block in todo:
-            say(f"[start] {block.label}")
-            done(block, synth_block(block, **kwargs))
+    if not todo:
         return results
-    with _make_executor(jobs) as pool:
-        queue = list(todo)
-        running = {}
-        try:
-            while queue or running:
-                while queue and len(running) < jobs:
-                    block = queue.pop(0)
-                    say(f"[start] {block.label}")
-                    running[pool.submit(synth_block, block, **kwargs)] = block
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    done(running.pop(fut), fut.result())
-        except BaseException:
-            queue.clear()
-            others = [b.label for f, b in running.items() if not f.done()]
-            if others:
-                say(f"stopping: waiting for the running synthesis of {', '.join(others)}")
-            raise
+    if use_cache:
+        cache_dir = Path(cache_dir or default_cache_dir()).resolve()
+    jobs = max(1, min(jobs, len(todo)))
+    say(f"{len(todo)} of {total} block(s) to synthesise, {where(scheduler, jobs)}"
+        + (f" (cache {cache_dir})" if use_cache else " (no cache)"))
+    kwargs = dict(cache_dir=cache_dir, use_cache=use_cache, timeout=timeout)
+    peaks = peak_mib_estimate(todo, cache_dir if use_cache else None)
+    tasks = [Task(block.label, _synthesise, (block, kwargs), memory_mib=peaks[block])
+             for block in todo]
+    for index, record in run_tasks(tasks, scheduler=scheduler, jobs=jobs,
+                                   expected=(BlockSynthesisError,), progress=say,
+                                   name="synth"):
+        done(todo[index], record)
     return results
 
 
@@ -295,7 +295,7 @@ def _growth(rows):
 
 
 def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loopback=False,
-                 jobs=1, cache_dir=None, use_cache=True, whole=False,
+                 jobs=1, scheduler=None, cache_dir=None, use_cache=True, whole=False,
                  timeout=None, progress=None):
     """Resources of the plugin at each host bandwidth (see the module docstring).
 
@@ -312,7 +312,7 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loop
     loopback : bool
         Also the RX side of the generator lanes (RX lanes and checkers, as many as the
         wire needs); by default the build is TX only, as the paper's Table 6.
-    jobs, cache_dir, use_cache, timeout, progress :
+    jobs, scheduler, cache_dir, use_cache, timeout, progress :
         As :func:`synthesize_blocks`.
     whole : bool
         Also synthesise the whole core of each host bandwidth (slow).
@@ -329,6 +329,10 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loop
         For a bad host bandwidth, codec or interface count (naming it).
     BlockSynthesisError
         When a synthesis fails.
+    TaskFailed
+        When a synthesis's task fails otherwise (its worker died each time it ran it).
+    SchedulerUnreachable
+        When ``scheduler`` does not answer.
     """
     from squeezenic_hw.build.params import PluginParams
 
@@ -348,8 +352,8 @@ def build_report(host_bws=DEFAULT_HOST_BWS, *, extra_codecs=(), num_intf=1, loop
     if whole:
         wanted += [core_block(p) for _, _, p, _ in builds]
     start = time.monotonic()
-    records = synthesize_blocks(wanted, jobs=jobs, cache_dir=cache_dir, use_cache=use_cache,
-                                timeout=timeout, progress=progress)
+    records = synthesize_blocks(wanted, jobs=jobs, scheduler=scheduler, cache_dir=cache_dir,
+                                use_cache=use_cache, timeout=timeout, progress=progress)
     elapsed = time.monotonic() - start
 
     rows, block_rows, whole_rows = [], [], []

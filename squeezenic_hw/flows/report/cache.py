@@ -319,3 +319,35 @@ def cached_record(block, cache_dir=None):
     if record is None:
         return None
     return _adjusted(block, record) | {"cached": True, "elapsed_s": 0.0}
+
+
+#: A Yosys run's peak (MiB) assumed for a block no earlier run measured: a whole plugin or
+#: core can take all of YoWASP's 4 GiB; a lane up to 2.5 GiB; the smaller blocks less.
+DEFAULT_PEAK_MIB = {"plugin": 4096, "core": 4096, "tx_lane": 2560, "rx_lane": 2560,
+                    "gen_lane": 2560, "gen_tx_lane": 2560}
+
+#: ... and for the other kinds.
+SMALL_BLOCK_PEAK_MIB = 1024
+
+#: The margin over a measured peak that a block's task asks for.
+PEAK_MARGIN = 1.25
+
+
+def peak_mib_estimate(blocks, cache_dir=None):
+    """``{Block: MiB}``: what the synthesis of each block is expected to take at its peak.
+
+    The largest ``peak_mib`` that an earlier synthesis of a block of the same label
+    recorded in the cache (any version of it: the sources change, the size much less),
+    times :data:`PEAK_MARGIN`; else :data:`DEFAULT_PEAK_MIB` of its kind. ``cache_dir``
+    None reads no cache (the defaults alone)."""
+    measured = {}
+    if cache_dir is not None:
+        for path in (Path(cache_dir) / "results").glob("*.json"):
+            try:
+                record = json.loads(path.read_text())
+                label, peak = record["block"], float(record["peak_mib"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            measured[label] = max(peak, measured.get(label, 0.0))
+    return {b: round(PEAK_MARGIN * measured[b.label], 1) if b.label in measured
+            else DEFAULT_PEAK_MIB.get(b.kind, SMALL_BLOCK_PEAK_MIB) for b in blocks}

@@ -149,15 +149,16 @@ def check_records(gated, records, report=None):
     return rows
 
 
-def run_gate(*, gated=None, builds="default", abc9=False, jobs=1, cache_dir=None,
-             timeout=None, progress=None):
-    """Synthesise the gate's blocks (through the cache, ``jobs`` at a time) and check them.
+def run_gate(*, gated=None, builds="default", abc9=False, jobs=1, scheduler=None,
+             cache_dir=None, timeout=None, progress=None):
+    """Synthesise the gate's blocks (through the cache, ``jobs`` at a time or on the
+    cluster of ``scheduler``: :func:`~.build.synthesize_blocks`) and check them.
 
     Returns ``{"checks": [row, ...], "failed": [row, ...], "blocks": n}``. ``gated``
     replaces the blocks of :func:`gate_blocks` (a test's design over budget)."""
     gated = gate_blocks(builds=builds, abc9=abc9) if gated is None else list(gated)
-    records = synthesize_blocks([g.block for g in gated], jobs=jobs, cache_dir=cache_dir,
-                                timeout=timeout, progress=progress)
+    records = synthesize_blocks([g.block for g in gated], jobs=jobs, scheduler=scheduler,
+                                cache_dir=cache_dir, timeout=timeout, progress=progress)
     report = None
     if any(g.group == "sweep" for g in gated):
         # every block of the sweep is in the cache now: the sums take no synthesis
