@@ -134,9 +134,9 @@ for _, list in ipairs({S.reasons.transport, S.reasons.tx, S.reasons.rx}) do
         end
     end
 end
-for _, reason in ipairs(S.reduce_reasons) do
+for _, reason in ipairs(S.node_reduce_reasons) do
     add_expert("reduce", reason, "reduce_bypass." .. reason,
-               reason .. ": " .. S.reduce_reason_text[reason], false)
+               S.reduce_counters[reason] .. ": " .. S.reduce_reason_text[reason], false)
 end
 for _, counter in ipairs({S.sparse_counters.count, S.sparse_counters.layout}) do
     add_expert("sparse", counter, counter, counter .. ": " .. S.sparse_error_text[counter], true)
@@ -161,8 +161,58 @@ proto.prefs.judge_all = Pref.bool("Judge every frame", false,
     "Give every other frame of the capture (ARP, other ports, fragments...) the reason "
     .. "the NIC would bypass it")
 
+proto.prefs.ring_nodes = Pref.uint("Ring: nodes N", 0,
+    "The ring size of the node that receives the reduce frames (2 to 16): they are judged "
+    .. "as that node judges them, its expected offsets followed frame by frame; 0: by the "
+    .. "checks every node makes alike")
+proto.prefs.ring_rank = Pref.uint("Ring: rank", 0, "The receiving node's rank (0 to N - 1)")
+proto.prefs.ring_elements = Pref.uint("Ring: tensor elements E", 0,
+    "The tensor's elements, which the ring cuts into N chunks")
+proto.prefs.ring_codec = Pref.string("Ring: codec", "raw",
+    "The ring's codec name or id and parameter (fixed:8)")
+proto.prefs.ring_scale = Pref.string("Ring: scale", "1.0",
+    "The ring's scale: a number, or its fp32 bits (0x3f800000)")
+proto.prefs.ring_aux = Pref.string("Ring: aux", "1.0",
+    "The ring's aux: a number, or its fp32 bits")
+proto.prefs.ring_stochastic = Pref.bool("Ring: stochastic", false,
+    "The ring rounds stochastically (for a codec that can)")
+
 local registered_port
 local built = {}
+-- the receiving node (nil: none described, ring_error says why when the preferences
+-- describe one badly), its verdicts by frame number and the offsets it expects next
+local ring, ring_error
+local ring_verdicts, expected = {}, {}
+
+-- the fp32 bits of a number (rounded to fp32) or of 0x-prefixed bits
+local function f32_bits_of(text)
+    local hex = string.match(text, "^%s*0[xX](%x+)%s*$")
+    if hex then return tonumber(hex, 16) end
+    local value = tonumber(text)
+    return value and Struct.unpack("<I4", Struct.pack("<f", value))
+end
+
+local function read_ring()
+    local p = proto.prefs
+    if p.ring_nodes == 0 then return nil end
+    if p.ring_nodes < S.nodes[1] or p.ring_nodes > S.nodes[2] then
+        return nil, "ring nodes must be " .. S.nodes[1] .. " to " .. S.nodes[2]
+    end
+    if p.ring_rank >= p.ring_nodes then return nil, "ring rank must be below nodes" end
+    local name, param = string.match(p.ring_codec, "^%s*([%w_]+)%s*:?%s*(%d*)%s*$")
+    local codec = name and (CODEC_BY_NAME[name] or CODEC_BY_ID[tonumber(name) or -1])
+    param = tonumber(param) or 0
+    local widths = codec and S.reduce_width[codec.id]
+    if not (widths and widths[param]) then
+        return nil, "ring codec " .. p.ring_codec .. " cannot be reduced"
+    end
+    local scale, aux = f32_bits_of(p.ring_scale), f32_bits_of(p.ring_aux)
+    if not (scale and aux) then return nil, "ring scale and aux must be numbers" end
+    return {nodes = p.ring_nodes, rank = p.ring_rank, elements = p.ring_elements,
+            codec = codec.id, param = param, scale_bits = scale, aux_bits = aux,
+            stochastic = p.ring_stochastic and codec.stochastic,
+            width = widths[param][p.ring_nodes]}
+end
 
 local function read_codecs(text)
     local set = {}
@@ -181,6 +231,8 @@ local function apply_prefs()
         udp:add(registered_port, proto)
     end
     built = read_codecs(proto.prefs.codecs)
+    ring, ring_error = read_ring()
+    ring_verdicts, expected = {}, {}
 end
 proto.prefs_changed = apply_prefs
 
@@ -224,10 +276,12 @@ local function frame_facts(b, size)
         version = b[F_.version.offset], codec = b[F_.codec.offset],
         param = b[F_.param.offset], flags = b[F_.flags.offset], n = le(b, F_.n),
         checksum = ipv4_checksum(b),
+        scale_bits = le(b, F_.scale), aux_bits = le(b, F_.aux), offset = le(b, F_.offset),
     }
     for name, f in pairs(S.reduce_fields) do h[name] = b[f.offset] end
     h.encoded = bit_of(h.flags, S.flags.encoded)
     h.gather = bit_of(h.flags, S.flags.gather)
+    h.stochastic = bit_of(h.flags, S.flags.stochastic)
     h.info = CODEC_BY_ID[h.codec]
     return h
 end
@@ -268,7 +322,7 @@ local CHECKS = {
     end,
 }
 
--- section 8.4's checks a reduce frame alone decides (spec.reduce.classify_reduce_frame)
+-- section 8.4's checks every node makes alike (spec.reduce.classify_reduce_frame)
 local function reduce_width(h)
     local by_param = S.reduce_width[h.codec]
     return by_param and by_param[h.param] and by_param[h.param][h.nodes]
@@ -285,15 +339,15 @@ local REDUCE_CHECKS = {
         if not (h.info and S.reduce_width[h.codec] and valid_param(h.info, h.param)) then
             return true
         end
-        return bit_of(h.flags, S.flags.stochastic) and not h.info.stochastic
+        return h.stochastic and not h.info.stochastic
     end,
     nodes = function(h) return h.nodes < S.nodes[1] or h.nodes > S.nodes[2] end,
     width = function(h) return h.width ~= reduce_width(h) end,
     phase = function(h)
+        if h.origin >= h.nodes then return true end
         if h.gather then return h.contributions ~= h.nodes end
         return h.contributions < 1 or h.contributions >= h.nodes
     end,
-    offset = function(h) return h.origin >= h.nodes end,
 }
 
 -- every reason of SPEC has its check, and every check a reason of SPEC
@@ -312,8 +366,67 @@ end
 check_table(CHECKS, S.reasons, "bypass reason")
 check_table(REDUCE_CHECKS, {S.reduce_reasons}, "reduce bypass reason")
 
+-- The receiving node's checks (section 8.4, reference.reduce_rx.ReduceReceiver).
+local function chunk_bounds(chunk)             -- spec.reduce.chunk_bounds
+    local size = ceil_div(ring.elements, ring.nodes)
+    local lo = math.min(chunk * size, ring.elements)
+    return lo, math.min(lo + size, ring.elements)
+end
+
+local function expected_key(h)
+    return h.origin .. (h.gather and ":gather" or ":reduce")
+end
+
+local function expected_offset(h)
+    return expected[expected_key(h)] or (chunk_bounds(h.origin))
+end
+
+local NODE_CHECKS = {
+    length = REDUCE_CHECKS.length,
+    flags = REDUCE_CHECKS.flags,
+    settings = function(h)
+        return h.codec ~= ring.codec or h.param ~= ring.param or h.stochastic ~= ring.stochastic
+            or h.scale_bits ~= ring.scale_bits or h.aux_bits ~= ring.aux_bits
+    end,
+    nodes = function(h) return h.nodes ~= ring.nodes end,
+    width = function(h) return h.width ~= ring.width end,
+    phase = function(h)
+        local n, k, origin = ring.nodes, h.contributions, h.origin
+        if origin >= n then return true end
+        -- the node after the finishing one is the gather's last: it never receives its own
+        if h.gather then return k ~= n or origin == (ring.rank + 1) % n end
+        return k < 1 or k >= n or (origin + k) % n ~= ring.rank
+    end,
+    offset = function(h)
+        local lo, hi = chunk_bounds(h.origin)
+        return h.offset < lo or h.offset + h.n > hi or h.offset > expected_offset(h)
+    end,
+    duplicate = function(h) return h.offset < expected_offset(h) end,
+}
+check_table(NODE_CHECKS, {S.node_reduce_reasons}, "reduce bypass reason")
+
+-- The node's verdict on a reduce frame, made once per frame in capture order (Wireshark's
+-- first pass): a frame taken moves its chunk and phase's expected offset on.
+local function node_verdict(h, number)
+    if ring_verdicts[number] then return ring_verdicts[number] end
+    local verdict = {lane = "reduce", taken = true}
+    for _, reason in ipairs(S.node_reduce_reasons) do
+        if NODE_CHECKS[reason](h) then
+            verdict = {lane = "reduce", reduce = reason}
+            break
+        end
+    end
+    if verdict.taken then
+        local _, hi = chunk_bounds(h.origin)
+        local stop = h.offset + h.n
+        expected[expected_key(h)] = stop ~= hi and stop or nil   -- complete: its start again
+    end
+    ring_verdicts[number] = verdict
+    return verdict
+end
+
 -- The verdict: {lane = "tx"|"rx"|"reduce", bypass = reason or nil, reduce = reason or nil}.
-local function judge(h)
+local function judge(h, number)
     for _, reason in ipairs(S.reasons.transport) do
         if CHECKS[reason](h) then return {lane = nil, bypass = reason} end
     end
@@ -322,10 +435,11 @@ local function judge(h)
     if chosen == "auto" then lane = h.encoded and "rx" or "tx" end
     -- reduce frames come from the wire: a TX lane bypasses them by their version
     if h.version == S.reduce_version and chosen ~= "tx" then
+        if ring then return node_verdict(h, number) end
         for _, reason in ipairs(S.reduce_reasons) do
             if REDUCE_CHECKS[reason](h) then return {lane = "reduce", reduce = reason} end
         end
-        return {lane = "reduce"}
+        return {lane = "reduce", ring_error = ring_error}
     end
     for _, reason in ipairs(S.reasons[lane]) do
         if CHECKS[reason](h, lane) then return {lane = lane, bypass = reason} end
@@ -362,17 +476,23 @@ local function add_verdict(tree, verdict)
         item:set_generated()
         item:add_proto_expert_info(E.reduce[verdict.reduce])
     end
+    if verdict.ring_error then tree:add("[Ring preferences ignored: " .. verdict.ring_error .. "]") end
 end
 
 local LANE_TEXT = {
     tx = "the TX lane encodes it",
     rx = "the RX lane decodes it",
-    reduce = "a reduce lane takes it if its settings, rank and offsets agree",
+    reduce = "a node takes it if its settings, rank and expected offset agree",
 }
 
 local function verdict_text(verdict)
     if verdict.bypass then return "bypassed: " .. S.counter_prefix .. verdict.bypass end
-    if verdict.reduce then return "reduce lane bypasses it: " .. verdict.reduce end
+    if verdict.reduce then
+        return "bypassed: " .. S.reduce_counters[verdict.reduce]
+    end
+    if verdict.taken then
+        return "node " .. ring.rank .. " takes it (" .. S.reduce_counters.taken .. ")"
+    end
     return LANE_TEXT[verdict.lane]
 end
 
@@ -636,7 +756,7 @@ function proto.dissector(tvb, pinfo, tree)
     if b then
         h = frame_facts(b, size)
         h.port = nic_port(h.dst_port)
-        verdict = judge(h)
+        verdict = judge(h, pinfo.number)
     end
     local view = buffer_view(tvb)
     add_header(item, tvb, view)
@@ -649,7 +769,7 @@ function proto.dissector(tvb, pinfo, tree)
     item:append_text(", " .. summary(view, verdict) .. " — " .. verdict_text(verdict))
     pinfo.cols.info = "SqueezeNIC " .. summary(view, verdict)
         .. (verdict.bypass and (" [" .. S.counter_prefix .. verdict.bypass .. "]") or "")
-        .. (verdict.reduce and (" [reduce: " .. verdict.reduce .. "]") or "")
+        .. (verdict.reduce and (" [" .. S.reduce_counters[verdict.reduce] .. "]") or "")
 end
 
 -- Every other frame, when asked: the reason the NIC would bypass it.
@@ -662,7 +782,7 @@ function judge_proto.dissector(tvb, pinfo, tree)
     if not b then return end
     local h = frame_facts(b, size)
     h.port = nic_port(h.dst_port)
-    local verdict = judge(h)
+    local verdict = judge(h, pinfo.number)
     local item = tree:add(proto, tvb(0, 0))
     item:set_text("SqueezeNIC: " .. verdict_text(verdict))
     add_verdict(item, verdict)

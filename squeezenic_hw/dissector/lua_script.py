@@ -11,13 +11,12 @@ from importlib import resources
 import numpy as np
 
 from squeezenic_hw.spec.codecs import ALL_CODECS, DEFAULT_CODECS, codec_info, resolve_codecs
-from squeezenic_hw.spec.counters import rx_counter_names, tx_counter_names
+from squeezenic_hw.spec.counters import reduce_counter_name, rx_counter_names, tx_counter_names
 from squeezenic_hw.spec.frames import (
     RX_REASONS,
     TRANSPORT_REASONS,
     TX_REASONS,
     BypassReason,
-    Header,
 )
 from squeezenic_hw.spec.header import (
     DEFAULT_PORT,
@@ -40,8 +39,8 @@ from squeezenic_hw.spec.reduce import (
     MAX_NODES,
     MIN_NODES,
     REDUCE_FLAGS_RESERVED,
+    REDUCE_HDR,
     REDUCE_VERSION,
-    ReduceFields,
     ReduceReason,
     partial_width,
     reduce_family,
@@ -49,6 +48,7 @@ from squeezenic_hw.spec.reduce import (
 from squeezenic_hw.spec.threshold import BITMAP, INDEX_LIST
 
 __all__ = ["PROTO", "INSTALL_DIR", "DEFAULT_ELEMENTS", "BYPASS_TEXT", "REDUCE_TEXT",
+           "NODE_REDUCE_REASONS",
            "spec_table", "lua_literal", "lua_script"]
 
 #: The protocol's name: its filter name and every field's prefix (``squeezenic.codec``).
@@ -81,18 +81,23 @@ BYPASS_TEXT = {
                          "64 + 4n; wire frame: 64 + the packed payload)",
 }
 
-#: What each reduce bypass reason a frame alone decides means (wire format section 8.4).
+#: What each reason a node bypasses a reduce frame for means (wire format section 8.4).
 REDUCE_TEXT = {
     ReduceReason.LENGTH: "the frame length is not 64 + ceil(n*width/8), or n is 0",
     ReduceReason.FLAGS: "reserved flags or flush set, or encoded clear",
-    ReduceReason.SETTINGS: "the codec cannot be reduced, its parameter is not valid, or "
-                           "stochastic is set for a codec that ignores it",
-    ReduceReason.NODES: f"nodes is not {MIN_NODES} to {MAX_NODES}",
+    ReduceReason.SETTINGS: "codec, param, stochastic, scale or aux is not the ring's (or "
+                           "no ring's: a codec that cannot be reduced, a parameter not valid "
+                           "for it, stochastic for a codec that rounds to nearest)",
+    ReduceReason.NODES: f"nodes is not the ring's N (or not {MIN_NODES} to {MAX_NODES})",
     ReduceReason.WIDTH: "width is not the partial sums' width for the codec, parameter "
                         "and nodes",
-    ReduceReason.PHASE: "contributions do not fit the phase (gather: k = N; reduce: "
-                        "1 <= k <= N - 1)",
-    ReduceReason.OFFSET: "origin is not a chunk of the ring (origin >= nodes)",
+    ReduceReason.PHASE: "origin is not below N, or contributions k and origin do not fit "
+                        "the phase at this node (gather: k = N, not the node after the "
+                        "finishing one; reduce: 1 <= k <= N - 1, origin + k = rank mod N)",
+    ReduceReason.OFFSET: "the sums are not inside chunk origin, or start past the offset "
+                         "the node expects next (a frame lost or reordered)",
+    ReduceReason.DUPLICATE: "the sums start below the offset the node expects next: "
+                            "taken already",
 }
 
 #: The RX lane's counters of inconsistent threshold payloads and what they count.
@@ -102,6 +107,11 @@ _SPARSE_TEXT = {
     "sparse_layout_errors": "bitmap padding bits set, or an index entry not used (not "
                             "below n, or not above every earlier used one)",
 }
+
+#: The reasons a node bypasses a reduce frame for, in check order: every one but
+#: ``disabled``, the node's state, not the frame's.
+NODE_REDUCE_REASONS = tuple(r for r in ReduceReason
+                            if r not in (ReduceReason.NONE, ReduceReason.DISABLED))
 
 #: The reasons of a frame that is no SqueezeNIC frame to the NIC at all: a note, where the
 #: others are warnings of a malformed frame.
@@ -130,17 +140,14 @@ def _sparse_counters():
 
 def _fields():
     """Every header field of :class:`~squeezenic_hw.spec.header.HDR` as ``{name: {offset,
-    length}}``; the reduce fields of bytes 56-59, where
-    :meth:`~squeezenic_hw.spec.reduce.ReduceFields.of` reads them; and their order."""
-    fields = {name.lower(): {"offset": place[0], "length": place[1]}
-              for name, place in vars(HDR).items() if not name.startswith("_")}
-    # a seed word whose byte k holds k: each reduce field then reads its own byte's index
-    probe = ReduceFields.of(Header(seed=int.from_bytes(bytes([0, 1, 2, 3]), "little")))
-    order = sorted(("contributions", "width", "nodes", "origin"),
-                   key=lambda name: getattr(probe, name))
-    reduce_fields = {name: {"offset": HDR.SEED[0] + getattr(probe, name), "length": 1}
-                     for name in order}
-    return fields, reduce_fields, order
+    length}}``; those a reduce frame has in bytes 56-59
+    (:class:`~squeezenic_hw.spec.reduce.REDUCE_HDR`); and the latter's names in order."""
+    def places(spec):
+        named = [(place, name) for name, place in vars(spec).items() if name.isupper()]
+        return {name.lower(): {"offset": place[0], "length": place[1]}
+                for place, name in sorted(named)}
+    reduce_fields = places(REDUCE_HDR)
+    return places(HDR), reduce_fields, list(reduce_fields)
 
 
 def _codecs():
@@ -191,7 +198,7 @@ def spec_table(*, port=DEFAULT_PORT, codecs=None):
     check_port(port)
     built = DEFAULT_CODECS if codecs is None else resolve_codecs(codecs)
     fields, reduce_fields, reduce_order = _fields()
-    for reasons, texts in ((BypassReason, BYPASS_TEXT), (FRAME_REDUCE_REASONS, REDUCE_TEXT)):
+    for reasons, texts in ((BypassReason, BYPASS_TEXT), (NODE_REDUCE_REASONS, REDUCE_TEXT)):
         missing = [r.name for r in reasons if r not in texts]
         if missing:
             raise ValueError(f"no text for the reasons {', '.join(missing)}")
@@ -226,7 +233,11 @@ def spec_table(*, port=DEFAULT_PORT, codecs=None):
         "not_squeezenic": {r.value: True for r in _NOT_SQUEEZENIC},
         "counter_prefix": _counter_prefix(),
         "reduce_reasons": [r.name.lower() for r in FRAME_REDUCE_REASONS],
-        "reduce_reason_text": {r.name.lower(): text for r, text in REDUCE_TEXT.items()},
+        "node_reduce_reasons": [r.name.lower() for r in NODE_REDUCE_REASONS],
+        "reduce_counters": {"taken": reduce_counter_name(ReduceReason.NONE),
+                            **{r.name.lower(): reduce_counter_name(r)
+                               for r in NODE_REDUCE_REASONS}},
+        "reduce_reason_text": {r.name.lower(): REDUCE_TEXT[r] for r in NODE_REDUCE_REASONS},
         "reduce_width": _reduce_widths(),
         "nodes": [MIN_NODES, MAX_NODES],
         "sparse_counters": _sparse_counters(),

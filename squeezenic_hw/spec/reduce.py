@@ -149,25 +149,26 @@ class ReduceReason(enum.IntEnum):
     DUPLICATE = 9
 
 
-#: The checks of section 8.4 that a reduce frame alone decides, in check order
-#: (:func:`classify_reduce_frame`); the others need the node's configuration or state.
+#: The checks of section 8.4 that every node makes alike, whatever its configuration,
+#: in check order (:func:`classify_reduce_frame`); the others (and ``disabled``) need the
+#: node's configuration or state (:class:`~squeezenic_hw.reference.reduce_rx.ReduceReceiver`).
 FRAME_REDUCE_REASONS = (ReduceReason.LENGTH, ReduceReason.FLAGS, ReduceReason.SETTINGS,
-                        ReduceReason.NODES, ReduceReason.WIDTH, ReduceReason.PHASE,
-                        ReduceReason.OFFSET)
+                        ReduceReason.NODES, ReduceReason.WIDTH, ReduceReason.PHASE)
 
 
 def classify_reduce_frame(frame, *, port=DEFAULT_PORT, tuser_size=None):
-    """Section 8.4's checks that need no node: would every node bypass ``frame``, and why?
+    """Would every node bypass ``frame``, whatever its configuration, and why?
 
-    The transport checks of :func:`~.frames.check_transport` come first, then
-    ``version`` = 2, then :data:`FRAME_REDUCE_REASONS` in order, each judged against what
-    the frame says of itself: its length against its own ``n`` (at least 1) and
-    ``width``; ``settings``, a reducible codec with a valid parameter and ``stochastic``
-    only where the codec honours it; ``nodes``, 2 … 16; ``width``, the partial-sum width of
-    the codec, parameter and ``nodes``; ``phase``, k = N when gathering, 1 ≤ k ≤ N − 1
-    otherwise; ``offset``, an ``origin`` below N (a chunk of the ring). A frame that
-    passes may still be bypassed by a node: its settings, N, rank and the offset it
-    expects are the node's own.
+    A node's checks (section 8.4, :class:`~squeezenic_hw.reference.reduce_rx.ReduceReceiver`)
+    compare a reduce frame with the node's N, rank, settings and expected offsets; this
+    function makes those of :data:`FRAME_REDUCE_REASONS` against what the frame says of
+    itself, so that a frame it bypasses for a reason, every enabled node bypasses for that
+    reason or an earlier one: its length against its own ``n`` (at least 1) and ``width``;
+    ``settings``, a reducible codec with a valid parameter and ``stochastic`` only where the
+    codec rounds stochastically; ``nodes``, 2 … 16; ``width``, the partial sums' width of
+    the codec, parameter and ``nodes``; ``phase``, ``origin`` < N and k = N when gathering,
+    1 ≤ k ≤ N − 1 otherwise. A frame that passes is taken by the node whose configuration
+    and expected offset agree with it.
 
     Parameters
     ----------
@@ -178,8 +179,9 @@ def classify_reduce_frame(frame, *, port=DEFAULT_PORT, tuser_size=None):
     -------
     (Header or None, BypassReason or ReduceReason or None)
         The parsed header (``None`` only for frames shorter than 64 bytes) and the first
-        failing check: a :class:`~.frames.BypassReason` of the transport or
-        ``VERSION``, else a :class:`ReduceReason`; ``None`` when all pass.
+        failing check: a :class:`~.frames.BypassReason` of the transport checks, or
+        ``VERSION`` for a frame that is not a reduce frame, else a :class:`ReduceReason`;
+        ``None`` when all pass.
     """
     h, reason = check_transport(frame, port=port, tuser_size=tuser_size)
     if reason is not None:
@@ -190,7 +192,7 @@ def classify_reduce_frame(frame, *, port=DEFAULT_PORT, tuser_size=None):
     f = ReduceFields.of(h)
     if h.n == 0 or size != reduce_frame_length(f.width, h.n) or len(frame) != size:
         return h, ReduceReason.LENGTH
-    if h.flags & REDUCE_FLAGS_RESERVED or not h.flags & FLAG_ENCODED:
+    if h.flags & (REDUCE_FLAGS_RESERVED | FLAG_ENCODED) != FLAG_ENCODED:
         return h, ReduceReason.FLAGS
     try:
         info = codec_info(h.codec)
@@ -204,8 +206,7 @@ def classify_reduce_frame(frame, *, port=DEFAULT_PORT, tuser_size=None):
         return h, ReduceReason.NODES
     if f.width != partial_width(info, h.param, f.nodes):
         return h, ReduceReason.WIDTH
-    if f.contributions != f.nodes if f.gather else not 1 <= f.contributions < f.nodes:
+    k = f.contributions
+    if f.origin >= f.nodes or (k != f.nodes if f.gather else not 1 <= k < f.nodes):
         return h, ReduceReason.PHASE
-    if f.origin >= f.nodes:
-        return h, ReduceReason.OFFSET
     return h, None

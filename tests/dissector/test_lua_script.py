@@ -14,6 +14,7 @@ from squeezenic_hw.cli import main
 from squeezenic_hw.dissector.lua_script import (
     BYPASS_TEXT,
     DEFAULT_ELEMENTS,
+    NODE_REDUCE_REASONS,
     PROTO,
     lua_script,
     spec_table,
@@ -51,6 +52,7 @@ from squeezenic_hw.spec.reduce import (
     FRAME_REDUCE_REASONS,
     INTEGER_CODECS,
     REDUCE_FLAGS_RESERVED,
+    REDUCE_HDR,
     REDUCE_VERSION,
     ReduceFields,
     ReduceReason,
@@ -59,7 +61,7 @@ from squeezenic_hw.spec.reduce import (
 )
 from squeezenic_hw.spec.threshold import BITMAP, layout_bytes, values_count
 
-from support.nic_corpus import ALL_CODEC_IDS, corpus
+from support.nic_corpus import ALL_CODEC_IDS, corpus, ring_streams
 from support.tshark import TSHARK, dissect, needs_tshark
 
 pytestmark = needs_tshark
@@ -127,9 +129,8 @@ def _header_fields(h, reduce):
     if reduce:
         fields["flags.gather"] = (HDR.FLAGS, str(int(bool(flags & FLAG_GATHER))))
         fields["flags.reduce_reserved"] = (HDR.FLAGS, _masked(flags, REDUCE_FLAGS_RESERVED))
-        # bytes 56-59, in the order of wire format section 8.3
-        for k, name in enumerate(("contributions", "width", "nodes", "origin")):
-            fields[name] = ((HDR.SEED[0] + k, 1), str(getattr(f, name)))
+        for name in ("contributions", "width", "nodes", "origin"):
+            fields[name] = (getattr(REDUCE_HDR, name.upper()), str(getattr(f, name)))
     else:
         fields["flags.flush"] = (HDR.FLAGS, str(int(bool(flags & FLAG_FLUSH))))
         fields["flags.reserved"] = (HDR.FLAGS, _masked(flags, FLAGS_RESERVED))
@@ -156,10 +157,11 @@ def _decoded(frame, lane, port, codecs, count):
 
 # ---- the comparison --------------------------------------------------------------------
 
-def differences(frame, fields, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS, lane="auto",
+def differences(frame, fields, verdict, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS,
                 elements=DEFAULT_ELEMENTS):
-    """Where tshark's dissection ``fields`` of ``frame`` differs from the reference: a list
-    of strings, empty when every field agrees."""
+    """Where tshark's dissection ``fields`` of ``frame`` differs from the reference, whose
+    ``verdict`` is ``(lane, reason)`` (:func:`expected_verdict`): a list of strings, empty
+    when every field agrees."""
     diffs = []
 
     def want(key, value):
@@ -169,7 +171,7 @@ def differences(frame, fields, *, port=DEFAULT_PORT, codecs=DEFAULT_CODECS, lane
 
     if fields is None:
         return ["no SqueezeNIC layer"]
-    judged_by, reason = expected_verdict(frame, port=port, codecs=codecs, lane=lane)
+    judged_by, reason = verdict
     want("lane", None if judged_by is None else [judged_by])
     experts = {k for k in fields if k.startswith(f"{PROTO}.") and fields[k] == [""]}
     if isinstance(reason, BypassReason):
@@ -303,23 +305,28 @@ def _param_error(info, param):
 
 
 def check_pcap(script, frames, tmp_path, *options, port=DEFAULT_PORT,
-               codecs=DEFAULT_CODECS, lane="auto", elements=DEFAULT_ELEMENTS):
-    """Write ``frames`` to a pcap, dissect it and compare every frame; ``(fields of each
-    frame, the reference's verdict of each)``."""
+               codecs=DEFAULT_CODECS, lane="auto", elements=DEFAULT_ELEMENTS, judge=None):
+    """Write ``frames`` to a pcap, dissect it and compare every frame with the reference's
+    verdict on it, ``judge(frame)`` (by default :func:`expected_verdict` with ``port``,
+    ``codecs`` and ``lane``), called on the frames in order; returns ``(fields of each
+    frame, the verdict on each)``."""
+    if judge is None:
+        def judge(frame):
+            return expected_verdict(frame, port=port, codecs=codecs, lane=lane)
     pcap = tmp_path / "frames.pcap"
     write_frames(pcap, frames)
     dissected = dissect(script, pcap, *options)
     assert len(dissected) == len(frames)
+    verdicts = [judge(frame) for frame in frames]
     bad = []
-    for k, (frame, fields) in enumerate(zip(frames, dissected, strict=True)):
-        diffs = differences(frame, fields, port=port, codecs=codecs, lane=lane,
+    for k, (frame, fields, verdict) in enumerate(zip(frames, dissected, verdicts,
+                                                     strict=True)):
+        diffs = differences(frame, fields, verdict, port=port, codecs=codecs,
                             elements=elements)
         if diffs:
-            verdict = expected_verdict(frame, port=port, codecs=codecs, lane=lane)
             bad.append(f"frame {k + 1} {verdict}: " + "; ".join(diffs))
     assert not bad, f"{len(bad)} of {len(frames)} frames differ:\n" + "\n".join(bad[:20])
-    return dissected, [expected_verdict(f, port=port, codecs=codecs, lane=lane)
-                       for f in frames]
+    return dissected, verdicts
 
 
 # ---- the tests -------------------------------------------------------------------------
@@ -470,15 +477,12 @@ def test_lane_preference(script, tmp_path, capsys, lane, reason):
     assert {v for v in verdicts} == {(lane, None), (lane, reason)}
 
 
-def _check_corpus(script, sides, tmp_path, elements, *, auto):
-    """Each lane's frames judged as that lane (and with ``auto``, all of them as the
-    dissector judges by default): every frame agrees, every bypass reason and reduce
-    reason comes up, and each lane takes frames of every codec."""
-    runs = [(lane, frames) for lane, frames in sides.items()]
-    if auto:
-        runs.append(("auto", sides["tx"] + sides["rx"]))
+def _check_corpus(script, sides, tmp_path, elements):
+    """Each lane's frames judged as that lane: every frame agrees, every bypass reason and
+    every reason every node makes alike comes up, and each lane takes frames of every
+    codec."""
     reasons, taken = set(), set()
-    for lane, frames in runs:
+    for lane, frames in sides.items():
         _, verdicts = check_pcap(script, frames, tmp_path, *ALL_BUILT,
                                  "-o", f"{PROTO}.elements:{elements}", "-o",
                                  f"{PROTO}.lane:{lane}", codecs=set(ALL_CODEC_IDS),
@@ -496,9 +500,55 @@ def _check_corpus(script, sides, tmp_path, elements, *, auto):
 
 def test_fuzz_corpus(script, tmp_path):
     """A corpus of several hundred frames, every codec and every bypass reason: fuzz
-    traffic, a malformed frame of every reason, reduce frames, and header noise; judged as
-    each lane and as the dissector does by default."""
-    _check_corpus(script, corpus(400, seed=1), tmp_path, elements=64, auto=True)
+    traffic, a malformed frame of every reason, what ring nodes receive, header noise and
+    random payloads; judged as each lane (the default, by the ``encoded`` flag, is
+    :func:`test_reference_pcaps`' and the preference tests')."""
+    _check_corpus(script, corpus(400, seed=1), tmp_path, elements=64)
+
+
+def _check_ring_nodes(script, streams, tmp_path):
+    """Each node's stream judged as that node judges it (the ring preferences): every
+    frame against a :class:`~squeezenic_hw.reference.reduce_rx.ReduceReceiver` fed the
+    frames in order. The reasons that come up."""
+    seen = set()
+    for ring, rank, frames in streams:
+        receiver = ring.receiver(rank)
+
+        def judge(frame, receiver=receiver):
+            reason = receiver.receive(frame).reason
+            if reason is None:                       # not a reduce frame
+                return expected_verdict(frame)
+            return "reduce", None if reason is ReduceReason.NONE else reason
+
+        options = {"nodes": receiver.nodes, "rank": receiver.rank,
+                   "elements": receiver.elements,
+                   "codec": f"{receiver.codec}:{receiver.param}",
+                   "scale": hex(receiver.scale_bits), "aux": hex(receiver.aux_bits),
+                   "stochastic": str(receiver.stochastic).upper()}
+        prefs = [arg for key, value in options.items()
+                 for arg in ("-o", f"{PROTO}.ring_{key}:{value}")]
+        _, verdicts = check_pcap(script, frames, tmp_path, "-o", f"{PROTO}.judge_all:TRUE",
+                                 *prefs, judge=judge)
+        seen |= {reason for lane, reason in verdicts if lane == "reduce"}
+    return seen
+
+
+def test_reduce_frames_as_a_node_judges_them(script, tmp_path):
+    """What a node of a ring of each codec family receives, its ring's frames among frames
+    made to fail each check: judged as that node, frame by frame, taking each frame it
+    takes and following its expected offsets; every reason comes up."""
+    streams = [(ring, rank, frames) for k, (ring, rank, frames) in enumerate(
+        ring_streams(3, max_nodes=5)) if rank == k % ring.nodes and ring.case in (
+            "fixed-stochastic", "qsgd", "sign", "natural-stochastic", "bf16")]
+    seen = _check_ring_nodes(script, streams, tmp_path)
+    assert seen == {None, *NODE_REDUCE_REASONS}
+
+
+@pytest.mark.slow
+def test_reduce_frames_as_every_node_judges_them(script, tmp_path):
+    """The same for every node of rings up to 16 nodes."""
+    seen = _check_ring_nodes(script, ring_streams(4), tmp_path)
+    assert seen == {None, *NODE_REDUCE_REASONS}
 
 
 @pytest.mark.slow
@@ -506,4 +556,4 @@ def test_fuzz_corpus_10k(script, tmp_path):
     """The same on 10⁴ frames, each judged as its lane."""
     sides = corpus(10_000, seed=2)
     assert len(sides["tx"]) + len(sides["rx"]) >= 10_000
-    _check_corpus(script, sides, tmp_path, elements=8, auto=False)
+    _check_corpus(script, sides, tmp_path, elements=8)

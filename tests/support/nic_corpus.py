@@ -1,10 +1,11 @@
 """Frames of every kind a SqueezeNIC sees, by the lane whose input they are: the fuzz
 campaign's traffic (host frames, the reference TX lane's wire frames, the wire side's
 malformed frames, the RX lane's host frames), a tensor of every codec, a malformed frame of
-every bypass reason and codec for both lanes, the reference ring all-reduce's reduce frames
-and malformed ones of every reason a frame alone decides (alone and in pairs), frames with
-header bytes changed, whose several faults make the checks' order matter, and wire frames
-with random payloads, whose codes take every value."""
+every bypass reason and codec for both lanes, what the nodes of reference rings receive
+(their reduce frames, mutated ones failing each check, alone or with a later one, and
+frames that are not reduce frames), frames with header bytes changed, whose several faults
+make the checks' order matter, and wire frames with random payloads, whose codes take every
+value."""
 
 import struct
 from dataclasses import replace
@@ -12,7 +13,6 @@ from dataclasses import replace
 import numpy as np
 
 from squeezenic_hw.reference import lane as lane_reference
-from squeezenic_hw.reference.allreduce import allreduce
 from squeezenic_hw.sim.traffic import (
     MALFORMED_KINDS,
     MalformedRecipe,
@@ -26,7 +26,6 @@ from squeezenic_hw.sim.traffic import (
 )
 from squeezenic_hw.spec.codecs import (
     KNOWN_CODECS,
-    THRESHOLD_ID,
     codec_info,
     f32_bits,
     payload_bytes,
@@ -41,26 +40,17 @@ from squeezenic_hw.spec.frames import (
 )
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
-    FLAG_ENCODED,
     FLAG_STOCHASTIC,
     HDR,
     HEADER_LEN,
     VERSION,
 )
-from squeezenic_hw.spec.reduce import (
-    FLOAT_CODECS,
-    FRAME_REDUCE_REASONS,
-    INTEGER_CODECS,
-    MAX_NODES,
-    REDUCE_FLAGS_RESERVED,
-    ReduceFields,
-    ReduceReason,
-    classify_reduce_frame,
-)
+from squeezenic_hw.spec.reduce import MAX_NODES, classify_reduce_frame
+
+from support.reduce_frames import SETTINGS, node_stream, ring_case, rng_of
 
 __all__ = ["ALL_CODEC_IDS", "fuzz_traffic", "every_codec", "malformed_of_every_reason",
-           "reduce_frames", "malformed_reduce_frame", "malformed_reduce_frames", "header_noise",
-           "payload_noise", "two_faults", "corpus"]
+           "ring_streams", "header_noise", "payload_noise", "corpus"]
 
 #: Every codec of the wire format, threshold included.
 ALL_CODEC_IDS = sorted(KNOWN_CODECS)
@@ -119,95 +109,22 @@ def malformed_of_every_reason(lane, codecs=ALL_CODEC_IDS, seed=0):
             for k, kind in enumerate(MALFORMED_KINDS[lane]) for codec in codecs]
 
 
-def reduce_frames(rng, max_nodes=MAX_NODES):
-    """The reduce frames of a ring all-reduce of each reducible codec, at a random ring
-    size up to ``max_nodes``, tensor length, parameter and rounding."""
-    frames = []
-    for name in INTEGER_CODECS + FLOAT_CODECS:
-        info = codec_info(name)
-        nodes = int(rng.integers(2, max_nodes + 1))
-        elements = int(rng.integers(nodes, 40 * nodes))
-        param = int(rng.integers(2, 17)) if info.param_range else 0
-        tensors = [rng.standard_normal(elements).astype(np.float32) for _ in range(nodes)]
-        result = allreduce(tensors, name, param=param, scale=8.0, aux=0.125,
-                           seed=int(rng.integers(0, 2**32)),
-                           stochastic=bool(rng.integers(2)), mtu=int(rng.integers(100, 1519)))
-        frames += [f for link in result.links for f in link]
-    return frames
-
-
-def _other(rng, avoid, lo, hi):
-    while True:
-        v = int(rng.integers(lo, hi))
-        if v not in avoid:
-            return v
-
-
-def malformed_reduce_frame(frame, reason, rng):
-    """The reduce frame ``frame`` made to fail the check ``reason`` of
-    :data:`~squeezenic_hw.spec.reduce.FRAME_REDUCE_REASONS` (and none before it)."""
-    h, payload = parse(frame), frame[HEADER_LEN:]
-    f = ReduceFields.of(h)
-    R = ReduceReason
-
-    def rebuild(fields=f, **changes):
-        return replace(h, seed=fields.seed_word, **changes)
-
-    if reason is R.LENGTH:
-        choice = int(rng.integers(3))
-        if choice == 0:           # no sums: a length of 64 would be right for n = 0
-            return build_wire_frame(rebuild(n=0), b"" if rng.random() < 0.5 else payload)
-        if choice == 1:
-            return build_wire_frame(h, payload + rng.bytes(int(rng.integers(1, 4))))
-        n = h.n + int(rng.integers(8 // f.width + 1, 100))
-        return build_wire_frame(rebuild(n=n), payload)
-    if reason is R.FLAGS:
-        if rng.random() < 0.3:
-            return build_wire_frame(rebuild(flags=h.flags & ~FLAG_ENCODED), payload)
-        bits = [b for b in range(8) if REDUCE_FLAGS_RESERVED >> b & 1]
-        return build_wire_frame(rebuild(flags=h.flags | 1 << int(rng.choice(bits))), payload)
-    if reason is R.SETTINGS:
-        info = codec_info(h.codec)
-        choices = ["codec", "param"] + ([] if info.stochastic else ["stochastic"])
-        what = str(rng.choice(choices))
-        if what == "codec":
-            codec = int(rng.choice([THRESHOLD_ID, _other(rng, set(ALL_CODEC_IDS), 0, 256)]))
-            return build_wire_frame(rebuild(codec=codec), payload)
-        if what == "param":
-            lo, hi = info.param_range or (0, 0)
-            return build_wire_frame(rebuild(param=_other(rng, set(range(lo, hi + 1)), 0, 256)),
-                                    payload)
-        return build_wire_frame(rebuild(flags=h.flags | FLAG_STOCHASTIC), payload)
-    if reason is R.NODES:
-        nodes = int(rng.choice([0, 1, MAX_NODES + 1,
-                                _other(rng, set(range(MAX_NODES + 1)), 0, 256)]))
-        return build_wire_frame(rebuild(replace(f, nodes=nodes)), payload)
-    if reason is R.WIDTH:
-        width = _other(rng, {f.width, 0}, 1, 64)
-        size = (h.n * width + 7) // 8
-        body = (payload + rng.bytes(max(0, size - len(payload))))[:size]
-        return build_wire_frame(rebuild(replace(f, width=width)), body)
-    if reason is R.PHASE:
-        if f.gather:
-            k = _other(rng, {f.nodes}, 0, 256)
-        else:
-            k = int(rng.choice([0, _other(rng, set(range(1, f.nodes)), f.nodes, 256)]))
-        return build_wire_frame(rebuild(replace(f, contributions=k)), payload)
-    assert reason is R.OFFSET
-    origin = int(rng.integers(f.nodes, 256))
-    return build_wire_frame(rebuild(replace(f, origin=origin)), payload)
-
-
-def malformed_reduce_frames(frames, rng, per_reason):
-    """``per_reason`` malformed frames of each reason a reduce frame alone decides, made
-    from ``frames``; each checked to fail for its reason."""
+def ring_streams(seed, max_nodes=MAX_NODES):
+    """What every node of a reference ring of each codec setting of
+    :data:`support.reduce_frames.SETTINGS` receives, at a random ring size up to
+    ``max_nodes``, tensor length and MTU: its predecessor's frames in order with mutated
+    frames failing each of the node's checks, alone or with a later one, and frames that
+    are not reduce frames among them (:func:`support.reduce_frames.node_stream`). A list of
+    ``(ring, rank, frames)``."""
     out = []
-    for reason in FRAME_REDUCE_REASONS:
-        for _ in range(per_reason):
-            frame = malformed_reduce_frame(frames[int(rng.integers(len(frames)))], reason, rng)
-            got = classify_reduce_frame(frame)[1]
-            assert got is reason, f"a frame made to fail {reason} fails {got}"
-            out.append(frame)
+    for case in SETTINGS:
+        rng = rng_of("nic_corpus", seed, case)
+        nodes = rng.randint(2, max_nodes)
+        ring = ring_case(case, nodes, rng.randint(nodes, 150 * nodes),
+                         mtu=rng.randint(100, 400), seed=rng.randrange(2**32))
+        for rank in range(nodes):
+            stream = node_stream(ring, rank, rng, mutated=0.6, combined=0.3, other=0.1)
+            out.append((ring, rank, [frame for frame, _ in stream]))
     return out
 
 
@@ -278,33 +195,20 @@ def _edgy_bytes(rng, count):
         0, 256, count))).astype(np.uint8).tobytes()
 
 
-def two_faults(frames, rng):
-    """A reduce frame of ``frames`` made to fail each pair of the reduce checks (the first
-    of them in check order decides)."""
-    out = []
-    for i, first in enumerate(FRAME_REDUCE_REASONS):
-        for second in FRAME_REDUCE_REASONS[i + 1:]:
-            frame = frames[int(rng.integers(len(frames)))]
-            for reason in (second, first) if rng.random() < 0.5 else (first, second):
-                frame = malformed_reduce_frame(frame, reason, rng)
-            out.append(frame)
-    return out
-
-
 def corpus(frames, *, seed=0, codecs=ALL_CODEC_IDS):
     """A corpus of at least ``frames`` frames by the lane whose input they are,
     ``{"tx": [...], "rx": [...]}``: a tensor of every codec, the fuzz traffic, a malformed
-    frame of every reason and codec, reduce frames and malformed ones of every reason (RX,
-    some with two faults), a tenth more frames of each lane with noise in their headers,
-    and a fifth more wire frames with random payloads."""
+    frame of every reason and codec, what the nodes of reference rings receive (RX), a
+    tenth more frames of each lane with noise in their headers, and a fifth more wire
+    frames with random payloads."""
     rng = np.random.default_rng(seed)
     good = every_codec(rng, codecs)
     out = {lane: good[lane] + malformed_of_every_reason(lane, codecs, seed)
            for lane in ("tx", "rx")}
-    # rings of every size in a large corpus; a small one keeps them small (2N(N-1) frames)
-    reduce = reduce_frames(rng, MAX_NODES if frames >= 5000 else 5)
-    out["rx"] += reduce + malformed_reduce_frames(reduce, rng, per_reason=max(2, frames // 400))
-    out["rx"] += two_faults(reduce, rng)
+    # rings of every size in a large corpus; a small one keeps them small
+    rings = [frame for _, _, stream in ring_streams(seed, MAX_NODES if frames >= 5000 else 4)
+             for frame in stream]
+    out["rx"] += rings
     # a batch of the campaign's traffic at least, however small the corpus
     made = len(out["tx"]) + len(out["rx"])
     rest = max(frames - made - frames // 10, frames // 4)
@@ -312,7 +216,7 @@ def corpus(frames, *, seed=0, codecs=ALL_CODEC_IDS):
     for lane in ("tx", "rx"):
         out[lane] += traffic[lane]
         out[lane] += header_noise(out[lane], rng, frames // 10)
-    wire = good["rx"] + [f for f in traffic["rx"] if classify_wire_frame(
-        f, codecs_built_in=codecs)[1] is None]
-    out["rx"] += payload_noise(wire + reduce, rng, frames // 5)
+    wire = good["rx"] + [f for f in traffic["rx"] + rings if classify_wire_frame(
+        f, codecs_built_in=codecs)[1] is None or classify_reduce_frame(f)[1] is None]
+    out["rx"] += payload_noise(wire, rng, frames // 5)
     return out
