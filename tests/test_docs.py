@@ -315,7 +315,7 @@ FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 PAGE_NAME = re.compile(r"`(docs/[\w-]+\.md)(?:#[\w-]*)?`")
 # A repository path in backquotes: `tests/sim/test_lane.py`, `gateware/tx/lane.py` (in the package).
 REPO_PATH = re.compile(r"`((?:squeezenic_hw|tests|bench|\.ci|gateware|sim|flows|spec|reference"
-                       r"|regmap|build|cli|model|platforms)/[^`\s]*)`")
+                       r"|regmap|build|cli|model|platforms|dissector)/[^`\s]*)`")
 PLACEHOLDER = re.compile(r"[*{}<>…|]|\b[A-Z]\b|test_[A-Z]\b")
 
 

@@ -37,6 +37,7 @@ COMMANDS = [
     "generate_cmd",
     "report_cmd",
     "allreduce_cmd",
+    "dissector_cmd",
 ]
 
 

@@ -5,7 +5,8 @@ UDP, the SqueezeNIC fields) followed by the payload. :class:`Header` holds the
 fields, :func:`build_host_frame` and :func:`build_wire_frame` write frames
 (lengths, IPv4 header checksum, UDP checksum 0), :func:`parse` reads the header
 without judging it, and :func:`classify_host_frame` / :func:`classify_wire_frame`
-decide whether the TX / RX lane processes a frame or bypasses it, and why.
+decide whether the TX / RX lane processes a frame or bypasses it, and why; their first
+checks, those every frame version shares, are :func:`check_transport`.
 
 Every decision where the spec is silent is in ``docs/frames.md``.
 """
@@ -32,14 +33,16 @@ from .header import (
     FLAG_STOCHASTIC,
     FLAGS_RESERVED,
     HEADER_LEN,
+    IPV4_FRAGMENT_MASK,
+    IPV4_VIHL,
     PROTO_UDP,
     VERSION,
 )
 from .threshold import values_count
 
 __all__ = [
-    "Header", "BypassReason", "TX_REASONS", "RX_REASONS",
-    "ipv4_checksum", "build_host_frame", "build_wire_frame", "parse",
+    "Header", "BypassReason", "TX_REASONS", "RX_REASONS", "TRANSPORT_REASONS",
+    "ipv4_checksum", "build_host_frame", "build_wire_frame", "parse", "check_transport",
     "classify_host_frame", "classify_wire_frame",
 ]
 
@@ -137,6 +140,9 @@ class BypassReason(enum.Enum):
 TX_REASONS = tuple(r for r in BypassReason if r is not BypassReason.NOT_ENCODED)
 #: Reasons the RX lane counts, in check order.
 RX_REASONS = tuple(r for r in BypassReason if r is not BypassReason.ALREADY_ENCODED)
+#: The reasons of :func:`check_transport`, in check order: those before ``version``, which
+#: every SqueezeNIC frame passes whatever its version (a reduce frame's too).
+TRANSPORT_REASONS = TX_REASONS[:TX_REASONS.index(BypassReason.VERSION)]
 
 # ---- building -------------------------------------------------------------------
 
@@ -248,17 +254,31 @@ def parse(frame_bytes):
                   ip_checksum=csum, udp_length=ulen, udp_checksum=ucsum)
 
 
-def _common_checks(frame, port, tuser_size):
-    """Section 2 checks shared by both lanes: ``(header, reason)``, reason ``None`` when fine."""
+def check_transport(frame, *, port=DEFAULT_PORT, tuser_size=None):
+    """The checks of :data:`TRANSPORT_REASONS`, which every SqueezeNIC frame passes
+    whatever its version: Ethernet, IPv4 without options or fragments, UDP to ``port``,
+    the IPv4 checksum and both lengths.
+
+    Parameters
+    ----------
+    frame, port, tuser_size :
+        As for :func:`classify_host_frame`.
+
+    Returns
+    -------
+    (Header or None, BypassReason or None)
+        The parsed header (``None`` only for frames shorter than 64 bytes) and the first
+        failing check, ``None`` when all pass.
+    """
     size = len(frame) if tuser_size is None else int(tuser_size)
     h = parse(frame)
     if h is None or size < HEADER_LEN:
         return h, BypassReason.SHORT_FRAME
     if h.ethertype != ETHERTYPE_IPV4:
         return h, BypassReason.NOT_IPV4
-    if frame[14] != 0x45:
+    if frame[14] != IPV4_VIHL:
         return h, BypassReason.IP_OPTIONS
-    if h.ip_frag & 0x3FFF:
+    if h.ip_frag & IPV4_FRAGMENT_MASK:
         return h, BypassReason.FRAGMENTED
     if h.protocol != PROTO_UDP:
         return h, BypassReason.NOT_UDP
@@ -270,6 +290,14 @@ def _common_checks(frame, port, tuser_size):
         return h, BypassReason.IP_LENGTH
     if h.udp_length != size - 34:
         return h, BypassReason.UDP_LENGTH
+    return h, None
+
+
+def _common_checks(frame, port, tuser_size):
+    """Section 2 checks shared by both lanes: ``(header, reason)``, reason ``None`` when fine."""
+    h, reason = check_transport(frame, port=port, tuser_size=tuser_size)
+    if reason is not None:
+        return h, reason
     if h.version != VERSION:
         return h, BypassReason.VERSION
     if h.flags & FLAGS_RESERVED:

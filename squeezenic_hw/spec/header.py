@@ -5,7 +5,7 @@ beat of a frame: Ethernet II, IPv4 without options, UDP, then the SqueezeNIC fie
 __all__ = [
     "HEADER_LEN", "DEFAULT_PORT", "MAX_PKT_LEN", "DEFAULT_MTU", "DEFAULT_HOST_ELEMENTS",
     "VERSION", "FLAG_ENCODED", "FLAG_STOCHASTIC", "FLAG_FLUSH", "FLAGS_RESERVED",
-    "ETHERTYPE_IPV4", "IPV4_VIHL", "PROTO_UDP", "HDR", "check_port",
+    "ETHERTYPE_IPV4", "IPV4_VIHL", "IPV4_FRAGMENT_MASK", "PROTO_UDP", "HDR", "check_port",
 ]
 
 #: Bytes of the header (the whole first 512-bit beat).
@@ -40,6 +40,9 @@ FLAGS_RESERVED = 0xF8
 ETHERTYPE_IPV4 = 0x0800
 #: IPv4 version 4 and header length 5 words (no options), the header's byte 14.
 IPV4_VIHL = 0x45
+#: The IPv4 flags-and-fragment-offset word's MF flag and fragment offset: a frame with any
+#: of them set is a fragment (DF, bit 14, is fine).
+IPV4_FRAGMENT_MASK = 0x3FFF
 #: IP protocol number of UDP.
 PROTO_UDP = 17
 

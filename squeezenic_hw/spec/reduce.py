@@ -1,19 +1,22 @@
 """The ring all-reduce's shared facts (``docs/wire-format.md`` section 8): the reducible
 codecs and their families, the partial sums' wire width, how a tensor is cut into chunks
-and in which order a node meets them, the version 2 reduce frame's fields, and the
-reasons a node bypasses a reduce frame."""
+and in which order a node meets them, the version 2 reduce frame's fields, the reasons a
+node bypasses a reduce frame, and the checks a frame alone decides
+(:func:`classify_reduce_frame`)."""
 
 import enum
 from dataclasses import dataclass
 
 from .codecs import codec_info, validate_param
-from .header import FLAG_ENCODED, FLAG_STOCHASTIC, HEADER_LEN
+from .frames import BypassReason, check_transport
+from .header import DEFAULT_PORT, FLAG_ENCODED, FLAG_STOCHASTIC, HEADER_LEN
 
 __all__ = [
     "REDUCE_VERSION", "FLAG_GATHER", "REDUCE_FLAGS_RESERVED", "MIN_NODES", "MAX_NODES",
     "INTEGER_CODECS", "FLOAT_CODECS", "ReduceFields", "ReduceReason", "check_nodes",
     "reduce_family", "partial_width", "chunk_size", "chunk_bounds", "ring_order",
-    "sums_per_frame", "reduce_frame_length", "REDUCE_HDR",
+    "sums_per_frame", "reduce_frame_length", "REDUCE_HDR", "FRAME_REDUCE_REASONS",
+    "classify_reduce_frame",
 ]
 
 #: Header ``version`` of a reduce frame.
@@ -144,3 +147,66 @@ class ReduceReason(enum.IntEnum):
     PHASE = 7
     OFFSET = 8
     DUPLICATE = 9
+
+
+#: The checks of section 8.4 that every node makes alike, whatever its configuration,
+#: in check order (:func:`classify_reduce_frame`); the others (and ``disabled``) need the
+#: node's configuration or state (:class:`~squeezenic_hw.reference.reduce_rx.ReduceReceiver`).
+FRAME_REDUCE_REASONS = (ReduceReason.LENGTH, ReduceReason.FLAGS, ReduceReason.SETTINGS,
+                        ReduceReason.NODES, ReduceReason.WIDTH, ReduceReason.PHASE)
+
+
+def classify_reduce_frame(frame, *, port=DEFAULT_PORT, tuser_size=None):
+    """Would every node bypass ``frame``, whatever its configuration, and why?
+
+    A node's checks (section 8.4, :class:`~squeezenic_hw.reference.reduce_rx.ReduceReceiver`)
+    compare a reduce frame with the node's N, rank, settings and expected offsets; this
+    function makes those of :data:`FRAME_REDUCE_REASONS` against what the frame says of
+    itself, so that a frame it bypasses for a reason, every enabled node bypasses for that
+    reason or an earlier one: its length against its own ``n`` (at least 1) and ``width``;
+    ``settings``, a reducible codec with a valid parameter and ``stochastic`` only where the
+    codec rounds stochastically; ``nodes``, 2 … 16; ``width``, the partial sums' width of
+    the codec, parameter and ``nodes``; ``phase``, ``origin`` < N and k = N when gathering,
+    1 ≤ k ≤ N − 1 otherwise. A frame that passes is taken by the node whose configuration
+    and expected offset agree with it.
+
+    Parameters
+    ----------
+    frame, port, tuser_size :
+        As for :func:`~.frames.classify_host_frame`.
+
+    Returns
+    -------
+    (Header or None, BypassReason or ReduceReason or None)
+        The parsed header (``None`` only for frames shorter than 64 bytes) and the first
+        failing check: a :class:`~.frames.BypassReason` of the transport checks, or
+        ``VERSION`` for a frame that is not a reduce frame, else a :class:`ReduceReason`;
+        ``None`` when all pass.
+    """
+    h, reason = check_transport(frame, port=port, tuser_size=tuser_size)
+    if reason is not None:
+        return h, reason
+    if h.version != REDUCE_VERSION:
+        return h, BypassReason.VERSION
+    size = len(frame) if tuser_size is None else int(tuser_size)
+    f = ReduceFields.of(h)
+    if h.n == 0 or size != reduce_frame_length(f.width, h.n) or len(frame) != size:
+        return h, ReduceReason.LENGTH
+    if h.flags & (REDUCE_FLAGS_RESERVED | FLAG_ENCODED) != FLAG_ENCODED:
+        return h, ReduceReason.FLAGS
+    try:
+        info = codec_info(h.codec)
+        reduce_family(info)
+        validate_param(info.name, h.param)
+    except ValueError:
+        return h, ReduceReason.SETTINGS
+    if h.flags & FLAG_STOCHASTIC and not info.stochastic:
+        return h, ReduceReason.SETTINGS
+    if not MIN_NODES <= f.nodes <= MAX_NODES:
+        return h, ReduceReason.NODES
+    if f.width != partial_width(info, h.param, f.nodes):
+        return h, ReduceReason.WIDTH
+    k = f.contributions
+    if f.origin >= f.nodes or (k != f.nodes if f.gather else not 1 <= k < f.nodes):
+        return h, ReduceReason.PHASE
+    return h, None

@@ -38,6 +38,8 @@ def _cases(d):
         "tensor not a pcap": ["tensor", str(text), "-o", out],
         "tensor missing input": ["tensor", str(missing), "-o", out],
         "throughput bad host_bw": ["throughput", "--host-bw", "130"],
+        "dissector bad port": ["dissector", "-o", out, "--port", "70000"],
+        "dissector bad codec": ["dissector", "-o", out, "--codecs", "zip"],
     }
 
 
