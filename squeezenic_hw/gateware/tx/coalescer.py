@@ -225,14 +225,16 @@ class TxCoalescer(wiring.Component):
     Notes
     -----
     Latency: 2 cycles from a prepared beat to its job and record (``F``, ``D``); the
-    outputs are combinational from ``D`` and meant to enter skid buffers. Throughput: one
+    outputs are combinational from ``D`` and meant to enter FIFOs. Throughput: one
     prepared beat per cycle; an idle close when no beat waits and a ``close`` close take
     a cycle with no beat in ``D`` (an idle close before a header or a bypassed frame goes
     with it, as a mismatch close does); below
     :data:`SPARSE_SPECULATION_MTU` a threshold beat waits for ``D`` to be empty.
-    Backpressure: ``D`` acts only when all three outputs are ready (they are the
-    registered readies of skid buffers) and holds otherwise; ``i.ready`` comes from
-    registers and those readies. Nothing is dropped.
+    Backpressure: ``F`` and ``D`` advance together while all three outputs are ready
+    (each a FIFO's registered ready) and hold otherwise, so that ``i.ready`` is that
+    ready: a gate from three flip-flops (below :data:`SPARSE_SPECULATION_MTU`, where a
+    threshold beat may wait in ``F``, also of ``F``'s and ``D``'s states). Nothing is
+    dropped.
     """
 
     def __init__(self, *, mtu, sparse, idle_timeout=None, cap=None):
@@ -328,7 +330,7 @@ class TxCoalescer(wiring.Component):
         frame_ended = Signal()
         due_empty, due_with_beat = self._idle_timer(m, frame_ended)
         # Everything below is written flat from registers: the handshake, the close
-        # between frames and the actions each reach a skid buffer in a few gates.
+        # between frames and the actions each reach a FIFO in a few gates.
         nothing_arriving = ~d_valid & ~f_valid & ~self.i.valid
         end_close = self.close & nothing_arriving
         # an idle close waits for the frame in D to end, and goes with the header or the
@@ -353,18 +355,23 @@ class TxCoalescer(wiring.Component):
         # ---- what D does this cycle (each from registers, a gate or two deep) ---------
         act = self._actions(m, ready=ready, d_valid=d_valid, kind=kind, d_fire=d_fire, frame=frame,
                             d=d, idle_due_in_d=idle_due_in_d, idle_close=idle_close)
+        # the same, were the outputs ready: the state changes under ``If(ready)`` read these,
+        # so that ``ready`` (the prep's enable, thousands of loads) is their registers'
+        # enable and not one more input of every decision
+        acts = self._actions(m, ready=Const(1), d_valid=d_valid, kind=kind, d_fire=d_valid,
+                             frame=frame, d=d, idle_due_in_d=idle_due_in_d, idle_close=idle_close)
 
         # ---- outputs: the decision's inputs (registers, a gate or two), not its results
         self._outputs(m, act=act, cut=cut, d=d, frame=frame, kind=kind, idle_close=idle_close,
                       ready=ready)
 
         # ---- state and counters -------------------------------------------------------
-        self._state(m, ready=ready, act=act, frame=frame, idle_close=idle_close,
+        self._state(m, ready=ready, act=acts, frame=frame, idle_close=idle_close,
                     due_empty=due_empty, d=d, frame_ended=frame_ended, cut=cut)
 
         # ---- moving beats: input → F → D ----------------------------------------------
-        close_pending, move = self._move_beats(m, d_valid=d_valid, d_fire=d_fire, f_valid=f_valid,
-                                               f=f, d=d)
+        close_pending, move = self._move_beats(m, ready=ready, d_valid=d_valid, d_fire=d_fire,
+                                               f_valid=f_valid, f=f, d=d)
 
         if self._sparse:
             closes_now = Signal()
@@ -522,7 +529,8 @@ class TxCoalescer(wiring.Component):
 
     def _state(self, m, *, ready, act, frame, idle_close, due_empty, d, frame_ended, cut):
         """The state of the open frame and the host frame, and the counters, from what D does this
-        cycle."""
+        cycle: ``act`` says what it does when the outputs are ready, and nothing changes
+        while they are not."""
         bump, finish_counters = self._counter_events(m)
         with m.If(ready):
             with m.If(act.close_between):
@@ -585,19 +593,27 @@ class TxCoalescer(wiring.Component):
 
         finish_counters()
 
-    def _move_beats(self, m, *, d_valid, d_fire, f_valid, f, d):
+    def _move_beats(self, m, *, ready, d_valid, d_fire, f_valid, f, d):
         """Moving beats: input → F → D; returns the threshold close not yet applied to the slacks,
         and whether F's beat moves to D."""
-        d_takes = ~d_valid | d_fire
-        f_sparse_beat = f_valid & (f.kind == PrepKind.PAYLOAD) & f.sparse
         small_mtu = self._sparse and self._mtu < SPARSE_SPECULATION_MTU
         close_pending = Signal()        # threshold: a close not yet applied to the slacks
         move = Signal()
-        # below the speculation MTU a threshold beat is compared only against a settled
-        # frame: it enters D when D is empty and no close is pending
-        m.d.comb += move.eq(f_valid & d_takes & (~f_sparse_beat | (~d_valid & ~close_pending)
-                                                 if small_mtu else Const(1)))
-        f_takes = ~f_valid | move
+        if small_mtu:
+            # below the speculation MTU a threshold beat is compared only against a settled
+            # frame: it enters D when D is empty and no close is pending
+            d_takes = ~d_valid | d_fire
+            f_sparse_beat = f_valid & (f.kind == PrepKind.PAYLOAD) & f.sparse
+            m.d.comb += move.eq(f_valid & d_takes
+                                & (~f_sparse_beat | (~d_valid & ~close_pending)))
+            f_takes = ~f_valid | move
+        else:
+            # F and D advance together on the outputs' ready, which is three flip-flops:
+            # the input's ready (the prep's pipeline enable) is then a gate from registers,
+            # whatever the LUT mapping, where taking F's beat into an empty D would put
+            # D's and F's states in front of it
+            m.d.comb += move.eq(f_valid & ready)
+            f_takes = ready
         m.d.comb += self.i.ready.eq(f_takes)
         with m.If(move):
             m.d.sync += [d_valid.eq(1), d.eq(f)]

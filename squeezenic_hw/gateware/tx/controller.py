@@ -14,8 +14,9 @@ and turns host frames into three streams, all in the order the reference
 * ``bypass`` — the beats of bypassed frames, unchanged.
 
 It is a pipeline of four blocks: the prep feeds the coalescer directly (its pipeline
-enable one LUT from the coalescer's ``ready``), FIFOs stand between the coalescer and the
-shaper and sizer, so that no ready signal and no long path crosses further::
+enable is the coalescer's ``ready``, a gate from the registered readies of the FIFOs
+behind it), FIFOs stand between the coalescer and the shaper and sizer, so that no ready
+signal and no long path crosses further::
 
     i ─► TxBeatPrep ─► TxCoalescer ─┬─ job records ─► TxJobShaper ─► jobs
                                     ├─ records ─► TxCloseSizer ─► desc

@@ -143,8 +143,8 @@ class TxBeatPrep(wiring.Component):
     0). Throughput: one beat per cycle; a frame that ends early costs a cycle per zero
     beat added, beats past a frame's end a cycle each (discarded); with wire frames of
     ``c < 16`` codes a beat takes ``⌈16/c⌉`` cycles or one more. Backpressure: the
-    pipeline holds while ``o.valid & ~o.ready`` (``i.ready`` is one gate from ``o.ready``
-    and a register); nothing is dropped.
+    pipeline advances while ``o.ready`` and holds otherwise, full or not (``i.ready`` is
+    one gate from ``o.ready`` and a register); nothing is dropped.
     """
 
     LATENCY = 2
@@ -162,8 +162,10 @@ class TxBeatPrep(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         layout = prepared_beat_layout()
+        # the pipeline advances on ``o.ready`` alone (an empty output register waits too):
+        # the coalescer's ready is a gate from flip-flops, and so is this enable
         enable = stage_enable()
-        m.d.comb += enable.eq(~self.o.valid | self.o.ready)
+        m.d.comb += enable.eq(self.o.ready)
         st = Stager(m, enable, reset_less=True)
 
         beat = self.i.payload.beat
