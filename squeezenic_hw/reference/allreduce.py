@@ -30,7 +30,7 @@ from squeezenic_hw.spec.reduce import (
 from .codecs import CANONICAL_NAN, decode, encode, from_bits, mul_f32, pack, unpack
 
 __all__ = ["AllReduceResult", "allreduce", "signed_codes", "add_f32", "float_error_terms",
-           "integer_hop"]
+           "integer_hop", "integer_values"]
 
 
 @dataclass(frozen=True)
@@ -256,6 +256,22 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
                            bound=bound, links=links, width=width)
 
 
+def integer_values(sums, codec, nodes, scale, aux):
+    """What a host receives for finished integer sums (section 8.2): fl32(S · ``aux``)
+    (``fixed``, ``qsgd``; S the signed sums), or fl32(fl32(n0 · ``scale``) + fl32(n1 ·
+    ``aux``)) (``sign``; n1 the sums, n0 = N − n1); every NaN the canonical NaN. Float32.
+    """
+    name = codec_info(codec).name
+    scale32, aux32 = np.float32(scale), np.float32(aux)
+    sums = np.asarray(sums, dtype=np.int64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if name == "sign":
+            n1 = sums.astype(np.float32)
+            n0 = np.float32(nodes) - n1
+            return add_f32(from_bits(mul_f32(n0, scale32)), from_bits(mul_f32(n1, aux32)))
+        return from_bits(mul_f32(sums.astype(np.float32), aux32))
+
+
 def _exact_sum(xs):
     """The sum of the tensors element by element, correctly rounded to float64
     (``math.fsum``: a plain float64 sum loses 1e-45 beside 3e38)."""
@@ -272,12 +288,9 @@ def _exact_sum(xs):
 def _integer_result(name, total, clamped, xs, nodes, scale, aux, stochastic):
     """The host values of an integer sum and their bound (section 8.2)."""
     scale32, aux32 = np.float32(scale), np.float32(aux)
+    value = integer_values(total, name, nodes, scale, aux)
     if name == "sign":
-        n1 = total.astype(np.float32)
-        n0 = np.float32(nodes) - n1
-        value = add_f32(from_bits(mul_f32(n0, scale32)), from_bits(mul_f32(n1, aux32)))
         return value, np.full(total.size, np.nan)
-    value = from_bits(mul_f32(total.astype(np.float32), aux32))
     delta = 1.0 if stochastic else 0.5
     magnitude = np.sum(np.stack([np.abs(x.astype(np.float64)) for x in xs]), axis=0)
     bound = (nodes * delta * float(aux32) + 2.0**-22 * magnitude
