@@ -18,9 +18,14 @@ from amaranth.lib import data
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.gateware.reduce.adder import ReduceAdder
 from squeezenic_hw.gateware.reduce.code_aligner import host_codes_layout
-from squeezenic_hw.gateware.reduce.layouts import CheckedBeat, ReduceCheck, ReduceFrameInfo
+from squeezenic_hw.gateware.reduce.layouts import (
+    CheckedBeat,
+    ReduceCheck,
+    ReduceFrameInfo,
+    sums_job_layout,
+)
 from squeezenic_hw.reference.allreduce import allreduce, integer_hop
-from squeezenic_hw.reference.codecs import encode
+from squeezenic_hw.reference.codecs import encode, unpack
 from squeezenic_hw.sim.axis import frame_beats
 from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS
@@ -129,7 +134,8 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
     before = np.cumsum([0] + [len(c) for c in codes])
     total_frames = len(frames)
     state = {"sent": 0, "done": False}
-    out = {"o": [], "desc": [], "overflow": [], "o_cycles": [], "host_cycles": []}
+    out = {"o": [], "desc": [], "overflow": [], "finished": [], "o_cycles": [],
+           "host_cycles": []}
 
     async def wire(ctx):
         ctx.set(dut.cfg, config(case, nodes))
@@ -176,6 +182,10 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
         state["done"] = True
         out["counter"] = ctx.get(dut.overflows)
 
+    def finished_of(value):
+        v = data.Const(sums_job_layout(dut.sum_width), value)
+        return [int(v.sums[e]) for e in range(int(v.count))], int(v.last)
+
     def fields_of(value):
         v = data.Const(ReduceFrameInfo, value)
         return (int(v.gather), int(v.contributions), int(v.origin), int(v.width),
@@ -185,6 +195,7 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
                             (sink("o", dut.o, int), False),
                             (sink("desc", dut.desc, fields_of), False),
                             (sink("overflow", dut.overflow, int), False),
+                            (sink("finished", dut.finished, finished_of), False),
                             (watch, False)])
     return out
 
@@ -210,7 +221,22 @@ def check_outputs(out, frames, hops):
         del beats[:len(expected)]
     assert oi == len(overflowed) and not beats and not fields
     assert out["counter"] == oi
+    # the gather frames' sums, frame by frame, on finished
+    finished, frame = [], []
+    for sums, last in out["finished"]:
+        frame += sums
+        if last:
+            finished.append(frame)
+            frame = []
+    gathers = [list(unpack(h[64:], ReduceFields.of(parse(h)).width, parse(h).n))
+               for f, h in zip(frames, hops, strict=True)
+               if ReduceFields.of(parse(h)).gather and not _overflowed(f, overflowed)]
+    assert finished == gathers and not frame
     return oi
+
+
+def _overflowed(frame, overflowed):
+    return frame_beats(frame) in overflowed
 
 
 CASES = [("fixed", 2, 203, (0.3, 0.2), 0.3), ("qsgd-stochastic", 3, 500, (0.1, 0.5), 0.2),
