@@ -297,3 +297,20 @@ def test_full_rate():
     ({"wire_depth": 1}, "wire_depth"), ({"host_depth": True}, "host_depth")])
 def test_bad_parameters(kwargs, name):
     rejected(ReduceAdder, match=name, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["fixed", "fixed-stochastic", "qsgd", "qsgd-stochastic",
+                                  "sign"])
+@pytest.mark.parametrize("nodes, elements", [(2, 1), (3, 1000), (4, 2001), (8, 1003),
+                                             (16, 1500)])
+def test_hops_of_every_codec_and_ring(case, nodes, elements):
+    """Every rank of every ring, under random stalls."""
+    dut = shared(ReduceAdder)
+    for rank in range(nodes):
+        frames, codes, hops, _ = hop_case(case, nodes, elements, rank, seed=rank)
+        if not frames:
+            continue
+        out = run_adder(dut, case, nodes, frames, codes, lead=300, idle=(0.3, 0.3),
+                        backpressure=0.3, seed=rank)
+        assert check_outputs(out, frames, hops) == 0
