@@ -2,7 +2,7 @@
 each reduce frame taken from the ring's predecessor, its partial sums plus the host's codes
 of the same offsets, as the payload of the frame for the successor."""
 
-from amaranth import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,11 +22,13 @@ from squeezenic_hw.gateware.common.stream import (
 from squeezenic_hw.gateware.rx.unpacker import MAX_HOST_ELEMENTS_LIMIT, WireUnpacker
 from squeezenic_hw.gateware.tx.packer import WirePacker
 from squeezenic_hw.spec.codecs import codec_info
+from squeezenic_hw.spec.header import DEFAULT_MTU
 from squeezenic_hw.spec.reduce import (
     INTEGER_CODECS,
     MAX_NODES,
     MIN_NODES,
     partial_width,
+    sums_per_frame,
 )
 
 from .code_aligner import CodeAligner, host_codes_layout
@@ -106,6 +108,15 @@ class ReduceAdder(wiring.Component):
     :class:`~squeezenic_hw.gateware.tx.packer.WirePacker` packs the sums at w bits, and its
     beats leave on ``o``.
 
+    The node's own chunk starts the reduce phase (section 8.1): from a ``start`` pulse,
+    the first codes of the host make the chunk's frames, k = 1, their sums the codes'
+    signed values (the jobs of a frame of zero sums, made here: they need no unpacker),
+    :func:`~squeezenic_hw.spec.reduce.sums_per_frame` sums a frame at the ``mtu``, the
+    last one the rest; the chunk is [r·C, min((r+1)·C, E)) of ``cfg`` (none when empty).
+    Then the wire frames' jobs take the codes that follow. The wire frames that arrive
+    meanwhile (the predecessor's own chunk) wait in the wire queue: with the ring order of
+    section 8.1 it must hold a chunk's payload for the line to keep its rate.
+
     The host's codes must arrive in the order of the sums they join (the host sends its
     tensor in ring order, section 8.1): the adder does not compare offsets. A frame
     arriving when its codes are not there waits in the wire queue; when the queue has no
@@ -128,6 +139,9 @@ class ReduceAdder(wiring.Component):
         a frame longer than this always overflows.
     host_depth : int
         Beats of codes the host queue holds, 2 … 4096 (default 64; block RAM from 64).
+    mtu : int
+        The longest reduce frame in bytes, 144 … 9600 (default 1518): the own chunk's
+        frames hold :func:`~squeezenic_hw.spec.reduce.sums_per_frame` sums.
 
     Attributes
     ----------
@@ -150,8 +164,11 @@ class ReduceAdder(wiring.Component):
     overflow : Out(stream.Signature(CheckedBeat))
         The frames the wire queue had no room for, whole and unchanged.
     cfg : In(ReduceConfig)
-        The node's configuration: ``codec``, ``param`` and ``nodes`` are read (into
-        registers, a cycle later).
+        The node's configuration: ``codec``, ``param``, ``nodes``, ``rank``, ``elements``
+        and ``chunk`` are read (into registers, up to 3 cycles later).
+    start : In(1)
+        A pulse: an all-reduce begins, with the own chunk (at least 3 cycles after
+        ``cfg`` changes).
     overflows : Out(32)
         Frames sent to ``overflow`` (wrapping; reset to 0).
 
@@ -161,7 +178,8 @@ class ReduceAdder(wiring.Component):
     last beat on ``o``: ``LATENCY`` = 23 cycles, the sum of its parts' (the input stage;
     the wire queue, three cycles in block RAM; the unpacker, up to 6; a skid buffer; the
     three sum stages; the sums' queue, two; the packer, 5; the beat queue, two).
-    Throughput: one job of 16 sums per cycle, so one beat of 16 host codes per cycle (the
+    Throughput: one job of 16 sums per cycle (the own chunk's frames: two cycles more
+    each, where the next frame's ``n`` is loaded), so one beat of 16 host codes per cycle (the
     host's rate: its fp32 stream carries 16 elements a beat) and 16·w ≤ 320 bits of the
     wire a cycle: the host side is the limit, the wire side keeps up with it.
     Backpressure: ``i.ready`` and ``host.ready`` are registers. ``i.ready`` falls only
@@ -186,8 +204,11 @@ class ReduceAdder(wiring.Component):
     LATENCY = 1 + 3 + 6 + 1 + _SUM_STAGES + 2 + WirePacker.LATENCY + 2
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
-                 params=range(2, 17), wire_depth=64, host_depth=64):
+                 params=range(2, 17), wire_depth=64, host_depth=64, mtu=DEFAULT_MTU):
         self.codecs = integer_codecs(codecs)
+        if isinstance(mtu, bool) or not isinstance(mtu, int) or not 144 <= mtu <= 9600:
+            raise ValueError(f"mtu must be an int from 144 to 9600, got {mtu!r}")
+        self.mtu = mtu
         self.nodes = _ints("nodes", nodes, MIN_NODES, MAX_NODES)
         self.params = _ints("params", params, 2, 16)
         self.wire_depth = _depth("wire_depth", wire_depth, 2, 4096)
@@ -204,6 +225,7 @@ class ReduceAdder(wiring.Component):
             "finished": Out(stream.Signature(sums_job_layout(self.sum_width))),
             "overflow": Out(stream.Signature(CheckedBeat)),
             "cfg": In(ReduceConfig),
+            "start": In(1),
             "overflows": Out(32),
         })
 
@@ -355,6 +377,64 @@ class ReduceAdder(wiring.Component):
         value = Mux(is_fixed, fixed, Mux(is_qsgd, level, code[0]))
         return value[:sw], is_qsgd & negative
 
+    def _own_chunk(self, m):
+        """The jobs of the node's own chunk, from ``start``: frames of
+        :func:`~squeezenic_hw.spec.reduce.sums_per_frame` sums (the last one the rest), k = 1,
+        zero sums. Returns the generator's signals (``step``: a job taken)."""
+        c = self.cfg
+        nodes_range = range(MAX_NODES + 16)
+        # the configuration's partial width, chunk and frame size, in registers
+        log2 = Array(Const((n - 1).bit_length() if n else 0, 5) for n in nodes_range)
+        bits = Array(Const(n.bit_length(), 5) for n in nodes_range)
+        width = Signal(6)
+        is_sign = (c.codec == _SIGN) if "sign" in self.codecs else 0
+        if set(self.codecs) == {"sign"}:
+            m.d.sync += width.eq(bits[c.nodes])
+        else:
+            m.d.sync += width.eq(Mux(is_sign, bits[c.nodes], c.param + log2[c.nodes]))
+        per_frame = Signal(16)
+        m.d.sync += per_frame.eq(Array(
+            Const(sums_per_frame(w, self.mtu) if w else 0, 16) for w in range(64))[width])
+        lo = Signal(32)
+        m.d.sync += lo.eq(c.rank * c.chunk)
+        hi_a = Signal(33)
+        m.d.sync += hi_a.eq(lo + c.chunk)
+        total = Signal(32)                  # the own chunk's sums: min(lo + C, E) − lo
+        m.d.sync += total.eq(Mux(lo >= c.elements, 0,
+                                 Mux(hi_a > c.elements, c.elements, hi_a) - lo))
+
+        active = Signal()
+        wait = Signal(2)                    # cycles of loading a frame
+        off = Signal(32)                    # the current frame's offset, n and sums left
+        n = Signal(16)
+        left = Signal(16)
+        rest = Signal(32)                   # the chunk's sums after the current frame
+        count = Signal(5)
+        last = Signal()
+        step = Signal()
+        info = Signal(ReduceFrameInfo)
+        m.d.comb += [
+            info.gather.eq(0), info.contributions.eq(1), info.origin.eq(c.rank),
+            info.width.eq(width), info.n.eq(n), info.offset.eq(off),
+        ]
+        with m.If(self.start):
+            m.d.sync += [active.eq(total != 0), wait.eq(1), off.eq(lo), rest.eq(total),
+                         n.eq(0)]
+        with m.Elif(wait == 1):             # the next frame's n
+            m.d.sync += [n.eq(Mux(rest > per_frame, per_frame, rest)), wait.eq(2)]
+        with m.Elif(wait == 2):             # its jobs
+            m.d.sync += [left.eq(n), rest.eq(rest - n), wait.eq(0),
+                         count.eq(Mux(n >= 16, 16, n)), last.eq(n <= 16)]
+        with m.Elif(step):
+            rem = left - count
+            m.d.sync += [left.eq(rem), count.eq(Mux(rem >= 16, 16, rem)), last.eq(rem <= 16)]
+            with m.If(last):
+                m.d.sync += [off.eq(off + n), wait.eq(1)]
+                with m.If(rest == 0):
+                    m.d.sync += [active.eq(0), wait.eq(0)]
+        return {"active": active, "valid": active & (wait == 0), "count": count,
+                "last": last, "info": info, "step": step}
+
     def _sums(self, m, unpacker, order):
         sw, cw = self.sum_width, self.code_width
         config = self._codec_config(m)
@@ -381,22 +461,28 @@ class ReduceAdder(wiring.Component):
         m.d.sync += room.eq((sums_q.level <= limit) & (desc_q.level <= limit)
                             & (finished_q.level <= limit))
 
-        # the frame whose turn it is: its jobs take their codes, or its codes are dropped
+        # the own chunk's jobs first (zero sums: its frames start the chunk), then the
+        # wire frames' in their turns: each job takes its codes, or a turn's are dropped
+        own = self._own_chunk(m)
         turn = Signal(_ORDER)
         m.d.comb += turn.eq(order.r_data)
-        joins = order.r_rdy & ~turn.skip
-        enough = aligner.level >= job.payload.count
+        joins = order.r_rdy & ~turn.skip & ~own["active"]
+        count = Mux(own["active"], own["count"], job.payload.count)
+        enough = aligner.level >= count
         fire = Signal()
+        fire_wire = Signal()
         m.d.comb += [
             job.ready.eq(enough & room & joins),
-            fire.eq(job.valid & enough & room & joins),
+            fire_wire.eq(job.valid & enough & room & joins),
+            own["step"].eq(own["valid"] & enough & room),
+            fire.eq(fire_wire | own["step"]),
         ]
         # dropping: 16 codes a cycle, then the rest
         dropping = Signal()
         left = Signal(16)                   # codes still to drop, after ``want``
         want = Signal(5)                    # codes dropped when the aligner holds them
         drop = Signal()
-        m.d.comb += drop.eq(dropping & (aligner.level >= want))
+        m.d.comb += drop.eq(dropping & ~own["active"] & (aligner.level >= want))
         with m.If(~dropping & order.r_rdy & turn.skip):
             m.d.sync += [dropping.eq(1), want.eq(Mux(turn.n > 16, 16, turn.n)),
                          left.eq(Mux(turn.n > 16, turn.n - 16, 0))]
@@ -405,8 +491,8 @@ class ReduceAdder(wiring.Component):
                          left.eq(Mux(left > 16, left - 16, 0)),
                          dropping.eq(left != 0)]
         m.d.comb += [
-            aligner.pop.eq(Mux(fire, job.payload.count, 0) | Mux(drop, want, 0)),
-            order.r_en.eq((fire & job.payload.frame_last) | (drop & (left == 0))),
+            aligner.pop.eq(Mux(fire, count, 0) | Mux(drop, want, 0)),
+            order.r_en.eq((fire_wire & job.payload.frame_last) | (drop & (left == 0))),
         ]
 
         # stage 1: the job's sums and the host's codes
@@ -418,12 +504,13 @@ class ReduceAdder(wiring.Component):
                                   "info": ReduceFrameInfo})
         side1 = Signal(side, reset_less=True)
         m.d.sync += [
-            side1.count.eq(job.payload.count),
-            side1.last.eq(job.payload.frame_last),
-            side1.info.eq(job.payload.tag),
+            side1.count.eq(count),
+            side1.last.eq(Mux(own["active"], own["last"], job.payload.frame_last)),
+            side1.info.eq(Mux(own["active"], own["info"], job.payload.tag)),
         ]
         for e in range(CODES_PER_JOB):
-            m.d.sync += [wire1[e].eq(job.payload.codes[e][:sw]), host1[e].eq(aligner.codes[e])]
+            m.d.sync += [wire1[e].eq(Mux(own["active"], 0, job.payload.codes[e][:sw])),
+                         host1[e].eq(aligner.codes[e])]
 
         # stage 2: the host's signed values, and the width's mask
         wire2 = Signal.like(wire1, reset_less=True)

@@ -31,7 +31,7 @@ from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS
 from squeezenic_hw.spec.codecs import codec_info, f32_bits
 from squeezenic_hw.spec.frames import parse
-from squeezenic_hw.spec.reduce import ReduceFields
+from squeezenic_hw.spec.reduce import ReduceFields, chunk_size
 
 from support.checked_sink import CheckedSink, max_streak
 from support.reduce_frames import SETTINGS
@@ -105,17 +105,37 @@ def out_fields(frame):
     return (int(f.gather), f.contributions, f.origin, f.width, h.n, h.offset)
 
 
-def config(case, nodes):
+def config(case, nodes, rank=0, elements=0):
     s = SETTINGS[case]
-    return {"enable": 1, "nodes": nodes, "rank": 0,
+    return {"enable": 1, "nodes": nodes, "rank": rank,
             "codec": codec_info(case.split("-")[0]).id, "param": s.get("param", 0),
             "stochastic": int(s.get("stochastic", False)),
             "scale": f32_bits(s.get("scale", 1.0)), "aux": f32_bits(s.get("aux", 1.0)),
-            "elements": 0, "chunk": 0}
+            "elements": elements, "chunk": chunk_size(elements, nodes)}
+
+
+def own_case(case, nodes, elements, rank, *, mtu=200, seed=0):
+    """``(frames, codes)``: the frames node ``rank`` starts its own chunk with (k = 1) in
+    the reference ring of :func:`hop_case`, and its codes of each."""
+    rng = np.random.default_rng(seed)
+    settings = SETTINGS[case]
+    codec = case.split("-")[0]
+    xs = _tensors(rng, nodes, elements, codec, settings.get("param", 0))
+    result = allreduce(xs, codec, seed=seed, mtu=mtu, **settings)
+    frames, codes = [], []
+    for f in result.links[rank]:
+        h = parse(f)
+        fields = ReduceFields.of(h)
+        if fields.origin == rank and not fields.gather:
+            frames.append(f)
+            codes.append([int(v) for v in encode(
+                xs[rank][h.offset:h.offset + h.n], codec, seed=seed + rank, offset=h.offset,
+                **settings)])
+    return frames, codes
 
 
 def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpressure=0.0,
-              seed=0):
+              seed=0, own=None, rank=0, elements=0):
     """Run ``frames`` and their ``codes`` through ``dut``; a frame is offered once the host
     has sent all but ``lead`` codes before it (``None``: at once). Returns the payload
     beats, the outgoing fields, the frames overflowed (beats), the counter, the cycles the
@@ -123,7 +143,8 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
     rng = random.Random(seed)
     cw = dut.code_width
     host_layout = host_codes_layout(cw)
-    flat = [c for cs in codes for c in cs]
+    own_frames, own_codes = own or ([], [])
+    flat = [c for cs in own_codes + codes for c in cs]
     host_beats = []
     k = 0
     while k < len(flat):
@@ -131,16 +152,20 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
         host_beats.append((n, pack_payload(host_layout, {
             "codes": flat[k:k + n] + [0] * (16 - n), "count": n})))
         k += n
-    before = np.cumsum([0] + [len(c) for c in codes])
-    total_frames = len(frames)
+    before = sum(len(c) for c in own_codes) + np.cumsum([0] + [len(c) for c in codes])
+    total_frames = len(frames) + len(own_frames)
     state = {"sent": 0, "done": False}
     out = {"o": [], "desc": [], "overflow": [], "finished": [], "o_cycles": [],
            "host_cycles": []}
 
     async def wire(ctx):
-        ctx.set(dut.cfg, config(case, nodes))
+        ctx.set(dut.cfg, config(case, nodes, rank, elements))
         sender = BeatSender(ctx, dut.i, idle=idle[0], rng=random.Random(seed + 1))
-        await sender.wait_until(2)
+        await sender.wait_until(4)          # the derived configuration's registers
+        if own is not None:
+            ctx.set(dut.start, 1)
+            await sender.wait_until(5)
+            ctx.set(dut.start, 0)
         for j, f in enumerate(frames):
             while lead is not None and state["sent"] < before[j] - lead:
                 await sender.wait_until(sender.t + 1)
@@ -150,7 +175,7 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
 
     async def host(ctx):
         sender = BeatSender(ctx, dut.host, idle=idle[1], rng=random.Random(seed + 2))
-        await sender.wait_until(2)
+        await sender.wait_until(5)
         for n, word in host_beats:
             out["host_cycles"].append(await sender.send(word))
             state["sent"] += n
@@ -200,9 +225,9 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
     return out
 
 
-def check_outputs(out, frames, hops):
-    """Every frame is the reference's hop on ``o``/``desc`` or unchanged on ``overflow``,
-    in order; returns how many overflowed."""
+def check_outputs(out, frames, hops, own=()):
+    """The ``own`` frames first, then every frame the reference's hop on ``o``/``desc``
+    or unchanged on ``overflow``, in order; returns how many overflowed."""
     overflowed, current = [], []
     for b in out["overflow"]:
         current.append(b & _BEAT_MASK)
@@ -210,6 +235,11 @@ def check_outputs(out, frames, hops):
             overflowed.append(current)
             current = []
     beats, fields = list(out["o"]), list(out["desc"])
+    for f in own:
+        assert fields and fields.pop(0) == out_fields(f), parse(f)
+        expected = payload_beats(f)
+        assert beats[:len(expected)] == expected, parse(f)
+        del beats[:len(expected)]
     oi = 0
     for f, hop in zip(frames, hops, strict=True):
         if oi < len(overflowed) and overflowed[oi] == frame_beats(f):
@@ -294,7 +324,8 @@ def test_full_rate():
 @pytest.mark.parametrize("kwargs, name", [
     ({"codecs": ["raw"]}, "codecs"), ({"codecs": "fixed"}, "codecs"),
     ({"nodes": [1]}, "nodes"), ({"nodes": []}, "nodes"), ({"params": [17]}, "params"),
-    ({"wire_depth": 1}, "wire_depth"), ({"host_depth": True}, "host_depth")])
+    ({"wire_depth": 1}, "wire_depth"), ({"host_depth": True}, "host_depth"),
+    ({"mtu": 100}, "mtu")])
 def test_bad_parameters(kwargs, name):
     rejected(ReduceAdder, match=name, **kwargs)
 
@@ -314,3 +345,19 @@ def test_hops_of_every_codec_and_ring(case, nodes, elements):
         out = run_adder(dut, case, nodes, frames, codes, lead=300, idle=(0.3, 0.3),
                         backpressure=0.3, seed=rank)
         assert check_outputs(out, frames, hops) == 0
+
+
+@pytest.mark.parametrize("case, nodes, elements, rank", [
+    ("fixed-stochastic", 3, 1000, 1), ("sign", 4, 2001, 3), ("qsgd", 2, 3, 0),
+    ("fixed", 8, 700, 6), ("sign", 4, 3, 3)])
+def test_own_chunk_then_hops(case, nodes, elements, rank):
+    """From ``start``, the node's own chunk's frames (k = 1, its codes' signed values)
+    as the reference sends them, then its hops, under random stalls."""
+    own = own_case(case, nodes, elements, rank, seed=rank)
+    frames, codes, hops, _ = hop_case(case, nodes, elements, rank, seed=rank)
+    dut = shared(ReduceAdder, mtu=200)
+    out = run_adder(dut, case, nodes, frames, codes, lead=300 + sum(map(len, own[1])),
+                    idle=(0.2, 0.2), backpressure=0.2, seed=rank, own=own, rank=rank,
+                    elements=elements)
+    assert check_outputs(out, frames, hops, own=own[0]) == 0
+    assert own[0] or elements < nodes
