@@ -40,7 +40,10 @@ from .layouts import (
     sums_job_layout,
 )
 
-__all__ = ["ReduceAdder", "integer_widths"]
+__all__ = ["ReduceAdder", "integer_widths", "CONFIG_CYCLES"]
+
+#: Cycles from ``cfg`` written to the own chunk's bounds derived from it (registers).
+CONFIG_CYCLES = 6
 
 _FIXED, _QSGD, _SIGN = (codec_info(c).id for c in INTEGER_CODECS)
 #: Jobs of the unpacker are 16 sums but the frame's last: it cuts "host frames" of this
@@ -165,10 +168,10 @@ class ReduceAdder(wiring.Component):
         The frames the wire queue had no room for, whole and unchanged.
     cfg : In(ReduceConfig)
         The node's configuration: ``codec``, ``param``, ``nodes``, ``rank``, ``elements``
-        and ``chunk`` are read (into registers, up to 3 cycles later).
+        and ``chunk`` are read (into registers, up to :data:`CONFIG_CYCLES` later).
     start : In(1)
-        A pulse: an all-reduce begins, with the own chunk (at least 3 cycles after
-        ``cfg`` changes).
+        A pulse: an all-reduce begins, with the own chunk (at least :data:`CONFIG_CYCLES`
+        cycles after ``cfg`` changes).
     overflows : Out(32)
         Frames sent to ``overflow`` (wrapping; reset to 0).
 
@@ -395,13 +398,27 @@ class ReduceAdder(wiring.Component):
         per_frame = Signal(16)
         m.d.sync += per_frame.eq(Array(
             Const(sums_per_frame(w, self.mtu) if w else 0, 16) for w in range(64))[width])
+        # the chunk [lo, hi): lo = r·C as two sums of shifted C, then their sum (a stage
+        # each); hi = min(lo + C, E); its sums, 0 when lo ≥ E
+        rank, chunk, elements = (Signal.like(v, name=f"{n}_r") for n, v in
+                                 (("rank", c.rank), ("chunk", c.chunk),
+                                  ("elements", c.elements)))
+        m.d.sync += [rank.eq(c.rank), chunk.eq(c.chunk), elements.eq(c.elements)]
+        halves = [Signal(36, name=f"lo_part{k}") for k in range(2)]
+        for k, half in enumerate(halves):
+            m.d.sync += half.eq(Mux(rank[2 * k], chunk << 2 * k, 0)
+                                + Mux(rank[2 * k + 1], chunk << 2 * k + 1, 0))
         lo = Signal(32)
-        m.d.sync += lo.eq(c.rank * c.chunk)
         hi_a = Signal(33)
-        m.d.sync += hi_a.eq(lo + c.chunk)
+        beyond = Signal()
+        hi = Signal(32)
         total = Signal(32)                  # the own chunk's sums: min(lo + C, E) − lo
-        m.d.sync += total.eq(Mux(lo >= c.elements, 0,
-                                 Mux(hi_a > c.elements, c.elements, hi_a) - lo))
+        m.d.sync += [
+            lo.eq(halves[0] + halves[1]),
+            hi_a.eq(lo + chunk), beyond.eq(lo >= elements),
+            hi.eq(Mux(hi_a > elements, elements, hi_a)),
+            total.eq(Mux(beyond, 0, hi - lo)),
+        ]
 
         active = Signal()
         wait = Signal(2)                    # cycles of loading a frame
