@@ -72,10 +72,10 @@ class CodeAligner(wiring.Component):
 
     Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
     squeezenic_hw.gateware.reduce.code_aligner import CodeAligner;
-    print(synth.synthesize(CodeAligner(16), timing=True).summary())"``: 2 150 LUT (the
+    print(synth.synthesize(CodeAligner(16), timing=True).summary())"``: 2 158 LUT (the
     read multiplexers 16 × 16 × 32:1, the write ones 32 × 16 × 16:1), 529 FF, 0 BRAM,
-    0 DSP, estimated 2.66 ns at 4 LUT levels (``wp`` → a slot); ``code_width`` 1: 234 LUT,
-    49 FF, 2.38 ns. ``codes`` are outputs here: the reader's register behind them adds
+    0 DSP, estimated 3.03 ns at 5 LUT levels (``i.valid`` → ``i.ready``); ``code_width``
+    1: 232 LUT, 49 FF, 3.03 ns. ``codes`` are outputs here: the reader's register behind them adds
     its path (measured in the :class:`~.adder.ReduceAdder`).
     """
 
@@ -107,14 +107,17 @@ class CodeAligner(wiring.Component):
             with m.If(accept & ((j - wp)[:_POINTER] < count)):
                 choices = Array(codes[(j - s) % CODES_PER_JOB] for s in range(CODES_PER_JOB))
                 m.d.sync += slots[j].eq(choices[wp[:4]])
+        # the codes held after this cycle, and the room for a beat after it: the pop
+        # (late, the reader's decision) is compared rather than subtracted first
+        held = Signal(_LEVEL + 1)
         next_level = Signal(_LEVEL)
-        m.d.comb += next_level.eq(self.level + added - self.pop)
+        m.d.comb += [held.eq(self.level + added), next_level.eq(held - self.pop)]
         m.d.sync += [
             wp.eq(wp + added),
             self.level.eq(next_level),
             rp.eq(rp + self.pop),
         ]
-        m.d.sync += ready.eq(next_level <= SLOTS - CODES_PER_JOB)
+        m.d.sync += ready.eq(held <= SLOTS - CODES_PER_JOB + self.pop)
 
         # read: code e is slot rp + e
         for e in range(CODES_PER_JOB):
