@@ -1,6 +1,7 @@
 """The ring all-reduce in the NICs, in numpy: what every node's host receives, the reduce
-frames on every link, and how far the result may be from the exact sum
-(``docs/wire-format.md`` section 8, :mod:`squeezenic_hw.spec.reduce`).
+frames on every link, one node's hop of an integer codec (:func:`integer_hop`), and how
+far the result may be from the exact sum (``docs/wire-format.md`` section 8,
+:mod:`squeezenic_hw.spec.reduce`).
 
 Integer codecs (``fixed``, ``qsgd``, ``sign``) sum their codes exactly; float codecs
 (``raw``, ``fp16``, ``bf16``, ``natural``) decode, add in fp32 and encode again at every
@@ -13,8 +14,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from squeezenic_hw.spec.codecs import codec_info, f32_bits, validate_param
-from squeezenic_hw.spec.frames import Header, build_wire_frame
-from squeezenic_hw.spec.header import DEFAULT_MTU, MAX_PKT_LEN
+from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
+from squeezenic_hw.spec.header import DEFAULT_MTU, FLAG_STOCHASTIC, HEADER_LEN, MAX_PKT_LEN
 from squeezenic_hw.spec.reduce import (
     REDUCE_VERSION,
     ReduceFields,
@@ -26,9 +27,10 @@ from squeezenic_hw.spec.reduce import (
     sums_per_frame,
 )
 
-from .codecs import CANONICAL_NAN, decode, encode, from_bits, mul_f32, pack
+from .codecs import CANONICAL_NAN, decode, encode, from_bits, mul_f32, pack, unpack
 
-__all__ = ["AllReduceResult", "allreduce", "signed_codes", "add_f32", "float_error_terms"]
+__all__ = ["AllReduceResult", "allreduce", "signed_codes", "add_f32", "float_error_terms",
+           "integer_hop", "integer_values"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,46 @@ def signed_codes(codes, codec, param):
     if name == "sign":
         return codes & 1
     raise ValueError(f"codec {name!r} has no integer codes to sum")
+
+
+def integer_hop(frame, codes, *, header=None):
+    """One reduce-phase hop of an integer codec: the frame a node sends its successor for a
+    reduce frame it takes (section 8.1).
+
+    The frame's sums, each plus the signed value of the node's code of the same offset
+    (:func:`signed_codes`), at the frame's width w (the sum fits it: w is sized for N);
+    ``contributions`` one more, and when that makes N the frame is the chunk's gather
+    frame (``gather`` set). Offset, ``n`` and the codec fields are the frame's.
+
+    Parameters
+    ----------
+    frame : bytes
+        A reduce-phase frame of ``fixed``, ``qsgd`` or ``sign`` (section 8.3).
+    codes : array_like
+        The node's codes of the frame's ``n`` offsets, as its encoder makes them.
+    header : Header, optional
+        The node's addresses and ports (the frame's own if ``None``).
+
+    Returns
+    -------
+    bytes
+    """
+    h = parse(frame)
+    fields = ReduceFields.of(h)
+    info = codec_info(h.codec)
+    codes = np.asarray(codes).reshape(-1)
+    if codes.size != h.n:
+        raise ValueError(f"codes: the frame has {h.n} sums, got {codes.size} codes")
+    mask = (1 << fields.width) - 1
+    sums = unpack(frame[HEADER_LEN:], fields.width, h.n).astype(np.int64)
+    sums = (sums + signed_codes(codes, info.name, h.param)) & mask
+    k = fields.contributions + 1
+    out = replace(fields, contributions=k, gather=k == fields.nodes)
+    if header is not None:
+        h = replace(header, version=h.version, codec=h.codec, param=h.param, n=h.n,
+                    scale_bits=h.scale_bits, aux_bits=h.aux_bits, offset=h.offset)
+    h = replace(h, flags=out.flags(h.flags & FLAG_STOCHASTIC), seed=out.seed_word)
+    return build_wire_frame(h, pack(sums, fields.width))
 
 
 #: (ε, η) of section 8.2: relative and absolute rounding of one encode, by codec (and
@@ -214,6 +256,22 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
                            bound=bound, links=links, width=width)
 
 
+def integer_values(sums, codec, nodes, scale, aux):
+    """What a host receives for finished integer sums (section 8.2): fl32(S · ``aux``)
+    (``fixed``, ``qsgd``; S the signed sums), or fl32(fl32(n0 · ``scale``) + fl32(n1 ·
+    ``aux``)) (``sign``; n1 the sums, n0 = N − n1); every NaN the canonical NaN. Float32.
+    """
+    name = codec_info(codec).name
+    scale32, aux32 = np.float32(scale), np.float32(aux)
+    sums = np.asarray(sums, dtype=np.int64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if name == "sign":
+            n1 = sums.astype(np.float32)
+            n0 = np.float32(nodes) - n1
+            return add_f32(from_bits(mul_f32(n0, scale32)), from_bits(mul_f32(n1, aux32)))
+        return from_bits(mul_f32(sums.astype(np.float32), aux32))
+
+
 def _exact_sum(xs):
     """The sum of the tensors element by element, correctly rounded to float64
     (``math.fsum``: a plain float64 sum loses 1e-45 beside 3e38)."""
@@ -230,12 +288,9 @@ def _exact_sum(xs):
 def _integer_result(name, total, clamped, xs, nodes, scale, aux, stochastic):
     """The host values of an integer sum and their bound (section 8.2)."""
     scale32, aux32 = np.float32(scale), np.float32(aux)
+    value = integer_values(total, name, nodes, scale, aux)
     if name == "sign":
-        n1 = total.astype(np.float32)
-        n0 = np.float32(nodes) - n1
-        value = add_f32(from_bits(mul_f32(n0, scale32)), from_bits(mul_f32(n1, aux32)))
         return value, np.full(total.size, np.nan)
-    value = from_bits(mul_f32(total.astype(np.float32), aux32))
     delta = 1.0 if stochastic else 0.5
     magnitude = np.sum(np.stack([np.abs(x.astype(np.float64)) for x in xs]), axis=0)
     bound = (nodes * delta * float(aux32) + 2.0**-22 * magnitude

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from squeezenic_hw.reference.allreduce import add_f32, allreduce, signed_codes
+from squeezenic_hw.reference.allreduce import add_f32, allreduce, integer_hop, signed_codes
 from squeezenic_hw.reference.codecs import decode, encode, from_bits, mul_f32, unpack
 from squeezenic_hw.spec.frames import parse
 from squeezenic_hw.spec.reduce import (
@@ -209,3 +209,46 @@ def test_bad_parameters_are_named(bad, match):
         allreduce(xs, codec, **bad)
     with pytest.raises(ValueError, match="one length"):
         allreduce([np.ones(4, np.float32), np.ones(5, np.float32)], "raw")
+
+
+@pytest.mark.parametrize("case", ["fixed", "fixed-stochastic", "qsgd", "qsgd-stochastic",
+                                  "sign"])
+@pytest.mark.parametrize("nodes, elements", [(2, 1), (3, 2), (4, 1001), (8, 203)])
+def test_a_ring_of_hops_sends_the_links_frames(case, nodes, elements):
+    """Every frame a node sends but its own chunk's first ones is a hop of a frame it
+    receives, with its own codes of those offsets; the finishing node's hop is the gather
+    frame."""
+    rng = np.random.default_rng(nodes * 31 + elements)
+    xs = _tensors(rng, nodes, elements, spread=4.0)
+    xs[0][:1] = np.float32(1e30)               # a clamped code
+    settings = SETTINGS[case]
+    codec = _codec(case)
+    result = allreduce(xs, codec, seed=9, mtu=90, **settings)
+    for r in range(nodes):
+        sent = {}
+        for f in result.links[r]:
+            fields = ReduceFields.of(parse(f))
+            sent[fields.origin, fields.gather, parse(f).offset] = f
+        made = 0
+        for f in result.links[(r - 1) % nodes]:
+            h = parse(f)
+            fields = ReduceFields.of(h)
+            if fields.gather:
+                continue
+            codes = encode(xs[r][h.offset:h.offset + h.n], codec, seed=9 + r,
+                           offset=h.offset, **settings)
+            out = integer_hop(f, codes)
+            key = (fields.origin, fields.contributions + 1 == nodes, h.offset)
+            assert out == sent[key]
+            made += 1
+        # not hops: the own chunk's first frames and the gather frames forwarded
+        started = sum(1 for (origin, gather, _) in sent
+                      if (origin != (r + 1) % nodes if gather else origin == r))
+        assert made == len(sent) - started
+
+
+def test_a_hop_takes_the_frames_codes():
+    result = allreduce(_tensors(np.random.default_rng(1), 3, 10), "sign")
+    frame = result.links[0][0]
+    with pytest.raises(ValueError, match="codes"):
+        integer_hop(frame, np.zeros(parse(frame).n + 1, dtype=np.uint32))

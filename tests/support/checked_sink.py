@@ -4,7 +4,7 @@ next cycle."""
 
 from amaranth.hdl import Value
 
-__all__ = ["CheckedSink", "max_streak"]
+__all__ = ["CheckedSink", "max_streak", "take_beats"]
 
 
 class CheckedSink:
@@ -59,3 +59,21 @@ def max_streak(cycles):
         streak = streak + 1 if k and c == cycles[k - 1] + 1 else 1
         best = max(best, streak)
     return best
+
+
+async def take_beats(sink, count, *, timeout, quiet=20):
+    """Take ``count`` beats from ``sink`` (a :class:`CheckedSink`) within ``timeout``
+    cycles, then check that no more leaves in ``quiet`` cycles and close it; returns the
+    beats and the cycles they left."""
+    beats, cycles = [], []
+    while len(beats) < count:
+        beat, _ = await sink.cycle()
+        assert sink.t < timeout, f"{len(beats)} of {count} beats after {sink.t} cycles"
+        if beat is not None:
+            beats.append(beat)
+            cycles.append(sink.t)
+    for _ in range(quiet):
+        beat, _ = await sink.cycle()
+        assert beat is None, "a beat more than expected"
+    await sink.close()
+    return beats, cycles

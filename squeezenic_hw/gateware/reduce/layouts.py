@@ -4,18 +4,20 @@
   of :class:`squeezenic_hw.spec.reduce.ReduceReason` (same values), plus ``NOT_REDUCE``.
 * :class:`ReduceFrameInfo` — the fields of a reduce frame's header the lane works with.
 * :class:`CheckedBeat` — a received beat with its frame's check and fields.
+* :func:`sums_job_layout` — up to 16 partial sums of a frame, after the add.
 * :class:`ReduceConfig` — a node's reduce configuration (its registers).
 """
 
 from amaranth import unsigned
 from amaranth.lib import data
 
-from squeezenic_hw.gateware.common.layouts import AxisBeat, derived_enum
+from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT, AxisBeat, derived_enum
+from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.counters import REDUCE_COUNTERS
-from squeezenic_hw.spec.reduce import ReduceReason
+from squeezenic_hw.spec.reduce import INTEGER_CODECS, ReduceReason
 
 __all__ = ["ReduceCheck", "check_of", "ReduceFrameInfo", "CheckedBeat", "ReduceConfig",
-           "reduce_counters_layout"]
+           "reduce_counters_layout", "sums_job_layout", "integer_codecs"]
 
 
 #: The hardware twin of :class:`~squeezenic_hw.spec.reduce.ReduceReason`, derived from it
@@ -54,6 +56,15 @@ class CheckedBeat(data.Struct):
     info: ReduceFrameInfo         # first beat: the header's fields; other beats: don't care
 
 
+def sums_job_layout(sum_width):
+    """A job of partial sums: ``sums[0 … count−1]`` of a frame of ``width`` bits per sum,
+    each in the low ``width`` of its ``sum_width`` bits (zero above); ``last``: the frame's
+    last job."""
+    return data.StructLayout({
+        "sums": data.ArrayLayout(unsigned(sum_width), ELEMENTS_PER_BEAT),
+        "count": unsigned(5), "width": unsigned(6), "last": unsigned(1)})
+
+
 class ReduceConfig(data.Struct):
     """A node's reduce configuration, as software writes it (``docs/wire-format.md``
     section 8.4); written while ``enable`` is 0."""
@@ -73,3 +84,20 @@ def reduce_counters_layout():
     """The counters of the receive checks: :data:`~squeezenic_hw.spec.counters.REDUCE_COUNTERS`,
     32 bits each."""
     return data.StructLayout({name: unsigned(32) for name in REDUCE_COUNTERS})
+
+
+def integer_codecs(codecs):
+    """The integer codecs (``fixed``, ``qsgd``, ``sign``, in that order) among a build's
+    ``codecs`` (names or ids); ``ValueError`` naming ``codecs`` when there is none or a
+    name is not a codec."""
+    if isinstance(codecs, (str, bytes)) or not hasattr(codecs, "__iter__"):
+        raise ValueError(f"codecs: expected an iterable of codec names or ids, got {codecs!r}")
+    try:
+        names = {codec_info(c).name for c in codecs}
+    except ValueError as e:
+        raise ValueError(f"codecs: {e}") from None
+    ints = tuple(c for c in INTEGER_CODECS if c in names)
+    if not ints:
+        raise ValueError(f"codecs: none of {sorted(names)} is an integer codec "
+                         f"({', '.join(INTEGER_CODECS)})")
+    return ints
