@@ -10,10 +10,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
-from squeezenic_hw.gateware.common.stream import SkidBuffer
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT, SkidBuffer, stage_enable
 
-__all__ = ["FrameArbiter", "MAX_INPUTS", "any_set", "check_n_inputs", "lowest_set",
-           "thermometer_count", "tree_or"]
+__all__ = ["FrameArbiter", "MAX_INPUTS", "ROUND_ROBIN_GROUP", "check_n_inputs", "none_set",
+           "round_robin_next", "thermometer_count", "tree_or"]
 
 #: Largest number of inputs (64 lanes of 100 Gb/s = 6400 Gb/s of host bandwidth).
 MAX_INPUTS = 64
@@ -73,10 +73,14 @@ class FrameArbiter(wiring.Component):
     Resources: the output and skid registers (2 × 625 bits + 2 valid), an
     n-to-1 AND-OR multiplexer of ``AxisBeat`` (625 bits, a balanced OR tree)
     driven by the one-hot grant, and the round robin: the grant as an n-bit
-    thermometer register and its one-hot copy, and four n-bit carry chains (the
-    lowest valid input above the grant, and from 0; whether the granted input offers
-    a beat, and its last). Yosys ``synth_xilinx`` (UltraScale+), n = 64: 20.0 k LUT,
-    1.4 k FF, 3.00 ns estimated (``docs/timing.md``).
+    thermometer register and its one-hot copy, the find-first of
+    :func:`round_robin_next` (carry chains of :data:`ROUND_ROBIN_GROUP` inputs and one
+    across the groups, for the inputs above the grant and for those below it) and two
+    of :func:`none_set` (whether the granted input offers a beat, and its last). Each
+    one-hot bit selects a whole beat (625 loads), so it and the grant's load enable
+    carry the ``max_fanout`` attribute (Vivado copies their drivers). Yosys
+    ``synth_xilinx`` (UltraScale+), n = 64: 19.6 k LUT, 1.4 k FF, 2.67 ns estimated
+    (``docs/timing.md``; ``squeezenic_hw.flows.report.blocks.Block.of("arbiter", n=64)``).
     """
 
     def __init__(self, n_inputs):
@@ -109,7 +113,8 @@ class FrameArbiter(wiring.Component):
         # (which drives valid/ready and an AND-OR multiplexer of the beats, shallower
         # than a binary mux tree at 64 inputs); the two are loaded together.
         upto = Signal(n, init=1)
-        onehot = Signal(n, init=1)
+        # each bit selects a whole beat (625 loads): Vivado copies it
+        onehot = Signal(n, init=1, attrs={"max_fanout": MAX_FANOUT})
         if n > 1:
             m.d.comb += self.grant.eq(thermometer_count(upto[1:]))
 
@@ -119,11 +124,12 @@ class FrameArbiter(wiring.Component):
         beat_valid = Signal()
         ending = Signal()                # the granted input offers a frame's last beat
         width = len(beat.as_value())
+        lasts = Cat(s.payload.last for s in self.i)
         m.d.comb += [
             beat.eq(tree_or([s.payload.as_value() & onehot[k].replicate(width)
                               for k, s in enumerate(self.i)])),
-            beat_valid.eq(any_set(valids & onehot, n)),
-            ending.eq(any_set(valids & onehot & Cat(s.payload.last for s in self.i), n)),
+            beat_valid.eq(~none_set(m, valids & onehot, name="offered")),
+            ending.eq(~none_set(m, valids & onehot & lasts, name="ending")),
             out.i.valid.eq(beat_valid),
             out.i.payload.eq(beat),
         ]
@@ -137,23 +143,15 @@ class FrameArbiter(wiring.Component):
             # Round robin after the grant: the first other input above it with a beat
             # ready, else the first one from 0, else the grant stays. The granted
             # input's own valid is left out: at a last beat it belongs to the frame
-            # ending. The next thermometer has ones up to x's lowest set bit, its
-            # one-hot form that bit (x the inputs above the grant, else all others).
-            upper = valids & ~upto
-            others = valids & ~onehot
-            any_upper, thermo_upper, lowest_upper = lowest_set(upper, n)
-            any_others, thermo_others, lowest_others = lowest_set(others, n)
-            nxt = Signal(n)
-            nxt_onehot = Signal(n)
-            m.d.comb += [
-                nxt.eq(Mux(any_upper, thermo_upper, Mux(any_others, thermo_others, upto))),
-                nxt_onehot.eq(Mux(any_upper, lowest_upper,
-                                  Mux(any_others, lowest_others, onehot))),
-            ]
+            # ending.
+            found, next_upto, next_onehot = round_robin_next(m, valids, upto, onehot)
             # Decide at the last beat (no bubble), or while idle at a frame boundary
-            # with nothing on the granted input; stay if no other input is ready.
-            with m.If((enable & ending) | (~busy & ~beat_valid)):
-                m.d.sync += [upto.eq(nxt), onehot.eq(nxt_onehot)]
+            # with nothing on the granted input; stay if no other input is ready. (The
+            # enable of the grant's 2n flip-flops and of ``onehot``'s copies.)
+            load = stage_enable("load")
+            m.d.comb += load.eq(((enable & ending) | (~busy & ~beat_valid)) & found)
+            with m.If(load):
+                m.d.sync += [upto.eq(next_upto), onehot.eq(next_onehot)]
         return m
 
 
@@ -165,19 +163,87 @@ def check_n_inputs(n_inputs):
     return n_inputs
 
 
-def lowest_set(value, width):
-    """``(any, thermometer, onehot)`` of ``value``'s lowest set bit: whether there is one,
-    ones from bit 0 up to it, and it alone. All three come from ``value - 1`` (its
-    borrow says whether ``value`` is 0), a carry chain: a LUT, 16 CARRY4 and a LUT
-    at 64 bits, where an OR tree of the bits below each bit maps 6 or 7 LUTs deep."""
-    difference = Cat(value, Const(1, 1)) - 1
-    return difference[width], value ^ difference[:width], value & ~difference[:width]
+#: Inputs in a group of the round robin's find-first (:func:`round_robin_next`).
+ROUND_ROBIN_GROUP = 8
 
 
-def any_set(value, width):
-    """Whether ``value`` has a set bit: the borrow of ``value - 1``, a carry chain (see
-    :func:`lowest_set`)."""
-    return (Cat(value, Const(1, 1)) - 1)[width]
+def round_robin_next(m, requests, upto, onehot, *, name="rr"):
+    """The round robin's next grant: ``(found, next_upto, next_onehot)``, driven in ``m``.
+
+    ``upto`` (ones from bit 0 up to the grant) and ``onehot`` (the grant's bit) hold the
+    grant, ``requests`` the inputs that ask for it. The next grant is the first requesting
+    input after the grant (``grant + 1, …, n - 1``, then ``0, …, grant - 1``), the grant's
+    own request left out. ``found``: there is one; ``next_upto`` and ``next_onehot``: that
+    input as ``upto`` and ``onehot`` (meaningful with ``found``).
+
+    A find-first in two levels: the inputs in groups of :data:`ROUND_ROBIN_GROUP`, a
+    short carry chain in each group (whether a request lies below each input, and in the
+    group) and one across the groups (whether a group below has one), for the requests
+    above the grant and, apart, below it. An input is the first when neither its group
+    below it nor a group below its own has a request; the requests above the grant come
+    first. The same order as one find-first over all n inputs, in two chains of
+    ``group`` and ``n / group`` bits instead of one of n.
+    """
+    n = len(requests)
+    upper_empty = Signal(n, name=f"{name}_upper_empty")   # no request above the grant here
+    lower_empty = Signal(n, name=f"{name}_lower_empty")   # nor below it
+    m.d.comb += [upper_empty.eq(~requests | upto),
+                 lower_empty.eq(~requests | ~upto | onehot)]
+    none_upper, first_upper = _find_first(m, upper_empty, f"{name}_upper")
+    none_lower, first_lower = _find_first(m, lower_empty, f"{name}_lower")
+    found = Signal(name=f"{name}_found")
+    next_upto = Signal(n, name=f"{name}_next_upto")
+    next_onehot = Signal(n, name=f"{name}_next_onehot")
+    m.d.comb += [
+        found.eq(~(none_upper & none_lower)),
+        next_upto.eq(Mux(none_upper, first_lower, first_upper)),
+        next_onehot.eq(Mux(none_upper, ~lower_empty & first_lower,
+                           ~upper_empty & first_upper)),
+    ]
+    return found, next_upto, next_onehot
+
+
+def none_set(m, value, *, name="none"):
+    """Whether ``value`` has no set bit (a signal driven in ``m``): the carry chains of
+    :func:`round_robin_next`, in groups of :data:`ROUND_ROBIN_GROUP` bits."""
+    clear = Signal(len(value), name=f"{name}_clear")
+    m.d.comb += clear.eq(~value)
+    return _find_first(m, clear, name)[0]
+
+
+def _find_first(m, empty, name):
+    """``(all, first)`` of the bits ``empty`` (1: no request at that input): whether all
+    are set, and for each input whether all inputs below it are (its group's and the
+    groups' below), in two levels of carry chains (:func:`_carries`)."""
+    n = len(empty)
+    bounds = [(s, min(s + ROUND_ROBIN_GROUP, n)) for s in range(0, n, ROUND_ROBIN_GROUP)]
+    group_empty, before_in_group = [], []
+    for g, (s, e) in enumerate(bounds):
+        group_all, before = _carries(m, empty[s:e], f"{name}_group{g}")
+        group_empty.append(group_all)
+        before_in_group.append(before)
+    if len(bounds) == 1:
+        return group_empty[0], before_in_group[0]
+    empty_groups = Signal(len(bounds), name=f"{name}_groups")
+    m.d.comb += empty_groups.eq(Cat(group_empty))
+    all_empty, groups_before = _carries(m, empty_groups, f"{name}_across")
+    first = Signal(n, name=f"{name}_first")
+    m.d.comb += first.eq(Cat(before_in_group[g] & groups_before[g].replicate(e - s)
+                             for g, (s, e) in enumerate(bounds)))
+    return all_empty, first
+
+
+def _carries(m, bits, name):
+    """``(all, before)``: whether every bit of ``bits`` is set, and for each bit whether
+    every bit below it is (1 for bit 0): the carries of ``Cat(1, bits) + 1``, one carry
+    chain, the bits straight on its propagate inputs (the constant bit 0 starts the
+    carry). The carry into bit ``i`` is sum bit ``i`` XOR ``bits[i]``."""
+    width = len(bits)
+    total = Signal(width + 2, name=name)
+    m.d.comb += total.eq(Cat(Const(1, 1), bits) + 1)
+    before = Signal(width, name=f"{name}_before")
+    m.d.comb += before.eq(total[1:width + 1] ^ bits)
+    return total[width + 1], before
 
 
 def tree_or(values):

@@ -22,7 +22,7 @@ from squeezenic_hw.gateware.common.layouts import (
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer
 
-from .arbiter import any_set, check_n_inputs, lowest_set, thermometer_count, tree_or
+from .arbiter import check_n_inputs, none_set, round_robin_next, thermometer_count, tree_or
 
 __all__ = ["FrameBusArbiter"]
 
@@ -172,18 +172,12 @@ class FrameBusArbiter(wiring.Component):
         if n > 1:
             readies = Signal(n)
             m.d.comb += readies.eq(Cat(lane.ready for lane in lanes))
-            owner_ready = any_set(readies & onehot, n)
+            owner_ready = ~none_set(m, readies & onehot, name="owner_ready")
             # round robin after the owner: the first other lane above it with a frame
             # ready, else the first from 0, else the owner stays
-            upper = readies & ~upto
-            others = readies & ~onehot
-            any_upper, thermo_upper, lowest_upper = lowest_set(upper, n)
-            any_others, thermo_others, lowest_others = lowest_set(others, n)
-            with m.If((en & show & penult) | (~show & ~owner_ready)):
-                with m.If(any_upper):
-                    m.d.sync += [upto.eq(thermo_upper), onehot.eq(lowest_upper)]
-                with m.Elif(any_others):
-                    m.d.sync += [upto.eq(thermo_others), onehot.eq(lowest_others)]
+            found, next_upto, next_onehot = round_robin_next(m, readies, upto, onehot)
+            with m.If(((en & show & penult) | (~show & ~owner_ready)) & found):
+                m.d.sync += [upto.eq(next_upto), onehot.eq(next_onehot)]
         return m
 
 

@@ -14,10 +14,13 @@ import random
 from collections import deque
 
 import pytest
+from amaranth import Module
 from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
+from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter, none_set, round_robin_next
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource, frame_beats
 from squeezenic_hw.sim.streams import probe_registered_ready, simulation_of
 
@@ -190,3 +193,71 @@ def test_ready_is_a_register(n):
     dut = FrameArbiter(n)
     seen = probe_registered_ready(dut, list(dut.i), [dut.o], seed=n)
     assert {r[k] for r in seen for k in range(n)} == {0, 1}
+
+
+class _NextGrant(wiring.Component):
+    """:func:`round_robin_next` and :func:`none_set` of ``n`` inputs, combinational."""
+
+    def __init__(self, n):
+        self.n = n
+        super().__init__({"requests": In(n), "upto": In(n), "onehot": In(n),
+                          "found": Out(1), "next_upto": Out(n), "next_onehot": Out(n),
+                          "none": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        found, next_upto, next_onehot = round_robin_next(m, self.requests, self.upto,
+                                                         self.onehot)
+        m.d.comb += [self.found.eq(found), self.next_upto.eq(next_upto),
+                     self.next_onehot.eq(next_onehot),
+                     self.none.eq(none_set(m, self.requests))]
+        return m
+
+
+def flat_next_grant(requests, grant, n):
+    """The next grant of a flat round robin: the lowest requesting input above ``grant``,
+    else the lowest other one, else None (the grant stays)."""
+    upper = requests & ~((2 << grant) - 1)
+    others = requests & ~(1 << grant)
+    for candidates in (upper, others):
+        if candidates:
+            return (candidates & -candidates).bit_length() - 1
+    return None
+
+
+def _request_patterns(rng, n, count):
+    """Random request sets: dense, sparse, single inputs, none and all."""
+    patterns = [0, (1 << n) - 1]
+    patterns += [1 << k for k in range(n)]
+    for _ in range(count):
+        density = rng.choice([0.05, 0.2, 0.5, 0.9])
+        patterns.append(sum(1 << k for k in range(n) if rng.random() < density))
+    return patterns
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 63, 64])
+def test_grouped_round_robin_is_the_flat_one(n):
+    """The grouped find-first chooses as one flat round robin does, for every grant and
+    random request sets (the grant's own request included or not)."""
+    rng = random.Random(n)
+    dut = _NextGrant(n)
+    cases = [(requests, rng.randrange(n)) for requests in _request_patterns(rng, n, 40)]
+    cases += [(requests, grant) for requests in _request_patterns(rng, n, 6)
+              for grant in range(n)]
+    mismatches = []
+
+    async def bench(ctx):
+        for requests, grant in cases:
+            ctx.set(dut.requests, requests)
+            ctx.set(dut.upto, (2 << grant) - 1)
+            ctx.set(dut.onehot, 1 << grant)
+            expected = flat_next_grant(requests, grant, n)
+            got = (ctx.get(dut.found), ctx.get(dut.next_upto), ctx.get(dut.next_onehot))
+            want = (0,) if expected is None else (1, (2 << expected) - 1, 1 << expected)
+            if got[:len(want)] != want or ctx.get(dut.none) != (requests == 0):
+                mismatches.append((requests, grant, got, want))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not mismatches, mismatches[:3]

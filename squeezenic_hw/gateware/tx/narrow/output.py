@@ -64,7 +64,9 @@ class OutputStage:
             m.d.sync += tq_valid.eq(0)
         ip_length = Signal(16, reset_less=True)
         udp_length = Signal(16, reset_less=True)
-        m.d.sync += [ready_q.eq(tq_valid & ~pop), checksum.eq(~ones_complement_fold(m, tq_sum)),
+        if not self._shared_ring:
+            m.d.sync += ready_q.eq(tq_valid & ~pop)
+        m.d.sync += [checksum.eq(~ones_complement_fold(m, tq_sum)),
                      ip_length.eq(tq.size - 14), udp_length.eq(tq.size - 34)]
 
         hb = [None] * DATA_BYTES
@@ -101,14 +103,18 @@ class OutputStage:
         header = Signal(8 * DATA_BYTES)
         m.d.comb += header.eq(Cat(*hb))
 
-        frame_ready = tq_valid & tq.frame & ready_q
         if self._shared_ring:
-            # the newest frame's last row may wait for the lane's turn to be written;
-            # registered, as ``ready_q`` (a close makes a newer token, so a frame found
-            # not waiting a cycle ago does not wait now)
-            blocked = Signal()
-            m.d.sync += blocked.eq(self._row_wait & self._newest_token)
-            frame_ready = frame_ready & ~blocked
+            # one register, so that the round robin of the many lanes sharing rings (32
+            # or 64 on a frame bus) starts at a flip-flop: ``tq`` is a frame loaded at
+            # least a cycle ago whose header has not gone out (a frame is popped by its
+            # header, and nothing loads while one waits), and the newest frame's last
+            # row does not wait for the lane's turn to be written (a close makes a newer
+            # token, so a frame found not waiting a cycle ago does not wait now)
+            frame_ready = Signal()
+            m.d.sync += frame_ready.eq(tq_valid & tq.frame & ~issue_header
+                                       & ~(self._row_wait & self._newest_token))
+        else:
+            frame_ready = tq_valid & tq.frame & ready_q
         if self._bare:
             self._bus_beats(m, rd, tq, frame_ready, header, issue_header)
         else:
