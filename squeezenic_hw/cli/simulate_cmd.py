@@ -5,11 +5,12 @@
 
 import sys
 
-from squeezenic_hw.pcap import read_frames, write_frames
+from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.reference import lane as lane_reference
 
 from . import CliError
 from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .input_files import read_pcap
 from .output import add_format_option, render
 from .reference_cmd import add_lane_options, check_lane_port
 
@@ -69,7 +70,7 @@ def run(args):
     idle = probability("idle", args.idle)
     backpressure = probability("backpressure", args.backpressure)
     check_lane_port(args.port)
-    frames, cycles = read_frames(args.input)
+    frames, cycles = read_pcap(args.input)
     if not frames:
         raise CliError(f"{args.input}: no frames")
     try:
