@@ -9,7 +9,13 @@ from pathlib import Path
 from squeezenic_hw.pcap import write_frames
 
 from . import CliError
-from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .backend import (
+    BuildProgress,
+    add_backend_option,
+    add_cache_dir_option,
+    probability,
+    simulation_backend,
+)
 from .input_files import read_pcap, read_text
 from .output import add_format_option, render
 from .plugin_options import add_plugin_options, plugin_params
@@ -103,14 +109,14 @@ def run(args):
         if backend == "compiled":
             from squeezenic_hw.sim.compiled import CompiledBuildError
 
-            if args.progress or sys.stderr.isatty():
-                print("building or finding the compiled model ...", file=sys.stderr,
-                      flush=True)
+            steps = BuildProgress(NAME, args.cache_dir)
             try:
                 result = cm.simulate_core_compiled(params, inputs, script,
-                                                   cache_dir=args.cache_dir, **kw)
+                                                   cache_dir=args.cache_dir, progress=steps,
+                                                   **kw)
             except CompiledBuildError as exc:
                 raise CliError(str(exc).splitlines()[0]) from None
+            steps.done()
             build = result.extra["build"]
         else:
             result = cm.simulate_core(params, inputs, script, **kw)
