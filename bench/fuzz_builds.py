@@ -90,7 +90,7 @@ def main(argv=None):
                    help="as fuzz's (default 0.2)")
     p.add_argument("--only", help="comma-separated build names (default: all of "
                                   + ", ".join(BUILDS) + ")")
-    p.add_argument("--cache-dir", help="fuzz's --cache-dir (default build/sim-cache)")
+    p.add_argument("--cache-dir", help="fuzz's --cache-dir (default the user cache's sim)")
     p.add_argument("-o", "--output", default="build/fuzz-builds",
                    help="a folder per build for a mismatch's pcaps (default build/fuzz-builds)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")

@@ -3,7 +3,8 @@ checkout, so that a second clone or another working directory finds the same res
 
 The root is ``$SQUEEZENIC_HW_CACHE`` when set, else ``$XDG_CACHE_HOME/squeezenic-hw``, else
 ``~/.cache/squeezenic-hw``; each kind of result has a folder of its own under it
-(``synth``: the synthesis cache of ``squeezenic-hw report``). Every entry is keyed by what
+(``synth``: the synthesis cache of ``squeezenic-hw report``; ``sim``: the compiled
+simulation models). Every entry is keyed by what
 it was computed from (the generated Verilog and the tool versions), so a cache shared
 between checkouts never gives a stale answer.
 """

@@ -75,7 +75,7 @@ def read_frames(path):
     except ValueError:
         raise
     except (Scapy_Exception, EOFError, struct.error, TypeError) as exc:
-        raise ValueError(f"{path}: not a valid pcap file ({exc})") from None
+        raise ValueError(f"{path}: not a pcap or pcapng file ({exc})") from None
     t0 = stamps[0] if stamps else Decimal(0)
     cycles = [int((t - t0) * CLOCK_HZ) for t in stamps]
     return frames, cycles

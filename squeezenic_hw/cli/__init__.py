@@ -68,6 +68,8 @@ def build_parser():
 
 
 def _user_error(command, exc):
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        exc = f"{exc.filename}: {exc.strerror}"      # not Python's "[Errno 2] …: 'name'"
     message = " ".join(str(exc).split())
     print(f"squeezenic-hw {command}: error: {message}", file=sys.stderr)
     return 2

@@ -13,7 +13,9 @@ from squeezenic_hw.spec.header import DEFAULT_MTU
 from squeezenic_hw.spec.reduce import MAX_NODES, MIN_NODES, reduce_family
 
 from . import CliError
-from .frames_cmd import load_tensor, resolve_codec
+from .frames_cmd import resolve_codec
+from .input_files import read_tensor
+from .options import OptionType, codec_or_preset
 from .output import add_format_option, render
 
 NAME = "allreduce"
@@ -29,7 +31,7 @@ def add_arguments(parser):
     parser.add_argument("tensors", nargs="+", metavar="T.npy",
                         help=f"node r's host tensor (float32, one length), "
                              f"{MIN_NODES} to {MAX_NODES} of them in ring order")
-    parser.add_argument("--codec", required=True,
+    parser.add_argument("--codec", required=True, type=OptionType("--codec", codec_or_preset),
                         help="raw, fp16, bf16, natural, fixed, qsgd, sign or a preset ("
                              + ", ".join(PRESETS) + "); threshold cannot be reduced")
     parser.add_argument("--param", type=int, help="codec parameter (fixed/qsgd: 2..16)")
@@ -63,7 +65,7 @@ def run(args):
     if not args.reference:
         raise CliError("the NICs' reduce lane is not built yet: --reference runs the "
                        "numpy model of the ring")
-    tensors = [load_tensor(p) for p in args.tensors]
+    tensors = [read_tensor(p) for p in args.tensors]
     if len({t.size for t in tensors}) != 1:
         raise CliError("the tensors must have one length, got "
                        + ", ".join(str(t.size) for t in tensors))

@@ -1,7 +1,10 @@
 """The options the simulating commands share: ``--backend compiled|amaranth``, the compiled
-models' ``--cache-dir`` and the stall probabilities (``--idle``, ``--backpressure``)."""
+models' ``--cache-dir`` and the stall probabilities (``--idle``, ``--backpressure``); and
+what a command shows while a compiled model builds (:class:`BuildProgress`)."""
 
 import sys
+import threading
+import time
 
 from . import CliError
 
@@ -10,15 +13,78 @@ BACKENDS = ("compiled", "amaranth")
 
 def add_backend_option(parser):
     parser.add_argument("--backend", choices=BACKENDS, default=None,
-                        help="compiled: a Verilator model, built once and cached in "
-                             "build/sim-cache; amaranth: Amaranth's simulator (default: "
+                        help="compiled: a Verilator model, built once and cached (see "
+                             "--cache-dir); amaranth: Amaranth's simulator (default: "
                              "compiled where Verilator and a C++ compiler are present)")
 
 
 def add_cache_dir_option(parser):
-    parser.add_argument("--cache-dir", default="build/sim-cache", metavar="DIR",
-                        help="where the compiled models are built and cached "
-                             "(default build/sim-cache)")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="where the compiled models are built and cached (default "
+                             "~/.cache/squeezenic-hw/sim, whichever the working directory; "
+                             "$SQUEEZENIC_HW_CACHE or $XDG_CACHE_HOME moves it)")
+
+
+class BuildProgress:
+    """The ``progress`` of :func:`squeezenic_hw.sim.compiled.build_model` for a command:
+    a line when a build starts (where, and that it happens once), then each step
+    (:data:`~squeezenic_hw.sim.compiled.BUILD_STEPS`) with the seconds since the build
+    started. On a terminal the running step's line counts its seconds up in place; on
+    anything else each step is one plain line, written as it starts, and its time on the
+    line of the next. A model found in the cache shows nothing."""
+
+    #: Seconds between updates of the running step's line on a terminal.
+    TICK = 0.5
+
+    def __init__(self, command, cache_dir, stream=None, terminal=None):
+        from squeezenic_hw.sim.compiled import default_cache_dir
+
+        self.command = command
+        self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
+        self.stream = sys.stderr if stream is None else stream
+        self.terminal = self.stream.isatty() if terminal is None else terminal
+        self.start = None
+        self._ticker = None
+        self._running = threading.Event()
+
+    def _elapsed(self):
+        return f"[{time.perf_counter() - self.start:6.1f} s]"
+
+    def _write(self, text):
+        self.stream.write(text)
+        self.stream.flush()
+
+    def __call__(self, step, seconds):
+        if self.start is None:
+            self.start = time.perf_counter()
+            self._write(f"squeezenic-hw {self.command}: building the compiled model, once "
+                        f"for this design and these tools (cached in {self.cache_dir})\n")
+        if seconds is None:
+            if self.terminal:
+                self._tick_while(step)
+            else:
+                self._write(f"{self._elapsed()} {step}\n")
+        elif self.terminal:
+            self._running.set()
+            self._ticker.join()
+            self._write(f"\r{self._elapsed()} {step}: {seconds:.1f} s\n")
+
+    def _tick_while(self, step):
+        self._running.clear()
+
+        def tick():
+            while True:
+                self._write(f"\r{self._elapsed()} {step} ...")
+                if self._running.wait(self.TICK):
+                    return
+
+        self._ticker = threading.Thread(target=tick, daemon=True)
+        self._ticker.start()
+
+    def done(self):
+        """Say the build is over (nothing when no build happened)."""
+        if self.start is not None:
+            self._write(f"{self._elapsed()} compiled model built\n")
 
 
 def simulation_backend(command, asked):

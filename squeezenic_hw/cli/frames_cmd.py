@@ -24,6 +24,8 @@ from squeezenic_hw.spec.header import (
 )
 
 from . import CliError
+from .input_files import read_tensor
+from .options import OptionType, codec_or_preset, option_message
 from .output import add_format_option, render
 
 NAME = "frames"
@@ -35,7 +37,7 @@ MAX_ELEMENTS = (MAX_PKT_LEN - HEADER_LEN) // 4
 
 def add_arguments(parser):
     parser.add_argument("tensor", metavar="TENSOR.npy", help="float32 tensor, any shape")
-    parser.add_argument("--codec", required=True,
+    parser.add_argument("--codec", required=True, type=OptionType("--codec", codec_or_preset),
                         help="codec name or id, or a preset (" + ", ".join(PRESETS) + ")")
     parser.add_argument("--param", type=int, help="codec parameter (fixed/qsgd: 2..16)")
     parser.add_argument("--scale", type=float, help="header scale (default 1.0; fixed/qsgd: "
@@ -57,19 +59,6 @@ def add_arguments(parser):
     add_format_option(parser)
 
 
-def load_tensor(path):
-    """A float32 ``.npy`` file, flattened; any other dtype is a :class:`CliError`."""
-    try:
-        t = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise CliError(f"cannot read {path}: {exc}".replace("\n", " ")) from None
-    if not isinstance(t, np.ndarray) or t.dtype != np.float32:
-        dtype = getattr(t, "dtype", type(t).__name__)
-        raise CliError(f"{path}: tensor must be float32, got {dtype} "
-                       "(convert it with astype(np.float32))")
-    return np.ascontiguousarray(t).reshape(-1)
-
-
 def resolve_codec(args, tensor):
     """``dict(codec id, param, stochastic, scale bits, aux bits)`` from the options."""
     if args.codec in PRESETS:
@@ -85,14 +74,18 @@ def resolve_codec(args, tensor):
         if info.variable:
             # the wire layout is the encoder's choice: host frames carry 0
             if args.param not in (None, 0):
-                raise ValueError(f"--param: codec {info.name!r} takes no parameter on host "
-                                 f"frames (the layout is chosen per wire frame)")
+                raise CliError(f"--param: codec {info.name!r} takes no parameter on host "
+                               f"frames (the layout is chosen per wire frame)")
             param = 0
+        elif info.param_range and args.param is None:
+            lo, hi = info.param_range
+            raise CliError(f"--param: codec {info.name!r} needs one: its bits per element, "
+                           f"from {lo} to {hi} (--param 8, say)")
         else:
             param = validate_param(info.name,
                                    args.param if info.param_range else (args.param or 0))
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(option_message("--param", str(exc))) from None
     scale = np.float32(1.0 if args.scale is None else args.scale)
     keep_fraction = getattr(args, "keep_fraction", None)   # a frames option only
     if keep_fraction is not None:
@@ -157,7 +150,7 @@ def run(args):
         raise CliError(f"--seed must be a uint32, got {args.seed}")
     if not 0 <= args.port < 2**16:
         raise CliError(f"--port must be 0..65535, got {args.port}")
-    tensor = load_tensor(args.tensor)
+    tensor = read_tensor(args.tensor)
     if tensor.size == 0:
         raise CliError(f"{args.tensor}: tensor is empty")
     if not 0 <= args.offset or args.offset + tensor.size > 2**32:

@@ -61,7 +61,8 @@ def run(args):
                    f"({params.num_intf} interface(s), host_bw {params.host_bw} Gb/s, "
                    f"{manifest['registers']['count']} registers).\n"
                    + _lanes_text(manifest["lanes"])
-                   + f"Build it with:\n  {manifest['opennic']['build']}")
+                   + "Build it, in the script/ folder of an open-nic-shell checkout, with:\n"
+                   + f"  {manifest['opennic']['build']}")
         obj = {"target": "opennic", "dir": str(out), "files": rows,
                "manifest": manifest}
     else:

@@ -2,11 +2,12 @@
 option's text into its value or raises a :class:`~squeezenic_hw.cli.CliError` naming the
 option (one line on stderr, exit status 2)."""
 
-from squeezenic_hw.spec.codecs import resolve_codecs
+from squeezenic_hw.spec.codecs import ALL_CODECS, PRESETS, codec_info, resolve_codecs
 
 from . import CliError
 
-__all__ = ["OptionType", "integer", "codec_list", "codec_spec_list", "option_message"]
+__all__ = ["OptionType", "integer", "codec_list", "codec_spec_list", "codec_or_preset",
+           "option_message"]
 
 
 def integer(text):
@@ -25,6 +26,18 @@ def codec_list(text):
     out = [int(s) if s.isdigit() else s for s in items]
     resolve_codecs(out)
     return out
+
+
+def codec_or_preset(text):
+    """A codec's name or id, or a preset's name, as given; any other lists both."""
+    if text in PRESETS:
+        return text
+    try:
+        codec_info(int(text) if text.isdigit() else text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither a codec nor a preset (codecs: "
+                         f"{', '.join(ALL_CODECS)}; presets: {', '.join(PRESETS)})") from None
+    return text
 
 
 def codec_spec_list(text):

@@ -1,10 +1,11 @@
 """``squeezenic-hw reference tx|rx``: run the numpy reference of a lane on a pcap."""
 
-from squeezenic_hw.pcap import read_frames, write_frames
+from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.reference import lane as lane_reference
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from . import CliError
+from .input_files import read_pcap
 from .options import OptionType, codec_list
 from .output import add_format_option, render
 
@@ -50,7 +51,7 @@ def run(args):
     codecs = args.codecs
     if not 0 <= args.port < 2**16:
         raise CliError(f"--port must be 0..65535, got {args.port}")
-    frames, cycles = read_frames(args.input)
+    frames, cycles = read_pcap(args.input)
     try:
         if args.lane == "tx":
             out, counters = lane_reference.tx(frames, port=args.port, mtu=args.mtu,

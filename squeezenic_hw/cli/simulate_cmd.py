@@ -5,11 +5,18 @@
 
 import sys
 
-from squeezenic_hw.pcap import read_frames, write_frames
+from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.reference import lane as lane_reference
 
 from . import CliError
-from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .backend import (
+    BuildProgress,
+    add_backend_option,
+    add_cache_dir_option,
+    probability,
+    simulation_backend,
+)
+from .input_files import read_pcap
 from .output import add_format_option, render
 from .reference_cmd import add_lane_options, check_lane_port
 
@@ -69,7 +76,7 @@ def run(args):
     idle = probability("idle", args.idle)
     backpressure = probability("backpressure", args.backpressure)
     check_lane_port(args.port)
-    frames, cycles = read_frames(args.input)
+    frames, cycles = read_pcap(args.input)
     if not frames:
         raise CliError(f"{args.input}: no frames")
     try:
@@ -98,15 +105,15 @@ def run(args):
         model_lane, key = lane_builders(codecs, mtu=args.mtu, port=args.port,
                                         max_host_elements=args.max_host_elements)[args.lane]
         run_timeout = (args.idle_timeout or 0) if args.lane == "tx" else None
-        if progress:
-            print("building or finding the compiled model ...", file=sys.stderr, flush=True)
+        steps = BuildProgress(NAME, args.cache_dir)
         try:
             result = simulate_lane_compiled(model_lane, frames, times=times, idle=idle,
                                             backpressure=backpressure, seed=args.seed,
                                             idle_timeout=run_timeout, key=key,
-                                            cache_dir=args.cache_dir)
+                                            cache_dir=args.cache_dir, progress=steps)
         except CompiledBuildError as exc:
             raise CliError(str(exc).splitlines()[0]) from None
+        steps.done()
         build = result.extra["build"]
     else:
         show = _progress_printer(progress, len(frames))

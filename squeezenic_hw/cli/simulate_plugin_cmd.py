@@ -6,10 +6,17 @@ and checker arrays, registers) on pcaps and a register script, compiled or on Am
 import sys
 from pathlib import Path
 
-from squeezenic_hw.pcap import read_frames, write_frames
+from squeezenic_hw.pcap import write_frames
 
 from . import CliError
-from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .backend import (
+    BuildProgress,
+    add_backend_option,
+    add_cache_dir_option,
+    probability,
+    simulation_backend,
+)
+from .input_files import read_pcap, read_text
 from .output import add_format_option, render
 from .plugin_options import add_plugin_options, plugin_params
 
@@ -65,7 +72,7 @@ def _inputs(specs, names):
                            f"{', '.join(names)})")
         if name in inputs:
             raise CliError(f"--input: {name} given twice")
-        inputs[name] = read_frames(path)[0]
+        inputs[name] = read_pcap(path)[0]
     return inputs
 
 
@@ -74,7 +81,7 @@ def _script(path, params, looped):
 
     if path is None:
         return []
-    text = Path(path).read_text()
+    text = read_text(path)
     try:
         return parse_register_script(text, params, looped=looped)
     except ValueError as exc:
@@ -102,14 +109,14 @@ def run(args):
         if backend == "compiled":
             from squeezenic_hw.sim.compiled import CompiledBuildError
 
-            if args.progress or sys.stderr.isatty():
-                print("building or finding the compiled model ...", file=sys.stderr,
-                      flush=True)
+            steps = BuildProgress(NAME, args.cache_dir)
             try:
                 result = cm.simulate_core_compiled(params, inputs, script,
-                                                   cache_dir=args.cache_dir, **kw)
+                                                   cache_dir=args.cache_dir, progress=steps,
+                                                   **kw)
             except CompiledBuildError as exc:
                 raise CliError(str(exc).splitlines()[0]) from None
+            steps.done()
             build = result.extra["build"]
         else:
             result = cm.simulate_core(params, inputs, script, **kw)

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from squeezenic_hw.pcap import read_frames
 from squeezenic_hw.spec.codecs import THRESHOLD_ID
 from squeezenic_hw.spec.frames import BypassReason, classify_host_frame
 from squeezenic_hw.spec.header import DEFAULT_PORT, HEADER_LEN
 
 from . import CliError
+from .input_files import read_pcap
 from .output import add_format_option, render
 
 NAME = "tensor"
@@ -63,7 +63,7 @@ def gather(frames, *, port=DEFAULT_PORT, allow_gaps=False):
 
 
 def run(args):
-    frames, _ = read_frames(args.input)
+    frames, _ = read_pcap(args.input)
     tensor, stats = gather(frames, port=args.port, allow_gaps=args.allow_gaps)
     np.save(args.output, tensor)
     print(render([stats], COLUMNS, args.format, json_obj=stats), end="")

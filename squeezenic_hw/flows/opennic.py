@@ -1,7 +1,7 @@
 """Write an OpenNIC user-plugin directory (``squeezenic-hw generate --target opennic``).
 
 The directory is what OpenNIC's ``script/build.tcl -board au280 -user_plugin DIR``
-expects (see ``docs/opennic.md``): for each box ``X`` in ``box_250mhz`` and
+(:func:`build_command`) expects (see ``docs/opennic.md``): for each box ``X`` in ``box_250mhz`` and
 ``box_322mhz`` it sources ``DIR/box_X/box_X_axi_crossbar.tcl``, reads
 ``DIR/box_X/box_X_address_map.v`` (both must exist; ours hold no IP and no
 module, as the plugin decodes its own registers), puts ``DIR/box_X`` on the
@@ -23,8 +23,8 @@ from squeezenic_hw.gateware.opennic.plugin import MODULE_NAME, OpenNicPlugin, op
 from squeezenic_hw.regmap.plugin import build_constants, held_registers
 from squeezenic_hw.spec.codecs import codec_info
 
-__all__ = ["write_opennic_plugin", "plugin_verilog", "user_plugin_inst", "lane_summary",
-           "PLUGIN_FILES", "GEN_LANE_MODULE"]
+__all__ = ["write_opennic_plugin", "build_command", "plugin_verilog", "user_plugin_inst",
+           "lane_summary", "PLUGIN_FILES", "GEN_LANE_MODULE"]
 
 #: Verilog module of one generator lane (generator → TX lane), written once into the
 #: plugin's Verilog and instantiated by each of the N generator lanes.
@@ -59,6 +59,18 @@ def _connections(ports, rename=None):
     width = max(len(n) for n, _, _ in ports)
     lines = [f"  .{name:<{width}} ({rename.get(name, name)})" for name, _, _ in ports]
     return ",\n".join(lines)
+
+
+def build_command(out, params):
+    """The shell command that builds the plugin in ``out`` into OpenNIC, run in the
+    ``script/`` folder of an open-nic-shell checkout (its ``build.tcl`` finds the shell's
+    sources from there): Vivado in batch mode, ``build.tcl``'s options after ``-tclargs``,
+    the box's interface counts those of ``params`` and ``-impl 1`` to go on to a
+    bitstream."""
+    n = params.num_intf
+    return (f"vivado -mode batch -source build.tcl -tclargs -board au280 "
+            f"-user_plugin {Path(out).resolve()} -num_phys_func {n} -num_cmac_port {n} "
+            f"-impl 1")
 
 
 def user_plugin_inst(params):
@@ -228,8 +240,7 @@ def write_opennic_plugin(out_dir, params=None, *, progress=None):
         "lanes": lane_summary(params),
         "opennic": {"NUM_QDMA": 1, "NUM_PHYS_FUNC": params.num_intf,
                     "NUM_CMAC_PORT": params.num_intf, "USE_PHYS_FUNC": 1,
-                    "build": f"script/build.tcl -board au280 -user_plugin "
-                             f"{out.resolve()}"},
+                    "build": build_command(out, params)},
         "registers": {"count": len(rm), "size": rm.size,
                       "constants": build_constants(params)},
         "tools": {"amaranth": amaranth.__version__, "python": _platform.python_version()},

@@ -9,10 +9,13 @@ from its own seeded generator.
 
 The lane's Verilog is compiled by Verilator with the bench ``lane_harness.cpp`` and a
 small header of the lane's port names (:func:`ports_header`). Builds are cached in
-``cache_dir`` (default ``build/sim-cache``) under a hash of the Verilog, the bench, the
-header, the Verilator version and the build flags, so a second run of the same lane does
-not build; given a ``key`` that says how the lane was built, a second run does not even
-export its Verilog. Why Verilator and these flags: ``docs/fastsim.md``.
+``cache_dir`` (default :func:`default_cache_dir`: ``sim`` in the user cache directory,
+whichever the working directory; ``$SQUEEZENIC_HW_CACHE`` moves it) under a hash of the
+Verilog, the bench, the header, the Verilator version and the build flags, so a second
+run of the same lane does not build, and a hit is never stale; given a ``key`` that says
+how the lane was built, a second run does not even export its Verilog. A build reports
+its steps (:data:`BUILD_STEPS`) to a ``progress`` callable. Why Verilator and these
+flags: ``docs/fastsim.md``.
 
 :func:`build_model` is the build and its cache for any bench of this folder: a
 :class:`ModelSource` (the Verilog, the bench's generated headers, and Verilog modules to
@@ -36,6 +39,7 @@ from pathlib import Path
 from amaranth.hdl import Elaboratable
 from amaranth.lib.data import Layout
 
+from squeezenic_hw.cache_dir import user_cache_dir
 from squeezenic_hw.collector import to_verilog
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.locks import exclusive
@@ -43,10 +47,11 @@ from squeezenic_hw.locks import exclusive
 from .axis import AxisFrame, FrameAssembler, field_slices, frame_beats
 from .lane import NO_IDLE_TIMEOUT, LaneRun, check_idle_timeout, default_quiet
 
-__all__ = ["CompiledBuildError", "verilator_version", "compiled_available", "ports_header",
-           "build_lane_model", "simulate_lane_compiled", "ModelSource", "build_model",
-           "verilator_name", "source_digest", "BENCH_IO", "BEAT_BYTES", "beat_defines",
-           "write_frames", "OutputReader", "frames_of_beats", "run_bench"]
+__all__ = ["CompiledBuildError", "default_cache_dir", "BUILD_STEPS", "verilator_version",
+           "compiled_available", "ports_header", "build_lane_model", "simulate_lane_compiled",
+           "ModelSource", "build_model", "verilator_name", "source_digest", "BENCH_IO",
+           "BEAT_BYTES", "beat_defines", "write_frames", "OutputReader", "frames_of_beats",
+           "run_bench"]
 
 #: C++ optimisation of the model and of its blocks' libraries: -O1 builds in three
 #: quarters of the time of -O2 and runs within 20 % of its speed (a 64-lane array: 4 %);
@@ -65,6 +70,36 @@ _BEAT = Layout.cast(AxisBeat)
 _PAYLOAD_BITS = _BEAT.size
 #: Bytes of a beat in the benches' files (whole u32 words).
 BEAT_BYTES = 4 * (-(-_PAYLOAD_BITS // 32))
+
+
+#: The steps of a model's build, in order, as a ``progress`` callable hears them: the
+#: design's elaboration and Verilog export (skipped when a key finds the Verilog's model),
+#: Verilator's translation to C++, and the C++ compilation of the model and its bench. A
+#: block's library (:attr:`ModelSource.blocks`) is one step of its own, ``library NAME``,
+#: between the first two.
+VERILOG_STEP, VERILATOR_STEP, CXX_STEP = "Verilog generation", "Verilator", "C++ compile"
+BUILD_STEPS = (VERILOG_STEP, VERILATOR_STEP, CXX_STEP)
+
+
+def default_cache_dir():
+    """Where models are kept unless a caller says otherwise: ``sim`` in the user cache
+    directory (:mod:`squeezenic_hw.cache_dir`)."""
+    return user_cache_dir("sim")
+
+
+@contextlib.contextmanager
+def _step(progress, name):
+    """Report the step ``name`` to ``progress``: ``progress(name, None)`` as it starts,
+    ``progress(name, seconds)`` when it is done."""
+    if progress is None:
+        yield
+        return
+    start = time.perf_counter()
+    progress(name, None)
+    try:
+        yield
+    finally:                 # a failed step is over too: the error follows its line
+        progress(name, time.perf_counter() - start)
 
 
 class CompiledBuildError(RuntimeError):
@@ -273,7 +308,7 @@ def _make_variables(opt):
     return variables + (["VM_PARALLEL_BUILDS=0"] if opt == "-O0" else [])
 
 
-def _build_block(name, text, root, version, jobs):
+def _build_block(name, text, root, version, jobs, progress=None):
     """The library of the Verilog module ``name`` (its wrapper ``name.sv`` and
     ``libname.a``) in ``root``, built or found; returns ``(directory, digest, info)``,
     ``info`` with ``cached`` and ``build_s``."""
@@ -285,7 +320,8 @@ def _build_block(name, text, root, version, jobs):
     with _build_lock(root, f"block-{digest}"):
         if (final / f"lib{name}.a").exists():
             return final, digest, {"cached": True, "build_s": 0.0}
-        _build_block_in(name, text, root, jobs, final)
+        with _step(progress, f"library {name}"):
+            _build_block_in(name, text, root, jobs, final)
     return final, digest, {"cached": False, "build_s": round(time.perf_counter() - start, 2)}
 
 
@@ -307,7 +343,7 @@ def _build_block_in(name, text, root, jobs, final):
 
 
 def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=(),
-                exe_name="model", meta_file="meta.json"):
+                exe_name="model", meta_file="meta.json", progress=None):
     """Build (or find in the cache) the executable of a bench and a design.
 
     Parameters
@@ -318,7 +354,7 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
     bench : str
         The C++ bench, a file of this package (``"lane_harness.cpp"``).
     cache_dir : path, optional
-        Where models are kept (default ``build/sim-cache``).
+        Where models are kept (default :func:`default_cache_dir`).
     jobs : int
         Parallel C++ compilations.
     key : str, optional
@@ -332,6 +368,10 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
         Files besides the package's gateware that the design follows from.
     exe_name, meta_file : str
         The executable's and :attr:`ModelSource.meta` 's file names in the model's folder.
+    progress : callable, optional
+        Told of each step the call takes (:data:`BUILD_STEPS`): ``progress(step, None)``
+        as it starts, ``progress(step, seconds)`` when it is done; a model found in the
+        cache takes none.
 
     Returns ``(path, info)``: the executable and a dict with ``cached``, ``build_s``
     (seconds this call spent, the caller's ``source`` included), ``key`` (the model's
@@ -344,7 +384,7 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
     if version is None:
         raise RuntimeError("no Verilator and C++ compiler on this machine")
     start = time.perf_counter()
-    root = Path(cache_dir if cache_dir is not None else "build/sim-cache")
+    root = Path(cache_dir if cache_dir is not None else default_cache_dir())
     folder = resources.files("squeezenic_hw.sim")
     # the bench, and the header every bench includes
     bench_files = {name: folder.joinpath(name).read_text() for name in (bench, BENCH_IO)}
@@ -356,7 +396,7 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
 
     if key is None:
         return _build_from_source(root, source, bench, bench_files, version, jobs, None,
-                                  exe_name, meta_file, found)
+                                  exe_name, meta_file, found, progress)
     alias = root / "by-key" / _digest(key, source_digest(key_sources), *bench_files.values(),
                                       version, cxx_opt(), *_VERILATOR_FLAGS)
 
@@ -378,18 +418,19 @@ def build_model(source, *, bench, cache_dir=None, jobs=2, key=None, key_sources=
         if hit is not None:
             return hit
         return _build_from_source(root, source, bench, bench_files, version, jobs, alias,
-                                  exe_name, meta_file, found)
+                                  exe_name, meta_file, found, progress)
 
 
 def _build_from_source(root, source, bench, bench_files, version, jobs, alias, exe_name,
-                       meta_file, found):
+                       meta_file, found, progress):
     """:func:`build_model` once its key (``alias``, or ``None``) did not find the model:
     call ``source`` if it is a function, then find the model by its hash or build it."""
     start = time.perf_counter()
     if not isinstance(source, ModelSource):
-        source = source()
+        with _step(progress, VERILOG_STEP):
+            source = source()
     more = {"source_s": round(time.perf_counter() - start, 2)}
-    blocks = {name: _build_block(name, text, root, version, jobs)
+    blocks = {name: _build_block(name, text, root, version, jobs, progress)
               for name, text in sorted(source.blocks.items())}
     more["blocks"] = {name: info for name, (_, _, info) in blocks.items()}
     model = _digest(source.verilog, *bench_files.values(), *source.headers.values(), version,
@@ -408,13 +449,13 @@ def _build_from_source(root, source, bench, bench_files, version, jobs, alias, e
             remember()
             return found(model, True, source.meta, **more)
         _build_model_in(root, model, source, bench, bench_files, blocks, version, jobs,
-                        exe_name, meta_file)
+                        exe_name, meta_file, progress)
     remember()
     return found(model, False, source.meta, **more)
 
 
 def _build_model_in(root, model, source, bench, bench_files, blocks, version, jobs, exe_name,
-                    meta_file):
+                    meta_file, progress):
     work = Path(tempfile.mkdtemp(prefix=f"{model}.", dir=root))
     opt = cxx_opt()
     (work / "top.v").write_text(source.verilog)
@@ -429,21 +470,23 @@ def _build_model_in(root, model, source, bench, bench_files, blocks, version, jo
                   blocks.items()]
     runtime = root / ("runtime-" + _digest(version, opt, os.environ.get("CXX", "g++"),
                                            *_VERILATOR_FLAGS))
-    _run_build(["verilator", "--cc", "top.v", *libraries, "--top-module", "top",
-                "--exe", bench, "-Mdir", "obj", "-o", exe_name,
-                *_VERILATOR_FLAGS, "-CFLAGS", f"{opt} -I.."], work, source.name)
+    with _step(progress, VERILATOR_STEP):
+        _run_build(["verilator", "--cc", "top.v", *libraries, "--top-module", "top",
+                    "--exe", bench, "-Mdir", "obj", "-o", exe_name,
+                    *_VERILATOR_FLAGS, "-CFLAGS", f"{opt} -I.."], work, source.name)
     # make, as Verilator's --build runs it, once the run-time objects are in place (they
     # must be newer than the makefile Verilator has just written)
     _take_runtime(runtime, work / "obj")
-    _run_build(["make", "-C", "obj", "-f", "Vtop.mk", "-j", str(jobs), *_make_variables(opt)],
-               work, source.name)
+    with _step(progress, CXX_STEP):
+        _run_build(["make", "-C", "obj", "-f", "Vtop.mk", "-j", str(jobs),
+                    *_make_variables(opt)], work, source.name)
     _keep_runtime(work / "obj", runtime)
     (work / "obj" / exe_name).rename(work / exe_name)
     shutil.rmtree(work / "obj", ignore_errors=True)
     _settle(work, root / model)
 
 
-def build_lane_model(lane, *, cache_dir=None, jobs=2, key=None):
+def build_lane_model(lane, *, cache_dir=None, jobs=2, key=None, progress=None):
     """Build (or find in the cache) the compiled model of ``lane`` (a ``TxLane`` or
     ``RxLane``, or a function of no arguments that returns one: then, with ``key``, a
     cached model is found without building the lane at all).
@@ -453,7 +496,7 @@ def build_lane_model(lane, *, cache_dir=None, jobs=2, key=None):
     is elaborated); ``key``, a string that says how ``lane`` was built (for instance
     ``"TxLane(codecs=['raw'], mtu=1518)"``, every argument given), skips it when the same
     key met the same package sources (:func:`source_digest`) and tools before
-    (:func:`build_model`).
+    (:func:`build_model`). ``progress`` hears the build's steps (:func:`build_model`).
 
     Returns ``(path, info)``: the executable and a dict with ``cached``, ``build_s``
     (seconds this call spent, Verilog export included), ``key``, ``verilator`` and
@@ -472,7 +515,7 @@ def build_lane_model(lane, *, cache_dir=None, jobs=2, key=None):
     # the port header is written here: a change to it must not find an older model by key
     exe, info = build_model(source, bench="lane_harness.cpp", cache_dir=cache_dir, jobs=jobs,
                             key=key, key_sources=[__file__], exe_name="lane_model",
-                            meta_file="counters.json")
+                            meta_file="counters.json", progress=progress)
     info["counters"] = info.pop("meta")
     return exe, info
 
@@ -580,20 +623,22 @@ def frames_of_beats(beats):
 
 def simulate_lane_compiled(lane, frames, *, times=None, idle=0.0, backpressure=0.0, seed=0,
                            quiet=None, timeout=2_000_000, close_at_end=True, idle_timeout=None,
-                           cache_dir=None, jobs=2, key=None):
+                           cache_dir=None, jobs=2, key=None, progress=None):
     """:func:`~squeezenic_hw.sim.lane.simulate_lane` on the compiled model of ``lane`` (a
     lane, or a function that builds one: see :func:`build_lane_model`).
 
     ``idle_timeout`` (TX), when given, is written to ``cfg_idle_timeout`` before the first
     cycle (0: never), in place of the lane's initial value, so one model serves every
-    timeout. ``cache_dir``, ``jobs`` and ``key`` go to :func:`build_lane_model`. Returns a
+    timeout. ``cache_dir``, ``jobs``, ``key`` and ``progress`` go to
+    :func:`build_lane_model`. Returns a
     :class:`LaneRun`; ``extra`` adds ``backend`` (``"compiled"``), ``build``
     (:func:`build_lane_model`'s info) and ``sim_cycles``."""
     frames = [f if isinstance(f, AxisFrame) else AxisFrame(bytes(f)) for f in frames]
     if times is not None and len(times) != len(frames):
         raise ValueError(f"times: {len(times)} for {len(frames)} frames")
     check_idle_timeout(idle_timeout)
-    exe, build = build_lane_model(lane, cache_dir=cache_dir, jobs=jobs, key=key)
+    exe, build = build_lane_model(lane, cache_dir=cache_dir, jobs=jobs, key=key,
+                                  progress=progress)
     if quiet is None:
         quiet = default_quiet(backpressure, idle_timeout)
 

@@ -233,7 +233,7 @@ def ports_header(params, *, looped=False):
     return "\n".join(lines) + "\n"
 
 
-def build_core_model(params, *, looped=False, cache_dir=None, jobs=2):
+def build_core_model(params, *, looped=False, cache_dir=None, jobs=2, progress=None):
     """Build (or find in the cache) the compiled model of ``SqueezeNicCore(params)`` (with
     ``looped``, of :class:`LoopedCore`). Returns ``(path, info)`` as
     :func:`~.compiled.build_model`; a second call with equal parameters finds the model
@@ -256,7 +256,7 @@ def build_core_model(params, *, looped=False, cache_dir=None, jobs=2):
     return build_model(source, bench="core_harness.cpp", cache_dir=cache_dir, jobs=jobs,
                        key=f"{'LoopedCore' if looped else 'SqueezeNicCore'}({params!r})",
                        key_sources=[__file__], exe_name="core_model",
-                       meta_file="streams.json")
+                       meta_file="streams.json", progress=progress)
 
 
 def _check_run(params, inputs, script, looped, idle, backpressure):
@@ -283,7 +283,7 @@ def _check_run(params, inputs, script, looped, idle, backpressure):
 
 def simulate_core_compiled(params, inputs, script=(), *, looped=False, idle=0.0,
                            backpressure=0.0, seed=0, quiet=200, timeout=2_000_000,
-                           cache_dir=None, jobs=2):
+                           cache_dir=None, jobs=2, progress=None):
     """Run the core's compiled model.
 
     Parameters
@@ -301,12 +301,15 @@ def simulate_core_compiled(params, inputs, script=(), *, looped=False, idle=0.0,
     quiet : int
         Cycles without an output beat, once the script and the inputs are done, that end
         the run.
+    cache_dir, jobs, progress :
+        As :func:`~.compiled.build_model`'s.
 
     Returns a :class:`CoreRun`; ``extra`` has ``backend`` (``"compiled"``), ``build``,
     ``steps`` and ``sim_cycles_per_s``. Raises ``TimeoutError`` after ``timeout``
     cycles."""
     frames, script = _check_run(params, inputs, script, looped, idle, backpressure)
-    exe, build = build_core_model(params, looped=looped, cache_dir=cache_dir, jobs=jobs)
+    exe, build = build_core_model(params, looped=looped, cache_dir=cache_dir, jobs=jobs,
+                                  progress=progress)
     in_names, out_names = build["meta"]["inputs"], build["meta"]["outputs"]
     def write_input(f):
         f.write(struct.pack("<Q", len(script)))

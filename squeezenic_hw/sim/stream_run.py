@@ -233,7 +233,7 @@ def _made(thing):
 
 
 def build_run_model(dut, ports, *, blocks=None, cache_dir=None, jobs=2, key=None,
-                    key_sources=()):
+                    key_sources=(), progress=None):
     """Build (or find in the cache) the compiled bench of ``dut`` for ``ports``.
 
     ``dut`` is a component, or a function of no arguments that returns one; ``blocks``
@@ -241,9 +241,10 @@ def build_run_model(dut, ports, *, blocks=None, cache_dir=None, jobs=2, key=None
     function) it is converted from, compiled once as a library. ``key`` (with
     ``key_sources``, the files besides the package's gateware that ``dut`` follows from)
     names how both were built, so that a second build finds the model without elaborating
-    them (:func:`~.compiled.build_model`). Returns ``(path, info)``; ``info["meta"]`` has
-    the ports the bench sets (``statics``: ``[name, width, init]``), counts (``events``)
-    and reads (``snapshots``: ``[name, width]``).
+    them (:func:`~.compiled.build_model`, which tells ``progress`` the build's steps).
+    Returns ``(path, info)``; ``info["meta"]`` has the ports the bench sets (``statics``:
+    ``[name, width, init]``), counts (``events``) and reads (``snapshots``: ``[name,
+    width]``).
     """
     def source():
         made = _made(dut)
@@ -258,7 +259,7 @@ def build_run_model(dut, ports, *, blocks=None, cache_dir=None, jobs=2, key=None
                            blocks=texts)
 
     return build_model(source, bench="run_harness.cpp", cache_dir=cache_dir, jobs=jobs, key=key,
-                       key_sources=key_sources)
+                       key_sources=key_sources, progress=progress)
 
 
 def _static_values(inputs, statics):

@@ -16,6 +16,7 @@ def files(tmp_path):
     write_frames(tmp_path / "in.pcap", [bytes(70)])
     (tmp_path / "text.pcap").write_text("not a capture\n")
     np.save(tmp_path / "t.npy", np.ones(8, np.float32))
+    (tmp_path / "text.npy").write_text("not a tensor\n")
     return tmp_path
 
 
@@ -66,3 +67,75 @@ def test_console_script_exit_status_and_help(files):
     help_text = subprocess.run([sys.executable, "-m", "squeezenic_hw", "simulate", "--help"],
                                capture_output=True, text=True).stdout
     assert "exit status" in " ".join(help_text.split())
+
+
+def _error(capsys, argv):
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["frames", "{missing_npy}", "--codec", "raw", "-o", "{out}"],
+    ["allreduce", "{npy}", "{missing_npy}", "--codec", "raw", "--reference", "-o", "{out}"],
+    ["reference", "tx", "{missing}", "-o", "{out}"],
+    ["simulate", "rx", "{missing}", "-o", "{out}"],
+    ["tensor", "{missing}", "-o", "{out}"],
+    ["simulate-plugin", "--input", "h2c0={missing}", "-o", "{out}"],
+])
+def test_a_missing_input_file_says_cannot_read_it(files, capsys, argv):
+    """Every command says the same of an input file that is not there: which file, and
+    why in words (no "[Errno 2]", no repr of the name)."""
+    names = {"missing": files / "missing.pcap", "missing_npy": files / "none.npy",
+             "npy": files / "t.npy", "out": files / "out"}
+    argv = [a.format(**names) for a in argv]
+    path = next(str(p) for p in names.values() if str(p) in " ".join(argv)
+                and not p.exists() and p.name != "out")
+    err = _error(capsys, argv)
+    assert err == (f"squeezenic-hw {argv[0]}: error: cannot read {path}: "
+                   "No such file or directory")
+
+
+@pytest.mark.parametrize("command, name", [("frames", "text.npy"), ("reference", "text.pcap"),
+                                           ("tensor", "text.pcap")])
+def test_a_file_of_the_wrong_kind_says_cannot_read_it(files, capsys, command, name):
+    """A text file given as a tensor or a pcap: the same words, the reason in ours (not
+    numpy's advice to unpickle it)."""
+    argv = {"frames": ["frames", str(files / name), "--codec", "raw", "-o", str(files / "o")],
+            "reference": ["reference", "rx", str(files / name), "-o", str(files / "o")],
+            "tensor": ["tensor", str(files / name), "-o", str(files / "o")]}[command]
+    err = _error(capsys, argv)
+    assert err.startswith(f"squeezenic-hw {command}: error: cannot read {files / name}: not a ")
+    assert "pickle" not in err and err.count(str(files / name)) == 1
+
+
+@pytest.mark.parametrize("command", ["frames", "allreduce"])
+def test_an_unknown_codec_lists_the_codecs_and_the_presets(files, capsys, command):
+    from squeezenic_hw.spec.codecs import ALL_CODECS, PRESETS
+
+    npy = str(files / "t.npy")
+    argv = {"frames": ["frames", npy, "--codec", "zip", "-o", str(files / "o")],
+            "allreduce": ["allreduce", npy, npy, "--codec", "zip", "-o", str(files / "o")]}[command]
+    err = _error(capsys, argv)
+    assert err.startswith(f"squeezenic-hw {command}: error: --codec: 'zip' is neither")
+    assert all(name in err for name in [*ALL_CODECS, *PRESETS])
+
+
+@pytest.mark.parametrize("codec", ["fixed", "qsgd"])
+def test_a_missing_param_says_which_codec_needs_it_and_what_values(files, capsys, codec):
+    err = _error(capsys, ["frames", str(files / "t.npy"), "--codec", codec,
+                          "-o", str(files / "o")])
+    assert err == (f"squeezenic-hw frames: error: --param: codec {codec!r} needs one: its "
+                   "bits per element, from 2 to 16 (--param 8, say)")
+    err = _error(capsys, ["frames", str(files / "t.npy"), "--codec", codec, "--param", "40",
+                          "-o", str(files / "o")])
+    assert err.startswith(f"squeezenic-hw frames: error: --param: codec {codec!r} needs") \
+        and err.endswith("got 40")
+
+
+def test_an_output_path_that_cannot_be_written_names_it_in_words(files, capsys):
+    err = _error(capsys, ["frames", str(files / "t.npy"), "--codec", "raw",
+                          "-o", str(files / "no" / "o.pcap")])
+    assert err == (f"squeezenic-hw frames: error: {files / 'no' / 'o.pcap'}: "
+                   "No such file or directory")

@@ -1,6 +1,9 @@
 """``squeezenic-hw simulate``: the hardware lanes on pcaps, equal to ``reference``."""
 
+import io
 import json
+import re
+import time
 
 import numpy as np
 import pytest
@@ -115,17 +118,19 @@ def test_simulate_bad_file(tmp_path, capsys):
 def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, monkeypatch,
                                                              cache):
     """Without --backend: the compiled model where Verilator is present (this project's
-    machines), kept in build/sim-cache; a second run finds it there. (build/sim-cache is
-    the session's cache, where the model may already be: a build from cold, and that the
-    first build of a cache compiles Verilator's run-time objects, are tested in
-    tests/sim/test_compiled.py.)"""
+    machines), kept in the user cache directory, not under the working directory; a second
+    run finds it there. (The user cache's ``sim`` is the session's cache, where the model
+    may already be: a build from cold, its steps, and that the first build of a cache
+    compiles Verilator's run-time objects, are tested in tests/sim/test_stream_run.py.)"""
+    from squeezenic_hw.cache_dir import CACHE_ENV
     from squeezenic_hw.sim.compiled import compiled_available
 
     assert compiled_available()
     monkeypatch.chdir(tmp_path)
     cache.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "build").mkdir()
-    (tmp_path / "build" / "sim-cache").symlink_to(cache, target_is_directory=True)
+    (tmp_path / "user-cache").mkdir()
+    (tmp_path / "user-cache" / "sim").symlink_to(cache, target_is_directory=True)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "user-cache"))
     np.save("g.npy", np.arange(300, dtype=np.float32))
     assert main(["frames", "g.npy", "--codec", "sign", "-o", "host.pcap"]) == 0
     capsys.readouterr()
@@ -138,7 +143,9 @@ def test_default_backend_is_compiled_and_its_model_is_cached(tmp_path, capsys, m
     assert [r["backend"] for r in runs] == ["compiled", "compiled"]
     assert runs[0]["build_seconds"] is not None and runs[1]["build_cached"]
     assert runs[1]["build_seconds"] < 2 and all(r["matches_reference"] for r in runs)
-    assert any((cache / "by-key").iterdir())    # the keys the runs left in build/sim-cache
+    assert any((cache / "by-key").iterdir())    # the keys the runs left in the user cache
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npy", "host.pcap", "user-cache",
+                                                          "w.pcap"]
 
 
 def test_finds_the_model_of_fuzzs_key_without_exporting(tmp_path, capsys, monkeypatch, cache):
@@ -199,3 +206,55 @@ def test_bad_cxx_optimisation_is_one_line(tmp_path, capsys, monkeypatch):
     # on Amaranth the variable is not read
     assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
                  "--backend", "amaranth", "--format", "json"]) == 0
+
+
+def _heard(terminal):
+    """What :class:`BuildProgress` writes for a build of the three steps."""
+    from squeezenic_hw.cli.backend import BuildProgress
+    from squeezenic_hw.sim.compiled import BUILD_STEPS
+
+    stream = io.StringIO()
+    steps = BuildProgress("simulate", "/the/cache", stream=stream, terminal=terminal)
+    steps.TICK = 0.01
+    for step in BUILD_STEPS:
+        steps(step, None)
+        if terminal:
+            time.sleep(0.05)                 # the running step's line counts up
+        steps(step, 1.5)
+    steps.done()
+    return stream.getvalue()
+
+
+def test_build_progress_is_plain_lines_off_a_terminal():
+    """Off a terminal (a log, CI): one line per step as it starts, with the seconds since
+    the build began; no carriage returns, no spinner."""
+    lines = _heard(terminal=False).splitlines()
+    assert "\r" not in "".join(lines) and len(lines) == 5
+    assert lines[0] == ("squeezenic-hw simulate: building the compiled model, once for this "
+                        "design and these tools (cached in /the/cache)")
+    assert [re.sub(r"^\[ *[0-9.]+ s\] ", "", line) for line in lines[1:]] == [
+        "Verilog generation", "Verilator", "C++ compile", "compiled model built"]
+
+
+def test_build_progress_on_a_terminal_counts_the_running_step_up():
+    text = _heard(terminal=True)
+    assert "] Verilator ..." in text
+    finished = [line.rsplit("\r", 1)[-1] for line in text.split("\n")[1:4]]
+    assert [re.sub(r"^\[ *[0-9.]+ s\] ", "", line) for line in finished] == [
+        "Verilog generation: 1.5 s", "Verilator: 1.5 s", "C++ compile: 1.5 s"]
+
+
+def test_a_cached_model_shows_no_build(tmp_path, capsys, cache):
+    """A model found in the cache builds nothing and says nothing of a build."""
+    from squeezenic_hw.sim.compiled import compiled_available
+
+    assert compiled_available()
+    np.save(tmp_path / "g.npy", np.arange(300, dtype=np.float32))
+    assert main(["frames", str(tmp_path / "g.npy"), "--codec", "sign",
+                 "-o", str(tmp_path / "host.pcap")]) == 0
+    argv = ["simulate", "tx", str(tmp_path / "host.pcap"), "-o", str(tmp_path / "w.pcap"),
+            "--codecs", "raw,fp16,sign", "--cache-dir", str(cache), "--format", "json"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "building the compiled model" not in capsys.readouterr().err

@@ -3,6 +3,7 @@
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -248,6 +249,43 @@ def test_generate_prints_what_it_wrote(capsys, tmp_path):
     files = {Path(f["file"]).relative_to(tmp_path / "p").as_posix() for f in out["files"]}
     assert files == set(PLUGIN_FILES)
     assert out["manifest"]["params"]["codecs"] == [0]
+    assert out["manifest"]["opennic"]["build"] == opennic.build_command(tmp_path / "p",
+                                                                        PluginParams())
+
+
+#: The options OpenNIC's script/build.tcl reads after -tclargs (its build_options and
+#: design_params); it skips any other with a message, so a misspelt one would go unnoticed.
+BUILD_TCL_OPTIONS = {"-board_repo", "-board", "-tag", "-overwrite", "-rebuild", "-jobs",
+                     "-synth_ip", "-impl", "-post_impl", "-user_plugin", "-bitstream_userid",
+                     "-bitstream_usr_access", "-build_timestamp", "-min_pkt_len",
+                     "-max_pkt_len", "-use_phys_func", "-num_phys_func", "-num_queue",
+                     "-num_cmac_port"}
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_generate_prints_the_vivado_command_that_builds_the_plugin(capsys, tmp_path,
+                                                                   monkeypatch, n):
+    """The printed command runs as printed: Vivado in batch mode sourcing build.tcl, its
+    options after -tclargs in pairs, each one build.tcl reads, the interface counts the
+    plugin's."""
+    def fake(out_dir, params, progress=None):
+        out_dir.mkdir(parents=True)
+        (out_dir / "manifest.json").write_text("{}")
+        return {"files": {}, "registers": {"count": 3}, "lanes": opennic.lane_summary(params),
+                "opennic": {"build": opennic.build_command(out_dir, params)}}
+
+    monkeypatch.setattr(opennic, "write_opennic_plugin", fake)
+    assert main(["generate", "-o", str(tmp_path / "p"), "--num-intf", str(n)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(k for k, line in enumerate(lines) if "open-nic-shell" in line)
+    assert "script/" in lines[at]
+    words = shlex.split(lines[at + 1])
+    assert words[:6] == ["vivado", "-mode", "batch", "-source", "build.tcl", "-tclargs"]
+    args = dict(zip(words[6::2], words[7::2], strict=True))
+    assert set(args) <= BUILD_TCL_OPTIONS
+    assert args["-board"] == "au280" and args["-impl"] == "1"
+    assert args["-user_plugin"] == str((tmp_path / "p").resolve())
+    assert args["-num_phys_func"] == args["-num_cmac_port"] == str(n)
 
 
 def test_generate_says_which_lanes_carry_which_codecs(capsys, tmp_path, monkeypatch):

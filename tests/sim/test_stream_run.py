@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.cli import main
 from squeezenic_hw.flows.throughput import by_frame_length, by_host_bw
-from squeezenic_hw.sim.compiled import compiled_available
+from squeezenic_hw.sim.compiled import BUILD_STEPS, compiled_available
 from squeezenic_hw.sim.stream_run import (
     RunPorts,
     build_run_model,
@@ -164,9 +164,18 @@ def test_callers_of_one_key_at_once_elaborate_once(cache):
 def test_cold_build_then_cached_and_one_runtime_library(tmp_path):
     """In an empty cache: the first build compiles Verilator's run-time library, the same
     design is then found, and a second model links the library the first compiled."""
-    exe, first = build_run_model(_Source(), PORTS, cache_dir=tmp_path)
-    again, second = build_run_model(_Source(), PORTS, cache_dir=tmp_path)
+    heard = {"first": [], "again": []}
+    exe, first = build_run_model(_Source(), PORTS, cache_dir=tmp_path,
+                                 progress=lambda *step: heard["first"].append(step))
+    again, second = build_run_model(_Source(), PORTS, cache_dir=tmp_path,
+                                    progress=lambda *step: heard["again"].append(step))
     assert not first["cached"] and second["cached"] and again == exe
+    # the build's steps, each as it starts and when it is done; the model found again (by
+    # its Verilog: no key) only exports the Verilog
+    steps = heard["first"]
+    assert [step for step, _ in steps] == [s for s in BUILD_STEPS for _ in range(2)]
+    assert all(s is None for _, s in steps[0::2]) and all(s > 0 for _, s in steps[1::2])
+    assert [step for step, _ in heard["again"]] == [BUILD_STEPS[0]] * 2
     # other port roles: another bench header, so another model of the same Verilog
     other, third = build_run_model(_Source(), RunPorts(snapshots=("count",)),
                                    cache_dir=tmp_path)
@@ -232,10 +241,13 @@ def test_host_bw_same_on_both_backends(cache, host_bw):
 
 def test_cli_compiled_run_reports_its_build(cache, tmp_path, monkeypatch, capsys):
     """``squeezenic-hw throughput`` on the compiled backend (its default here), with the
-    session's cache as its build/sim-cache: backend, build seconds, cached, cycles/s."""
-    (tmp_path / "build").mkdir()
+    session's cache as the user cache's ``sim``: backend, build seconds, cached, cycles/s."""
+    from squeezenic_hw.cache_dir import CACHE_ENV
+
+    (tmp_path / "user-cache").mkdir()
     cache.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "build" / "sim-cache").symlink_to(cache)
+    (tmp_path / "user-cache" / "sim").symlink_to(cache)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "user-cache"))
     monkeypatch.chdir(tmp_path)
     args = ["throughput", "--frame-lengths", "308", "--codecs", "sign", "--host-bw", "none",
             "--format", "json"]
