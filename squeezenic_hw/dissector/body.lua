@@ -134,7 +134,7 @@ for _, list in ipairs({S.reasons.transport, S.reasons.tx, S.reasons.rx}) do
         end
     end
 end
-for _, reason in ipairs(S.node_reduce_reasons) do
+for _, reason in ipairs(S.reduce_bypass_reasons) do
     add_expert("reduce", reason, "reduce_bypass." .. reason,
                S.reduce_counters[reason] .. ": " .. S.reduce_reason_text[reason], false)
 end
@@ -176,6 +176,8 @@ proto.prefs.ring_aux = Pref.string("Ring: aux", "1.0",
     "The ring's aux: a number, or its fp32 bits")
 proto.prefs.ring_stochastic = Pref.bool("Ring: stochastic", false,
     "The ring rounds stochastically (for a codec that can)")
+proto.prefs.ring_enabled = Pref.bool("Ring: reduce enabled", true,
+    "The receiving node's reduce enable: a disabled node bypasses every reduce frame")
 
 local registered_port
 local built = {}
@@ -210,7 +212,7 @@ local function read_ring()
     if not (scale and aux) then return nil, "ring scale and aux must be numbers" end
     return {nodes = p.ring_nodes, rank = p.ring_rank, elements = p.ring_elements,
             codec = codec.id, param = param, scale_bits = scale, aux_bits = aux,
-            stochastic = p.ring_stochastic and codec.stochastic,
+            stochastic = p.ring_stochastic and codec.stochastic, enabled = p.ring_enabled,
             width = widths[param][p.ring_nodes]}
 end
 
@@ -409,6 +411,7 @@ check_table(NODE_CHECKS, {S.node_reduce_reasons}, "reduce bypass reason")
 -- first pass): a frame taken moves its chunk and phase's expected offset on.
 local function node_verdict(h, number)
     if ring_verdicts[number] then return ring_verdicts[number] end
+    if not ring.enabled then return {lane = "reduce", reduce = S.reduce_disabled} end
     local verdict = {lane = "reduce", taken = true}
     for _, reason in ipairs(S.node_reduce_reasons) do
         if NODE_CHECKS[reason](h) then

@@ -83,6 +83,7 @@ BYPASS_TEXT = {
 
 #: What each reason a node bypasses a reduce frame for means (wire format section 8.4).
 REDUCE_TEXT = {
+    ReduceReason.DISABLED: "the node's reduce is disabled: every reduce frame is bypassed",
     ReduceReason.LENGTH: "the frame length is not 64 + ceil(n*width/8), or n is 0",
     ReduceReason.FLAGS: "reserved flags or flush set, or encoded clear",
     ReduceReason.SETTINGS: "codec, param, stochastic, scale or aux is not the ring's (or "
@@ -108,10 +109,12 @@ _SPARSE_TEXT = {
                             "below n, or not above every earlier used one)",
 }
 
-#: The reasons a node bypasses a reduce frame for, in check order: every one but
-#: ``disabled``, the node's state, not the frame's.
+#: The reasons an enabled node bypasses a reduce frame for, in check order: every one
+#: but ``disabled``, the node's state, not the frame's.
 NODE_REDUCE_REASONS = tuple(r for r in ReduceReason
                             if r not in (ReduceReason.NONE, ReduceReason.DISABLED))
+#: Every reason a node bypasses a reduce frame for: a disabled node's, then the checks.
+_REDUCE_BYPASS_REASONS = (ReduceReason.DISABLED, *NODE_REDUCE_REASONS)
 
 #: The reasons of a frame that is no SqueezeNIC frame to the NIC at all: a note, where the
 #: others are warnings of a malformed frame.
@@ -198,7 +201,7 @@ def spec_table(*, port=DEFAULT_PORT, codecs=None):
     check_port(port)
     built = DEFAULT_CODECS if codecs is None else resolve_codecs(codecs)
     fields, reduce_fields, reduce_order = _fields()
-    for reasons, texts in ((BypassReason, BYPASS_TEXT), (NODE_REDUCE_REASONS, REDUCE_TEXT)):
+    for reasons, texts in ((BypassReason, BYPASS_TEXT), (_REDUCE_BYPASS_REASONS, REDUCE_TEXT)):
         missing = [r.name for r in reasons if r not in texts]
         if missing:
             raise ValueError(f"no text for the reasons {', '.join(missing)}")
@@ -234,10 +237,12 @@ def spec_table(*, port=DEFAULT_PORT, codecs=None):
         "counter_prefix": _counter_prefix(),
         "reduce_reasons": [r.name.lower() for r in FRAME_REDUCE_REASONS],
         "node_reduce_reasons": [r.name.lower() for r in NODE_REDUCE_REASONS],
+        "reduce_disabled": ReduceReason.DISABLED.name.lower(),
+        "reduce_bypass_reasons": [r.name.lower() for r in _REDUCE_BYPASS_REASONS],
         "reduce_counters": {"taken": reduce_counter_name(ReduceReason.NONE),
                             **{r.name.lower(): reduce_counter_name(r)
-                               for r in NODE_REDUCE_REASONS}},
-        "reduce_reason_text": {r.name.lower(): REDUCE_TEXT[r] for r in NODE_REDUCE_REASONS},
+                               for r in _REDUCE_BYPASS_REASONS}},
+        "reduce_reason_text": {r.name.lower(): REDUCE_TEXT[r] for r in _REDUCE_BYPASS_REASONS},
         "reduce_width": _reduce_widths(),
         "nodes": [MIN_NODES, MAX_NODES],
         "sparse_counters": _sparse_counters(),

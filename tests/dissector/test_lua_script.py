@@ -506,13 +506,14 @@ def test_fuzz_corpus(script, tmp_path):
     _check_corpus(script, corpus(400, seed=1), tmp_path, elements=64)
 
 
-def _check_ring_nodes(script, streams, tmp_path):
+def _check_ring_nodes(script, streams, tmp_path, enabled=True):
     """Each node's stream judged as that node judges it (the ring preferences): every
     frame against a :class:`~squeezenic_hw.reference.reduce_rx.ReduceReceiver` fed the
-    frames in order. The reasons that come up."""
+    frames in order, the node's reduce ``enabled`` or not. The reasons that come up."""
     seen = set()
     for ring, rank, frames in streams:
         receiver = ring.receiver(rank)
+        receiver.enabled = enabled
 
         def judge(frame, receiver=receiver):
             reason = receiver.receive(frame).reason
@@ -524,7 +525,8 @@ def _check_ring_nodes(script, streams, tmp_path):
                    "elements": receiver.elements,
                    "codec": f"{receiver.codec}:{receiver.param}",
                    "scale": hex(receiver.scale_bits), "aux": hex(receiver.aux_bits),
-                   "stochastic": str(receiver.stochastic).upper()}
+                   "stochastic": str(receiver.stochastic).upper(),
+                   "enabled": str(enabled).upper()}
         prefs = [arg for key, value in options.items()
                  for arg in ("-o", f"{PROTO}.ring_{key}:{value}")]
         _, verdicts = check_pcap(script, frames, tmp_path, "-o", f"{PROTO}.judge_all:TRUE",
@@ -542,6 +544,14 @@ def test_reduce_frames_as_a_node_judges_them(script, tmp_path):
             "fixed-stochastic", "qsgd", "sign", "natural-stochastic", "bf16")]
     seen = _check_ring_nodes(script, streams, tmp_path)
     assert seen == {None, *NODE_REDUCE_REASONS}
+
+
+def test_reduce_frames_at_a_disabled_node(script, tmp_path):
+    """A node whose reduce is disabled (the ring preference ``enabled`` off) bypasses
+    every reduce frame that passes the transport checks as ``disabled``."""
+    streams = [s for s in ring_streams(5, max_nodes=4) if s[0].case in ("sign", "bf16")][:2]
+    seen = _check_ring_nodes(script, streams, tmp_path, enabled=False)
+    assert ReduceReason.DISABLED in seen and seen <= {ReduceReason.DISABLED, None}
 
 
 @pytest.mark.slow
