@@ -30,12 +30,16 @@ os.environ.setdefault(OPT_VARIABLE, "-O0")
 
 
 @pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    """One build cache of compiled models for the session, shared by the xdist workers (the
-    parent of each worker's base directory): a model is built once, whichever test asks
-    first (a second asker waits for the build, ``sim.compiled``'s lock)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sim-cache"
+def cache():
+    """The build cache of compiled models: the user cache's, as the commands use it
+    (``sim.compiled.default_cache_dir``; ``$SQUEEZENIC_HW_CACHE`` moves it), shared by the
+    xdist workers and by later runs. A model is built once, whichever test asks first (a
+    second asker waits for the build, ``sim.compiled``'s lock); its key is its Verilog,
+    bench, tools and flags (the suite's ``-O0`` among them), so a model found there is
+    never stale. The tests of a cold build use a directory of their own."""
+    from squeezenic_hw.sim.compiled import default_cache_dir
+
+    return Path(default_cache_dir())
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ Exit status (the ``EXIT_STATUS`` text of ``--help``):
 """
 
 import argparse
+import gc
 import importlib
 import sys
 import warnings
@@ -95,3 +96,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"squeezenic-hw {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        # the command's half-built components held in reference cycles are collected now,
+        # under that filter, not later by a caller that runs main() in its own process
+        gc.collect()

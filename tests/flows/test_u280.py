@@ -372,6 +372,5 @@ def test_bad_parameters(kwargs, name):
 
 
 def test_bad_host_bw_writes_nothing(tmp_path):
-    with pytest.raises(ValueError, match="host_bw"):
-        write_u280_plan(tmp_path / "plan", host_bw=250)
+    rejected(write_u280_plan, tmp_path / "plan", host_bw=250, match="host_bw")
     assert not (tmp_path / "plan").exists()

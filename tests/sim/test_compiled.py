@@ -32,6 +32,7 @@ from support.lane_scenarios import (
     wire_of,
 )
 from support.param_sweep import rotated
+from support.unused import inspected
 
 pytestmark = pytest.mark.skipif(not compiled_available(),
                                 reason="this machine has no Verilator or C++ compiler")
@@ -146,7 +147,8 @@ def test_cxx_optimisation_from_the_environment(monkeypatch):
 
 
 def test_ports_header_names_the_lanes_ports():
-    tx, rx = ports_header(TxLane(codecs=["raw"])), ports_header(RxLane(codecs=["raw"]))
+    tx = ports_header(inspected(TxLane, codecs=["raw"]))
+    rx = ports_header(inspected(RxLane, codecs=["raw"]))
     assert "HAS_CLOSE" in tx and "HAS_CLOSE" not in rx
     assert "#define COUNTER_WORDS 26" in tx and "#define COUNTER_WORDS 23" in rx
     assert "cfg___05Fidle___05Ftimeout" not in tx   # single underscores stay as they are

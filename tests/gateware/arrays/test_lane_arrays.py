@@ -110,7 +110,7 @@ def test_loopback_fixed_lanes_run_their_setting(codec, scale_bits, held):
 
 @pytest.mark.parametrize("host_bw,codecs,codec", [
     (400, ["sign"], 5),
-    (800, ["fp16", "sign"], 1),
+    pytest.param(800, ["fp16", "sign"], 1, marks=pytest.mark.slow),
 ])
 def test_loopback_four_and_eight_lanes_match_reference(host_bw, codecs, codec):
     """Every lane's counts and CRC equal the reference at 4 and 8 lanes."""
@@ -138,6 +138,7 @@ def test_arrays_convert_to_verilog(host_bw):
         assert "module top" in verilog.convert(top, name="top")
 
 
+@pytest.mark.slow
 def test_eight_generators_keep_their_rate_onto_one_wire():
     from squeezenic_hw.flows.throughput import by_host_bw
 
