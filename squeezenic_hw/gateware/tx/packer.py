@@ -20,6 +20,7 @@ from squeezenic_hw.gateware.common.layouts import (
     RingWrite,
     narrow_span,
 )
+from squeezenic_hw.gateware.common.lut_tree import mux_tree, or_tree
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT, Stager, stage_enable
 
 __all__ = ["WirePacker"]
@@ -96,12 +97,17 @@ class WirePacker(wiring.Component):
 
     Resources and timing (widths 1…16 and 32, as the all-codec TX lane builds it,
     ``registered_ready``; ``synth.synthesize(WirePacker(widths, registered_ready=True),
-    timing=True, mapping=...)``): 7.0 k LUT, 6.2 k FF, 2.5 ns, 4 LUT levels with
-    ``mapping="abc"``; 7.7 k LUT, 6.2 k FF, 3.0 ns, 5 LUT levels with ``"abc9"``. Per
-    supported width, two 512-bit compaction wirings (A and the next frame's start B)
-    are OR-ed in; the shift by ``fill mod 32`` covers only the bits the narrow widths
-    reach. The selects of the wide multiplexers (the width, the lane rotation, ``fill``
-    and the coarse shift) carry ``max_fanout``, for Vivado to copy them.
+    timing=True, mapping=...)``): 6.9 k LUT, 6.2 k FF, 2.5 ns, 4 LUT levels with
+    ``mapping="abc"``; with ``"abc9"`` beside a long carry chain (as in the whole
+    plugin, where ABC9 maps every cone off the deepest path for area) every path of the
+    packer is within 3.15 ns. Per supported width, two 512-bit compaction wirings (A and
+    the next frame's start B) are OR-ed in, each output bit an AND-OR of its distinct
+    source bits, with one select per set of widths that share a source
+    (:meth:`shared_selects`); the lane rotation and the bit counts are trees of kept
+    LUTs (:mod:`~squeezenic_hw.gateware.common.lut_tree`); the shift by ``fill mod 32``
+    covers only the bits the narrow widths reach. The selects of the wide multiplexers
+    (the width, the shared selects, the lane rotation, ``fill`` and the coarse shift)
+    carry ``max_fanout``, for Vivado to copy them.
 
     Built for one width that is a power of two (1, 2, 4, 8, 16;
     :attr:`word_gearbox`), the packer is a word gearbox instead: sixteen codes make a
@@ -131,17 +137,45 @@ class WirePacker(wiring.Component):
     def latency(self):
         return self.LATENCY
 
-    def _compact(self, m, lanes, width_sel, name):
+    def _sources(self):
+        """For each output bit of a compaction, its sources: ``(lane, bit, widths)`` for
+        each distinct bit of the lanes the bit takes, ``widths`` the indices (into
+        :attr:`widths`) of the widths that take it there."""
+        out = []
+        for j in range(BEAT_BITS):
+            by_source = {}
+            for k, w in enumerate(self._widths):
+                if j < ELEMENTS_PER_BEAT * w:
+                    by_source.setdefault((j // w, j % w), []).append(k)
+            out.append([(lane, bit, tuple(ks)) for (lane, bit), ks in by_source.items()])
+        return out
+
+    def shared_selects(self):
+        """The sets of widths (indices) that take one lane bit to one output bit: each a
+        select of its own, so that the bit is that lane bit AND one select, not AND the
+        OR of many (all widths take lane 0's bit 0 to bit 0)."""
+        return sorted({ks for bit in self._sources() for _, _, ks in bit if len(ks) > 1})
+
+    def _in_set(self, width, indices):
+        """Whether ``width`` is one of the widths at ``indices``: a table of ``width``."""
+        members = {self._widths[k] for k in indices}
+        return Array(Const(int(w in members), 1) for w in range(1 << len(width)))[width]
+
+    def _compact(self, m, lanes, width_sel, shared_sel, name):
         """``lanes`` (16 x 32-bit) concatenated at the selected width, as 512 bits.
 
-        ``width_sel``: one-hot over :attr:`widths`. An AND-OR of static wirings,
-        one per width, OR-ed as a balanced tree: only the selected one reaches the
-        output.
-        """
+        ``width_sel``: one-hot over :attr:`widths`; ``shared_sel``: for each set of
+        :meth:`shared_selects`, whether the width is in it. Each output bit is an AND-OR
+        of its distinct sources (:meth:`_sources`), OR-ed as a balanced tree: only the
+        selected width's source reaches it."""
+        shared = dict(zip(self.shared_selects(), shared_sel, strict=True))
+        bits = []
+        for sources in self._sources():
+            bits.append(_or_tree(
+                Mux(width_sel[ks[0]] if len(ks) == 1 else shared[ks], lanes[lane][bit], 0)
+                for lane, bit, ks in sources))
         out = Signal(BEAT_BITS, name=name)
-        m.d.comb += out.eq(_or_tree(
-            Mux(width_sel[k], Cat(lane[:w] for lane in lanes), 0)
-            for k, w in enumerate(self._widths)))
+        m.d.comb += out.eq(Cat(bits))
         return out
 
     def _enable(self, m):
@@ -180,40 +214,41 @@ class WirePacker(wiring.Component):
         ]
         s0_valid = stager.reg(self.i.valid, name="s0_valid", reset_less=False)
         # Each code twice: masked to the open frame's codes (e < take) for A, and to the
-        # job's codes (e < count) for the next frame's start. The masks are the registers'
-        # synchronous resets: no AND gate in front of the compaction or the lane rotation.
+        # job's codes (e < count) of a close_mid job, for the next frame's start (none
+        # without close_mid). The masks are the registers' synchronous resets: no AND gate
+        # in front of the compaction or the lane rotation.
         s0_codes_a = [stager.reg(self.i.payload.codes[e], name=f"s0_code_a{e}",
                                  clear=take <= e) for e in range(n_lanes)]
         s0_codes = [stager.reg(self.i.payload.codes[e], name=f"s0_code{e}",
-                               clear=meta.count <= e) for e in range(n_lanes)]
+                               clear=(meta.count <= e) | ~meta.close_mid)
+                    for e in range(n_lanes)]
         s0_sel = stager.reg(Cat(meta.width == w for w in self._widths), name="s0_width_sel",
                             fanout=True)
+        # each a table of the width (one LUT), not an OR of its compares
+        s0_shared = stager.reg(Cat(self._in_set(meta.width, ks) for ks in self.shared_selects()),
+                               name="s0_shared_sel", fanout=True)
         s0_take = stager.reg(take, name="s0_take")
         s0_rest = stager.reg(rest, name="s0_rest")
-        # codes from split on, lane 0 first; none without close_mid (split past them)
-        s0_split = stager.reg(Mux(meta.close_mid, meta.split, n_lanes), name="s0_split",
-                              fanout=True)
+        # the next frame's first code (0 … 15 with close_mid; without it the codes are 0)
+        s0_split = stager.reg(meta.split[:4], name="s0_split", fanout=True)
         s0_close = stager.reg(meta.close_mid | meta.close_end, name="s0_close")
 
         # --- Stage 1: compaction; bit counts. Nothing depends on the open frame. ---
         # A: codes 0 … take-1, packed.
-        a = self._compact(m, s0_codes_a, s0_sel, "a_bits")
-        # Codes split … count-1 rotated to lane 0 (a 16:1 lane mux is cheaper than a
-        # 512-bit shift right by split·width); zero without close_mid.
-        r_lanes = []
-        for e in range(n_lanes):
-            lane = Signal(32, name=f"r_lane{e}")
-            with m.Switch(s0_split):
-                for s in range(n_lanes - e):
-                    with m.Case(s):
-                        m.d.comb += lane.eq(s0_codes[e + s])
-            r_lanes.append(lane)
+        a = self._compact(m, s0_codes_a, s0_sel, s0_shared, "a_bits")
+        # Codes split … count-1 rotated to lane 0 (a 16:1 lane mux, as a tree of kept
+        # 4:1 pieces, is cheaper than a 512-bit shift right by split·width).
+        r_lanes = [mux_tree(m, s0_split, s0_codes[e:], name=f"r_lane{e}")
+                   for e in range(n_lanes)]
         s1_valid = stager.reg(s0_valid, name="s1_valid", reset_less=False)
         s1_a = stager.reg(a, name="s1_a")
         s1_r = [stager.reg(lane, name=f"s1_r{e}") for e, lane in enumerate(r_lanes)]
         s1_sel = stager.reg(s0_sel, name="s1_width_sel", fanout=True)
-        s1_take_bits = stager.reg(self._times(s0_take, s0_sel, 10), name="s1_take_bits")
-        s1_rest_bits = stager.reg(self._times(s0_rest, s0_sel, 9), name="s1_rest_bits")
+        s1_shared = stager.reg(s0_shared, name="s1_shared_sel", fanout=True)
+        s1_take_bits = stager.reg(self._times(m, s0_take, s0_sel, 10, "take_bits"),
+                                    name="s1_take_bits")
+        s1_rest_bits = stager.reg(self._times(m, s0_rest, s0_sel, 9, "rest_bits"),
+                                    name="s1_rest_bits")
         s1_close = stager.reg(s0_close, name="s1_close")
 
         # --- Stage 2: the open frame's fill; A shifted by fill mod 32. ---
@@ -238,7 +273,7 @@ class WirePacker(wiring.Component):
         s2_fine = stager.reg(self._fine_shift(m, s1_a, fill[:5]), name="s2_fine")
         s2_coarse = stager.reg(fill[5:], name="s2_coarse", fanout=True)
         # The next frame's start (zero without close_mid), packed from bit 0.
-        s2_b = stager.reg(self._compact(m, s1_r, s1_sel, "b_bits"), name="s2_b")
+        s2_b = stager.reg(self._compact(m, s1_r, s1_sel, s1_shared, "b_bits"), name="s2_b")
         s2_close = stager.reg(s1_close, name="s2_close")
         s2_full = stager.reg(full, name="s2_full")
         s2_n_beats = stager.reg(n_beats, name="s2_n_beats")
@@ -289,13 +324,13 @@ class WirePacker(wiring.Component):
         low = _shift_left(m, a[:span + 31], amount, span + 31)
         return Cat(low, a[span + 31:], Const(0, 31))
 
-    def _times(self, count, width_sel, bits):
+    def _times(self, m, count, width_sel, bits, name):
         """``count · width`` (``count`` 0…16) truncated to ``bits``: a small table per
-        supported width (no multiplier, no carry chain), the widths' tables OR-ed as a
-        balanced tree."""
-        return _or_tree([
-            Mux(width_sel[k], Array(Const(c * w, 10) for c in range(17))[count], 0)
-            for k, w in enumerate(self._widths)])[:bits]
+        supported width (no multiplier, no carry chain; a LUT per bit with its select),
+        the widths' tables OR-ed as a tree (:func:`or_tree`)."""
+        return or_tree(m, [
+            Mux(width_sel[k], Array(Const(c * w, 10) for c in range(17))[count][:bits], 0)
+            for k, w in enumerate(self._widths)], inputs=len(count) + 1, name=name)
 
     def _elaborate_gearbox(self):
         """One code width ``w`` (a power of two ≤ 16): a word gearbox.
