@@ -7,6 +7,7 @@ arrays whose lanes are one module compiled once."""
 import json
 import threading
 import time
+import uuid
 
 import pytest
 from amaranth import Module, Mux, Signal
@@ -139,7 +140,7 @@ def test_callers_of_one_key_at_once_elaborate_once(cache):
     """Two callers that ask for the same unknown key at the same time: the second waits
     for the first and finds the model by the key; the design is elaborated once."""
     build_run_model(_Source(), PORTS, cache_dir=cache)     # the model itself is known
-    key = f"{_key()} asked twice at once"
+    key = f"{_key()} asked twice at once {uuid.uuid4().hex}"     # a key no run knows yet
     started, calls, results = threading.Event(), [], {}
 
     def source():
