@@ -293,7 +293,7 @@ def run(args):
 
     def say(line):
         if progress and not line.startswith("[start]"):
-            print(f"\r{line}", file=sys.stderr, flush=True)
+            print(f"{carriage}{line}", file=sys.stderr, flush=True)
 
     start = time.perf_counter()
     results = [None] * len(todo)

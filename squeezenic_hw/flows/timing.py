@@ -543,13 +543,19 @@ class _Graph:
         return tuple(sorted(set(out)))
 
 
+def _submodule(name):
+    """The submodule an endpoint belongs to: the first part of its dotted name."""
+    head, dot, _ = name.partition(".")
+    return head if dot else "(top)"
+
+
 def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
-                  fold_dsp_registers=True, fanout_limit=FANOUT_LIMIT, largest=5, group=None):
+                  fold_dsp_registers=True, fanout_limit=FANOUT_LIMIT, largest=5,
+                  group_by=_submodule):
     """The :class:`TimingEstimate` of a Yosys JSON netlist (a dict, or its text).
 
-    ``group`` names the :class:`BlockTiming` an endpoint counts in, from the endpoint's
-    name (default: its submodule, the first part of the dotted name)."""
-    group = group or _submodule
+    ``group_by`` names the :class:`BlockTiming` an endpoint counts in, from the
+    endpoint's name (default: its submodule, the first part of the dotted name)."""
     if isinstance(netlist, str):
         netlist = json.loads(netlist)
     modules = netlist["modules"]
@@ -618,15 +624,15 @@ def estimate_json(netlist, *, top=None, model=DelayModel(), budget_ns=BUDGET_NS,
     for bit, label in graph.ends:
         # the endpoint's pin is reached over the net of ``bit``
         t = time_of(bit) + graph.net_delay(bit)
-        group_of = groups.setdefault(group(graph.name(label)), [0, 0, None])
-        group_of[0] += 1
+        group = groups.setdefault(group_by(graph.name(label)), [0, 0, None])
+        group[0] += 1
         if t > budget_ns + 1e-9:
             over += 1
-            group_of[1] += 1
+            group[1] += 1
         if worst is None or t > worst[0]:
             worst = (t, bit, label)
-        if group_of[2] is None or t > group_of[2][0]:
-            group_of[2] = (t, bit, label)
+        if group[2] is None or t > group[2][0]:
+            group[2] = (t, bit, label)
         if deepest is None or levels[bit] > deepest[0]:
             deepest = (levels[bit], t, bit, label)
     path = path_to(*worst) if worst is not None and worst[0] > 0 else None
@@ -667,12 +673,6 @@ def _cell_label(cell):
         if path.endswith(".py"):
             return f"{path.rsplit('/', 1)[-1]}:{line.split('.')[0]}"
     return name
-
-
-def _submodule(name):
-    """The submodule an endpoint belongs to: the first part of its dotted name."""
-    head, dot, _ = name.partition(".")
-    return head if dot else "(top)"
 
 
 def estimate(json_path, **kwargs):

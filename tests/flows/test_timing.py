@@ -197,7 +197,7 @@ def test_blocks_group_endpoints_by_submodule():
     assert blocks["v"].est_ns == pytest.approx(M.ff_clk_to_q + M.lut)
     assert blocks["u"].over_budget == 1 and blocks["v"].over_budget == 1
     # grouped by another rule (here the name after the submodule's)
-    est = estimate_json(_netlist(cells, names), budget_ns=0.5, group=lambda n: n[-1])
+    est = estimate_json(_netlist(cells, names), budget_ns=0.5, group_by=lambda n: n[-1])
     assert sorted(b.name for b in est.blocks) == ["a", "b", "c", "d"]
     assert est.blocks[0].name == "b" and est.blocks[0].est_ns == blocks["u"].est_ns
     assert sum(b.over_budget for b in est.blocks) == 2

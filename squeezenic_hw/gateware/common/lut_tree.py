@@ -66,6 +66,10 @@ def or_tree(m, terms, *, inputs=1, name="or"):
     return result
 
 
+def _is_zero(value):
+    return isinstance(value, Const) and value.value == 0
+
+
 def mux_tree(m, select, data, *, name="mux"):
     """``data[select]``, 0 where ``select`` is past ``data``, as a tree of 4:1 pieces (two
     bits of ``select`` and four of ``data`` per bit: one LUT6), each kept.
@@ -82,7 +86,7 @@ def mux_tree(m, select, data, *, name="mux"):
     zero = Const(0, width)
     lo, level = 0, 0
     while lo < len(select):
-        live = sum(1 for t in terms if not (isinstance(t, Const) and t.value == 0))
+        live = sum(1 for t in terms if not _is_zero(t))
         if live + len(select) - lo <= LUT_INPUTS:      # the rest is one LUT
             return Array(terms + [zero] * ((1 << len(select) - lo) - len(terms)))[select[lo:]]
         step = min(2, len(select) - lo)
@@ -91,7 +95,7 @@ def mux_tree(m, select, data, *, name="mux"):
         pieces = []
         for k in range(0, len(terms), group):
             chunk = terms[k:k + group]
-            if all(isinstance(t, Const) and t.value == 0 for t in chunk):
+            if all(_is_zero(t) for t in chunk):
                 pieces.append(zero)
                 continue
             chunk += [zero] * (group - len(chunk))

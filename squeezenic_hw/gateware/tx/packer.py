@@ -8,6 +8,8 @@ zero-padded, so a frame of ``n`` codes of ``b`` bits gives exactly
 ``⌈n·b/512⌉`` beats.
 """
 
+import functools
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -137,6 +139,7 @@ class WirePacker(wiring.Component):
     def latency(self):
         return self.LATENCY
 
+    @functools.cached_property
     def _sources(self):
         """For each output bit of a compaction, its sources: ``(lane, bit, widths)`` for
         each distinct bit of the lanes the bit takes, ``widths`` the indices (into
@@ -154,7 +157,7 @@ class WirePacker(wiring.Component):
         """The sets of widths (indices) that take one lane bit to one output bit: each a
         select of its own, so that the bit is that lane bit AND one select, not AND the
         OR of many (all widths take lane 0's bit 0 to bit 0)."""
-        return sorted({ks for bit in self._sources() for _, _, ks in bit if len(ks) > 1})
+        return sorted({ks for bit in self._sources for _, _, ks in bit if len(ks) > 1})
 
     def _in_set(self, width, indices):
         """Whether ``width`` is one of the widths at ``indices``: a table of ``width``."""
@@ -170,7 +173,7 @@ class WirePacker(wiring.Component):
         selected width's source reaches it."""
         shared = dict(zip(self.shared_selects(), shared_sel, strict=True))
         bits = []
-        for sources in self._sources():
+        for sources in self._sources:
             bits.append(_or_tree(
                 Mux(width_sel[ks[0]] if len(ks) == 1 else shared[ks], lanes[lane][bit], 0)
                 for lane, bit, ks in sources))

@@ -56,9 +56,11 @@ def test_or_tree_levels():
     piece is a kept net of its own."""
     m = Module()
     sels = [Signal(name=f"s{k}") for k in range(17)]
+    data = [Signal(name=f"d{k}") for k in range(17)]
     out = Signal()
-    m.d.comb += out.eq(or_tree(m, [s & ~s for s in sels], inputs=2, name="t"))
-    text = rtlil.convert(m, ports=[*sels, out])
+    m.d.comb += out.eq(or_tree(m, [Mux(s, d, 0) for s, d in zip(sels, data, strict=True)],
+                               inputs=2, name="t"))
+    text = rtlil.convert(m, ports=[*sels, *data, out])
     assert text.count("wire width 1 \\t_l0_") == 6 and "\\t_l1_" not in text
 
 
@@ -89,7 +91,6 @@ def test_mux_tree_keeps_no_piece_that_fits_one_lut():
 
 def test_bad_arguments():
     m = Module()
-    m.d.comb += Signal().eq(0)
     with pytest.raises(ValueError, match="inputs"):
         or_tree(m, [Signal()], inputs=LUT_INPUTS + 1)
     with pytest.raises(ValueError, match="data"):
