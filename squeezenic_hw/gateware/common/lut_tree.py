@@ -11,7 +11,7 @@ one LUT per piece: ⌈log₆⌉ levels for any mapper.
 
 from amaranth import Array, Const, Signal
 
-__all__ = ["LUT_INPUTS", "kept", "or_tree", "mux_tree"]
+__all__ = ["LUT_INPUTS", "kept", "balanced_or", "or_tree", "mux_tree"]
 
 #: Inputs of the device's LUT (UltraScale+: LUT6).
 LUT_INPUTS = 6
@@ -22,6 +22,19 @@ def kept(m, value, name):
     net = Signal(len(value), name=name, attrs={"keep": 1})
     m.d.comb += net.eq(value)
     return net
+
+
+def balanced_or(terms):
+    """The OR of ``terms`` as a balanced tree of two-input ORs (0 for none), with no kept
+    net: its depth grows with log₂ of their number where a chain would grow with the
+    number itself, and the mapper may still merge across it (:func:`or_tree` keeps it)."""
+    terms = list(terms)
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
 
 
 def or_tree(m, terms, *, inputs=1, name="or"):

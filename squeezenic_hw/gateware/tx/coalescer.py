@@ -41,6 +41,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     field_le,
 )
+from squeezenic_hw.gateware.common.lut_tree import balanced_or
 from squeezenic_hw.gateware.lane.control import codec_params_of
 from squeezenic_hw.gateware.sparse.bits import add_bits
 from squeezenic_hw.spec.counters import TX_COUNTERS
@@ -761,7 +762,7 @@ def _thermometer_count(bits):
     bit b of the count is an OR over the positions where the run of ones ends."""
     n = len(bits)
     ends = [bits[j] & (~bits[j + 1] if j + 1 < n else 1) for j in range(n)]   # count j+1
-    return Cat(_or_tree([ends[j] for j in range(n) if (j + 1) >> b & 1])
+    return Cat(balanced_or([ends[j] for j in range(n) if (j + 1) >> b & 1])
                for b in range((n).bit_length()))
 
 
@@ -771,11 +772,4 @@ def _select_at_cut(fit, table):
     n = len(fit)
     ends = [~fit[0]] + [fit[j] & (~fit[j + 1] if j + 1 < n else 1) for j in range(n)]
     width = len(table[0])
-    return Cat(_or_tree([ends[t] & table[t][b] for t in range(n + 1)]) for b in range(width))
-
-
-def _or_tree(terms):
-    while len(terms) > 1:
-        terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
-                 for i in range(0, len(terms), 2)]
-    return terms[0] if terms else Const(0, 1)
+    return Cat(balanced_or([ends[t] & table[t][b] for t in range(n + 1)]) for b in range(width))

@@ -22,7 +22,7 @@ from squeezenic_hw.gateware.common.layouts import (
     RingWrite,
     narrow_span,
 )
-from squeezenic_hw.gateware.common.lut_tree import mux_tree, or_tree
+from squeezenic_hw.gateware.common.lut_tree import balanced_or, mux_tree, or_tree
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT, Stager, stage_enable
 
 __all__ = ["WirePacker"]
@@ -174,7 +174,7 @@ class WirePacker(wiring.Component):
         shared = dict(zip(self.shared_selects(), shared_sel, strict=True))
         bits = []
         for sources in self._sources:
-            bits.append(_or_tree(
+            bits.append(balanced_or(
                 Mux(width_sel[ks[0]] if len(ks) == 1 else shared[ks], lanes[lane][bit], 0)
                 for lane, bit, ks in sources))
         out = Signal(BEAT_BITS, name=name)
@@ -480,16 +480,6 @@ _GEARBOX_WIDTHS = (1, 2, 4, 8, 16)
 
 
 
-def _or_tree(terms):
-    """The OR of ``terms`` as a balanced tree (0 for none): its depth grows with log₂ of
-    their number, where a chain of ORs would grow with the number itself."""
-    terms = list(terms)
-    if not terms:
-        return Const(0, 1)
-    while len(terms) > 1:
-        terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
-                 for i in range(0, len(terms), 2)]
-    return terms[0]
 
 
 def _shift_left(m, value, amount, width, *, unit=1):
