@@ -371,9 +371,11 @@ class GradientGenerator(wiring.Component):
         m.d.sync += [flush_limit.eq(self.flush_every - 1),
                      flush_due.eq(flush_count == flush_limit)]
 
+        # ``settled``: ``start`` and ``elements`` valid a cycle ago, as the run's registered
+        # constants have them (not ``elements`` compared now: 16 bits shared by every lane of
+        # an array, a compare and a fanout away from every counter's reset)
         begin = Signal()
-        m.d.comb += begin.eq(~running & ~pipe_busy & self.start & ~need_low & run.elements_ok
-                             & run.settled)
+        m.d.comb += begin.eq(~running & ~pipe_busy & self.start & ~need_low & run.settled)
         with m.If(begin):
             m.d.sync += [
                 running.eq(1),
@@ -473,7 +475,7 @@ class GradientGenerator(wiring.Component):
             limit_pay.eq((length_q << 1) - rate),
         ]
         return SimpleNamespace(frame_len=frame_len, n_beats=n_beats, last_mask=last_mask,
-                               elements_ok=elements_ok, settled=settled, rate=rate, bucket=bucket,
+                               settled=settled, rate=rate, bucket=bucket,
                                length_q=length_q, pay_step=pay_step, limit_idle=limit_idle,
                                limit_pay=limit_pay)
 

@@ -10,6 +10,7 @@ normals, NaN payloads are kept).
 from amaranth import Cat, Const, Mux, Signal
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+from squeezenic_hw.gateware.common.lut_tree import kept, or_tree
 
 from .unit import DecoderUnit, EncoderUnit
 
@@ -139,21 +140,26 @@ class Fp16Decoder(DecoderUnit):
         for e in range(ELEMENTS_PER_BEAT):
             h = payload.codes[e]
             sign, exp, man = h[15], h[10:15], h[0:10]
-            f_exp = Signal(8, name=f"f_exp{e}")
-            f_man = Signal(23, name=f"f_man{e}")
-            # Subnormals: the leading one at bit p becomes the implicit bit,
-            # value 2^(p - 24), i.e. fp32 exponent 103 + p.
-            norm_exp = Signal(8, name=f"norm_exp{e}")
-            norm_shift = Signal(range(11), name=f"norm_shift{e}")
-            for p in range(10):   # ascending, so the highest set bit wins
-                with m.If(man[p]):
-                    m.d.comb += [norm_exp.eq(103 + p), norm_shift.eq(10 - p)]
-            with m.If(exp == 0x1F):
-                m.d.comb += [f_exp.eq(0xFF), f_man.eq(man << 13)]
-            with m.Elif(exp != 0):
-                m.d.comb += [f_exp.eq(exp + 112), f_man.eq(man << 13)]
-            with m.Elif(man != 0):
-                m.d.comb += [f_exp.eq(norm_exp),
-                             f_man.eq((man << norm_shift)[0:10] << 13)]
+            exp_zero = kept(m, exp == 0, f"f16d_exp_zero{e}")
+            # A subnormal's leading one at bit p becomes the implicit bit, value
+            # 2^(p - 24), i.e. fp32 exponent 103 + p, its mantissa shifted up by 10 - p.
+            # The leading one is found one-hot (kept pieces of at most six inputs) and
+            # each output bit is an OR over it: its depth is two LUTs and an OR tree
+            # whichever LUT mapper maps the bank, where a priority chain and a shifter
+            # would map as deep as the mapper lets them.
+            high = kept(m, man[5:] != 0, f"f16d_man_high{e}")
+            lead = []
+            for p in range(10):
+                above = (man[p + 1:] != 0) if p >= 5 else (high | (man[p + 1:5] != 0))
+                lead.append(kept(m, man[p] & ~above, f"f16d_lead{e}_{p}"))
+            # (each root leaves room for the select below in its LUT)
+            norm_man = Cat(*(or_tree(m, [lead[p] & man[p - 10 + j] for p in range(10 - j, 10)],
+                                     inputs=2, name=f"f16d_man{e}_{j}", room=2)
+                             for j in range(10)))
+            norm_exp = Cat(*(or_tree(m, [lead[p] for p in range(10) if (103 + p) >> k & 1],
+                                     name=f"f16d_exp{e}_{k}", room=3) for k in range(8)))
+            exp_max = kept(m, exp == 0x1F, f"f16d_exp_max{e}")
+            f_exp = Mux(exp_max, 0xFF, Mux(exp_zero, norm_exp, exp + 112))
+            f_man = Cat(Const(0, 13), Mux(exp_zero, norm_man, man))
             elements.append(stager.reg(Cat(f_man, f_exp, sign), name=f"element{e}"))
         return elements

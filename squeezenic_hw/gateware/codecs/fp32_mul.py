@@ -123,7 +123,7 @@ def _leading_groups(m, f, tag):
     the count of its leading zeros (2 bits each), and the first group with a one
     (one-hot). Returns ``(first, counts)``.
 
-    ``padded`` and ``nonzero`` are named wires, in a block of their own (``m``'s
+    ``padded`` and ``nonzero`` (kept) are named wires, in a block of their own (``m``'s
     submodule ``leading_<tag>``): both are read many times, and Amaranth's simulator
     evaluates an unnamed expression at every read; on their own they are evaluated only
     when ``f`` changes, not with the rest of ``m``'s combinational logic."""
@@ -133,7 +133,9 @@ def _leading_groups(m, f, tag):
     m.submodules[f"leading_{tag}"] = own = Module()
     value = Cat(Const(1, 1), f)
     padded = Signal(24, name="padded")
-    nonzero = Signal(6, name="nonzero")
+    # kept: each group's OR is a LUT of its own, so the one-hot ``first`` (up to six of
+    # them) is one LUT behind it whichever LUT mapper maps the multiplier
+    nonzero = Signal(6, name="nonzero", attrs={"keep": 1})
     # both from ``value``: one read of ``padded`` here would run the block twice
     own.d.comb += [padded.eq(value),
                    nonzero.eq(Cat(g[0] | g[1] | g[2] | g[3] for g in groups_of(value)))]

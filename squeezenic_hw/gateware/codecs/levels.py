@@ -226,7 +226,10 @@ def build_levels(m, stager, payload, name, draws, params=None, negated=None):
         up = Signal(name=f"up{e}")
         m.d.comb += up.eq(Mux(
             params.stochastic,
-            (u < frac) | ((u == frac) & sticky),
+            # u < frac, or u = frac with the sticky bit: the carry out of
+            # frac + ~u + sticky, one carry chain (compare and equality apart map as a
+            # chain of LUTs, seven deep under an area-minded mapper, and more of them)
+            (Cat(frac, Const(0, 1)) + Cat(~u, Const(0, 1)) + sticky)[32],
             # nearest even: guard bit set and (anything below it, or I odd)
             frac[31] & ((frac[:31] != 0) | sticky | integer[0])))
         up = stager.reg(up, name=f"up{e}_q")
@@ -293,12 +296,16 @@ def build_scaled_values(m, stager, payload, name, qsgd):
     params = payload.params
     aux = stager.delay(params.aux, _MAGNITUDE, name="aux")
     top = stager.reg(top_bit_select(params.param), name="code_top")
+    # The mask from the parameter registered first (clamped to five bits, 16 and above
+    # alike): the parameter comes out of a shift register, and a thermometer of it is a
+    # chain that a mapper minding area builds deep.
+    param = stager.reg(Cat(params.param[:4], params.param[4:] != 0), name="code_param")
     if isinstance(qsgd, bool):
-        beat_mask = max_level(params.param) if qsgd else code_mask(params.param)
+        beat_mask = max_level(param) if qsgd else code_mask(param)
     else:
-        beat_mask = Mux(qsgd, max_level(params.param), code_mask(params.param))
         qsgd = stager.reg(qsgd, name="code_qsgd")
-    mask = stager.delay(beat_mask, _MAGNITUDE - 1, name="code_mask")
+        beat_mask = Mux(qsgd, max_level(param), code_mask(param))
+    mask = stager.delay(beat_mask, _MAGNITUDE - 2, name="code_mask")
     out = []
     for e in range(len(payload.codes)):
         code = stager.reg(payload.codes[e][:16], name=f"c{e}_code")

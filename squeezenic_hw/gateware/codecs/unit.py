@@ -227,7 +227,10 @@ class PipelinedBeatUnit(wiring.Component):
         mask = self.i.payload.valid
         meta = self.i.payload.meta
         for k in range(self.LATENCY):
-            valid = stager.reg(valid, name=f"valid_d{k + 1}", reset_less=False)
+            # the last is ``o.valid``, which the enable of every stage reads: Vivado copies
+            # it for every ``MAX_FANOUT`` loads
+            valid = stager.reg(valid, name=f"valid_d{k + 1}", reset_less=False,
+                               fanout=k == self.LATENCY - 1)
             mask = stager.reg(mask, name=f"mask_d{k + 1}")
             meta = stager.reg(meta, name=f"meta_d{k + 1}")
         result = self.datapath(m, stager, self.i.payload)

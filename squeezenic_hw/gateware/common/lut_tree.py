@@ -37,29 +37,34 @@ def balanced_or(terms):
     return terms[0]
 
 
-def or_tree(m, terms, *, inputs=1, name="or"):
+def or_tree(m, terms, *, inputs=1, name="or", room=0):
     """The OR of ``terms`` (values of one width; 0 for none), bit for bit, as a tree of
     kept pieces.
 
     Each term is a function of ``inputs`` signals per bit (2 for ``Mux(sel, data, 0)``).
     Each level packs its items (the terms, then kept pieces of one input each) into
     pieces of at most :data:`LUT_INPUTS` inputs, from the front, until the pieces and
-    the items left fit one LUT; the OR of the last level's items is returned (not
-    kept). 17 terms of 2 inputs take 7 LUTs in 2 levels, 5 terms 2 LUTs: as few as a
-    chain of them would."""
+    the items left fit one LUT with ``room`` inputs to spare (for the logic the caller
+    puts around the OR); the OR of the last level's items is returned (not kept). 17
+    terms of 2 inputs take 7 LUTs in 2 levels, 5 terms 2 LUTs: as few as a chain of
+    them would."""
     terms = list(terms)
     if not terms:
         return Const(0, 1)
     if isinstance(inputs, bool) or not isinstance(inputs, int) or \
             not 1 <= inputs <= LUT_INPUTS:
         raise ValueError(f"inputs must be an int 1..{LUT_INPUTS}, got {inputs!r}")
+    if isinstance(room, bool) or not isinstance(room, int) or \
+            not 0 <= room <= LUT_INPUTS - 2:
+        raise ValueError(f"room must be an int 0..{LUT_INPUTS - 2}, got {room!r}")
+    fits = LUT_INPUTS - room
     items = [(term, inputs) for term in terms]
     level = 0
-    while sum(cost for _, cost in items) > LUT_INPUTS:
-        # pieces from the front until they (one input each) and the items left fit one
-        # LUT, or the level is all pieces
+    while sum(cost for _, cost in items) > fits:
+        # pieces from the front until they (one input each) and the items left fit the
+        # root, or the level is all pieces
         pieces, rest = [], items
-        while rest and len(pieces) + sum(cost for _, cost in rest) > LUT_INPUTS:
+        while rest and len(pieces) + sum(cost for _, cost in rest) > fits:
             group, used = [], 0
             while rest and used + rest[0][1] <= LUT_INPUTS:
                 used += rest[0][1]

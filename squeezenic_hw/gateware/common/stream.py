@@ -19,13 +19,17 @@ __all__ = ["MAX_FANOUT", "stage_enable", "Stager", "load_or_clear", "SkidBuffer"
 MAX_FANOUT = 64
 
 
-def stage_enable(name="enable"):
+def stage_enable(name="enable", *, keep=False):
     """A pipeline's enable: a signal with the ``max_fanout`` attribute (:data:`MAX_FANOUT`).
 
     An enable reaches every register of its pipeline (thousands in a codec bank); one
     driver and one net that large is slow on a full chip. With the attribute, Vivado
-    drives each group of :data:`MAX_FANOUT` loads from a copy of the driver."""
-    return Signal(name=name, attrs={"max_fanout": MAX_FANOUT})
+    drives each group of :data:`MAX_FANOUT` loads from a copy of the driver. With
+    ``keep`` the net is also a LUT boundary (:func:`~.lut_tree.kept`): the logic it
+    reaches other than clock enables reads it as it is, however a LUT mapper would
+    rather merge it."""
+    attrs = {"max_fanout": MAX_FANOUT, **({"keep": 1} if keep else {})}
+    return Signal(name=name, attrs=attrs)
 
 
 class Stager:
@@ -265,10 +269,12 @@ def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
     How many entries are held is the difference of two counters, one counting writes
     (``do_write``) and one reads (``do_read``), each a register that adds one on its
     enable, not a level that a late ``do_read`` chooses to raise or lower: a late enable
-    then only reaches the counters' clock enables, never a carry chain. ``held`` and
-    ``nonempty`` come from those registers alone; ``full`` is a register of its own (the
-    write side's ready: no carry chain in front of it), set by a write without a read
-    when ``depth - 1`` are held and cleared by a read without a write."""
+    then only reaches the counters' clock enables, never a carry chain. ``held`` comes
+    from those registers alone; ``full`` and ``nonempty`` are registers
+    of their own (the write side's and the read side's ready: no compare in front of
+    them), which change when exactly one of a write and a read happens, to a value of
+    the write's enable and the counters, so a late read enable reaches only their clock
+    enable."""
     count_bits = depth.bit_length() + 1           # holds 0 … depth, wrapping by itself
     storage = Memory(shape=unsigned(width), depth=depth, init=[], attrs=attrs or {})
     m.submodules.storage = storage
@@ -284,7 +290,6 @@ def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
     full = Signal()
     m.d.comb += [
         held.eq(written - taken),
-        nonempty.eq(written != taken),
         write.addr.eq(produce),
         write.data.eq(w_data),
         write.en.eq(do_write),
@@ -296,10 +301,10 @@ def _queue_ram(m, width, depth, do_write, do_read, *, read_domain, attrs=None):
         m.d.sync += [produce.eq(_next(produce, depth)), written.eq(written + 1)]
     with m.If(do_read):
         m.d.sync += [consume.eq(_next(consume, depth)), taken.eq(taken + 1)]
-    with m.If(do_write & ~do_read):
-        m.d.sync += full.eq(held == depth - 1)
-    with m.Elif(do_read & ~do_write):
-        m.d.sync += full.eq(0)
+    # a late ``do_read`` reaches ``full`` and ``nonempty`` only as their enable
+    with m.If(do_write ^ do_read):
+        m.d.sync += [full.eq(do_write & (held == depth - 1)),
+                     nonempty.eq(do_write | (held != 1))]
     return w_data, read.data, held, nonempty, full
 
 

@@ -11,27 +11,17 @@ from squeezenic_hw.gateware.common.layouts import FrameToken, Reason, field_le
 from squeezenic_hw.spec.codecs import CODECS
 from squeezenic_hw.spec.header import HDR
 
-__all__ = ["bypass_first_beat", "bypass_and_drain_states", "token_stream", "codec_params_of",
+__all__ = ["bypass_first_beat", "token_stream", "codec_params_of",
            "code_width_of", "close_when_idle"]
 
 
-def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state="BYPASS"):
-    """In the controller's IDLE state: a frame to bypass. Its token (``built`` = 0, its
-    ``size``) goes to ``desc`` now, for the merger's order, and its first beat to ``byp``;
-    ``bump`` counts ``bypass_frames`` and ``bypass_<reason>`` (for ``reasons``).
-
-    ``byp.payload`` is the caller's to drive with the input beat in every state (its
-    ``valid`` says when it counts): driven only in the bypass states, it would be 0 in the
-    others, an AND gate on each of its bits."""
-    beat, reason = i.payload.beat, i.payload.reason
-    m.d.comb += [
-        desc.valid.eq(byp.ready),
-        built.eq(0),
-        size.eq(beat.size),
-        byp.valid.eq(desc.ready),
-        i.ready.eq(desc.ready & byp.ready),
-    ]
-    with m.If(desc.ready & byp.ready):
+def bypass_first_beat(m, take, *, beat, reason, reasons, bump, next_state="BYPASS"):
+    """In the controller's IDLE state: a frame to bypass, its first beat taken (``take``;
+    its token, ``built`` = 0 and its ``size``, goes to the descriptor output in the same
+    cycle, for the merger's order). ``bump`` counts ``bypass_frames`` and
+    ``bypass_<reason>`` (for ``reasons``); a frame of more beats goes on in
+    ``next_state``."""
+    with m.If(take):
         bump("bypass_frames")
         with m.Switch(reason):
             for r in reasons:
@@ -39,24 +29,6 @@ def bypass_first_beat(m, i, desc, byp, *, built, size, reasons, bump, next_state
                     bump(f"bypass_{r.value}")
         with m.If(~beat.last):
             m.next = next_state
-
-
-def bypass_and_drain_states(m, i, byp):
-    """The BYPASS state (forward beats to ``byp`` up to ``tlast``; ``byp.payload`` as in
-    :func:`bypass_first_beat`) and the DRAIN state (discard beats past ``tuser_size`` up to
-    ``tlast``); both return to IDLE."""
-    beat = i.payload.beat
-    with m.State("BYPASS"):
-        m.d.comb += [
-            byp.valid.eq(i.valid),
-            i.ready.eq(byp.ready),
-        ]
-        with m.If(i.valid & byp.ready & beat.last):
-            m.next = "IDLE"
-    with m.State("DRAIN"):
-        m.d.comb += i.ready.eq(1)
-        with m.If(i.valid & beat.last):
-            m.next = "IDLE"
 
 
 def token_stream(m, builder):

@@ -17,7 +17,8 @@ from squeezenic_hw.gateware.common.layouts import (
     RingRead,
     axis_signature,
 )
-from squeezenic_hw.gateware.common.stream import stage_enable
+from squeezenic_hw.gateware.common.lut_tree import kept
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT, stage_enable
 
 __all__ = ["FrameMerger"]
 
@@ -78,18 +79,25 @@ class FrameMerger(wiring.Component):
     (``ready = o.ready | ~o.valid`` on the stream being read). ``tokens.ready``
     is high while no token is held, or with the transfer of a frame's last
     beat. Whether the beat on offer is its frame's last is kept in registers
-    (counted down ahead of the beat), so ``tokens.ready`` is two LUTs of
-    ``o.ready``, ``o.valid``, the current input's ``valid`` (and ``last``,
-    bypass) and state registers; ``payload.ready`` and ``bypass.ready`` are
-    one LUT of ``o.ready``, ``o.valid`` and a state register.
+    (counted down ahead of the beat), so ``tokens.ready`` is a kept LUT of
+    ``o.ready``, a state register and two kept nets: the beat on offer is its
+    frame's last (one LUT of state registers and the current input's ``valid`` and
+    ``last``), and ``tokens.ready`` were ``o.ready`` low (one LUT of that net,
+    ``o.valid`` and a state register). ``payload.ready`` and ``bypass.ready`` are one
+    LUT of ``o.ready``, ``o.valid`` and a state register. The token register loads
+    whenever ``tokens.ready`` is high, so the queue in front and the token register
+    read one net. The state registers change on one enable and their next values
+    are functions of registers, the inputs' ``valid`` and ``last`` and the token,
+    never of ``o.ready``.
 
     Reset: the state registers (which input is read, the beat count, the
     last-beat flags) and ``o.valid``; the token, the last beat's compares and the
-    output payload take none.
+    output payload take none (the payload changes only with a valid beat; the
+    token is read only after a valid one has loaded).
 
     Resources: the output register (``AxisBeat``, 625 bits + valid), the current token
     (561 bits), a 10-bit beat counter, 23 compares of the last beat's byte count and
-    its ``tkeep`` (a LUT a bit), and six state bits.
+    its ``tkeep`` (a LUT a bit), and seven state bits.
     """
 
     def __init__(self, *, bypass=True, banked=False):
@@ -116,10 +124,15 @@ class FrameMerger(wiring.Component):
 
         # ---- state: which input the beat on offer comes from, and is it the last --
         # At most one of the three ``send_*`` is set; none: idle, waiting for a token.
+        # ``send_header`` and a copy of ``~send_bypass`` (inverted, so that no synthesis
+        # merges it with ``send_bypass``) select the beat's bits, and Vivado copies them
+        # for every ``MAX_FANOUT`` loads: the handshake logic reads ``send_bypass``, a
+        # register of a few loads.
         idle = Signal(init=1)
-        send_header = Signal()     # built frame: the header beat (from the token)
+        send_header = Signal(attrs={"max_fanout": MAX_FANOUT})  # built frame: the header
         send_payload = Signal()    # built frame: a payload beat
         send_bypass = Signal()     # bypassed frame: a beat of ``bypass``
+        sel_not_bypass = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})
         if self._bypass:
             bypass = self.bypass
         else:
@@ -146,44 +159,60 @@ class FrameMerger(wiring.Component):
         m.d.comb += [
             beat_valid.eq(send_header | (send_payload & self.payload.valid)
                           | (send_bypass & bypass.valid)),
-            beat.data.eq(self._data(m, send_bypass, send_header, bypass.payload.data,
+            beat.data.eq(self._data(m, ~sel_not_bypass, send_header, bypass.payload.data,
                                     tok.header)),
-            beat.keep.eq(Mux(send_bypass, bypass.payload.keep,
-                             Mux(built_last, keep_last, _ALL_KEEP))),
-            beat.last.eq(Mux(send_bypass, bypass.payload.last, built_last)),
-            beat.size.eq(Mux(send_bypass, bypass.payload.size, tok.size)),
-            beat.src.eq(Mux(send_bypass, bypass.payload.src, tok.src)),
-            beat.dst.eq(Mux(send_bypass, bypass.payload.dst, tok.dst)),
+            beat.keep.eq(Mux(sel_not_bypass, Mux(built_last, keep_last, _ALL_KEEP),
+                             bypass.payload.keep)),
+            beat.last.eq(Mux(sel_not_bypass, built_last, bypass.payload.last)),
+            beat.size.eq(Mux(sel_not_bypass, tok.size, bypass.payload.size)),
+            beat.src.eq(Mux(sel_not_bypass, tok.src, bypass.payload.src)),
+            beat.dst.eq(Mux(sel_not_bypass, tok.dst, bypass.payload.dst)),
             self.payload.ready.eq(send_payload & enable),
             bypass.ready.eq(send_bypass & enable),
         ]
 
-        # the frame's last beat goes out this cycle
-        ending = Signal()
-        m.d.comb += ending.eq(enable & (header_end | (payload_end & self.payload.valid)
-                                        | (send_bypass & bypass.valid
-                                           & bypass.payload.last)))
-        # the next token comes in with the last beat of the current frame: no bubble
-        m.d.comb += self.tokens.ready.eq(idle | ending)
+        # the frame's last beat goes out this cycle: ``enable`` and the last beat on offer
+        # (kept, from registers and the inputs' valid)
+        last_on_offer = kept(m, header_end | (payload_end & self.payload.valid)
+                             | (send_bypass & bypass.valid & bypass.payload.last),
+                             "last_on_offer")
+        # The next token comes in with the last beat of the current frame: no bubble
+        # (``tokens.ready = idle | enable & last_on_offer``). It is ``o.ready`` choosing
+        # between its two values, the one without it on a kept net that reads
+        # ``o.valid``, so that no LUT mapper can build it on the output register's enable
+        # (a net of 600-odd loads): two LUTs from the output's handshake to the token queue.
+        ready_unless = kept(m, idle | (~self.o.valid & last_on_offer), "token_ready_unless")
+        m.d.comb += self.tokens.ready.eq(kept(
+            m, Mux(self.o.ready, idle | last_on_offer, ready_unless), "token_ready"))
 
+        # The output register takes a beat only when one is on offer: its enable (625
+        # loads) is then a net of its own, and ``enable`` a small one, so the paths from
+        # the output's handshake through ``enable`` to the inputs' ready and on into the
+        # blocks in front pay no large net's routing.
         out = Signal(AxisBeat, reset_less=True)
         out_valid = Signal()
-        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(out)]
+        load_out = stage_enable("load_out")
+        m.d.comb += [self.o.valid.eq(out_valid), self.o.payload.eq(out),
+                     load_out.eq((~self.o.valid | self.o.ready) & beat_valid)]
         with m.If(enable):
-            m.d.sync += [out_valid.eq(beat_valid), out.eq(beat)]
+            m.d.sync += out_valid.eq(beat_valid)
+        with m.If(load_out):
+            m.d.sync += out.eq(beat)
 
-        # ---- the current frame advances -------------------------------------
-        with m.If(ending):
-            m.d.sync += [idle.eq(1), send_header.eq(0), send_payload.eq(0),
-                         send_bypass.eq(0), header_end.eq(0), payload_end.eq(0)]
-        with m.Elif(send_header & enable):
-            # not the last beat: the frame has payload beats (remaining >= 1)
-            m.d.sync += [send_header.eq(0), send_payload.eq(1),
-                         payload_end.eq(remaining == 1)]
-        with m.Elif(send_payload & self.payload.valid & enable):
-            m.d.sync += [remaining.eq(remaining - 1), payload_end.eq(remaining == 2)]
+        # ---- the state advances ---------------------------------------------
+        # It advances while idle or when the beat on offer goes out. The late handshake
+        # reaches the state registers only as their enable (``advance``); their next
+        # values come from registers, the payload's and tokens' ``valid`` and the token,
+        # since under ``advance`` the beat on offer is the frame's last exactly when one
+        # of the registered end flags is set (a payload beat goes out only when valid):
+        # then the next token's frame starts, or the merger goes idle.
+        advance = stage_enable("advance")
+        moving = kept(m, send_header | (send_payload & self.payload.valid)
+                      | (send_bypass & bypass.valid & bypass.payload.last), "beat_moving")
+        m.d.comb += advance.eq(idle | (enable & moving))
+        free = Signal()
+        m.d.comb += free.eq(idle | header_end | payload_end | send_bypass)
 
-        # ---- a new token (overrides the end of the previous frame) -------
         new = self.tokens.payload
         size_m1 = Signal(16)
         payload_beats = Signal(10)
@@ -193,23 +222,34 @@ class FrameMerger(wiring.Component):
             # ceil((size - 64) / 64) payload beats
             payload_beats.eq(size_m1[6:]),
             # size <= 64 (no payload beat) from the token's bits as they are, not from the
-            # subtraction: size < 64, or size == 64
-            header_only.eq((new.size[6:] == 0) | (new.size == DATA_BYTES)),
+            # subtraction: size < 64, or size == 64; in kept pieces of at most six bits,
+            # since the token is a distributed RAM's read
+            header_only.eq(kept(m, new.size[11:] == 0, "size_hi_zero")
+                           & kept(m, new.size[7:11] == 0, "size_mid_zero")
+                           & (~new.size[6] | kept(m, new.size[:6] == 0, "size_lo_zero"))),
         ]
-        load_token = stage_enable("load_token")   # the token register's enable (wide)
-        m.d.comb += load_token.eq(self.tokens.valid & self.tokens.ready)
-        with m.If(load_token):
+        built = new.built if self._bypass else Const(1)
+        starts = Signal()        # a token's frame starts (if the state advances)
+        m.d.comb += starts.eq(free & self.tokens.valid)
+        with m.If(advance):
             m.d.sync += [
-                tok.eq(new),
-                idle.eq(0),
-                send_header.eq(new.built if self._bypass else 1),
-                send_payload.eq(0),
-                send_bypass.eq(~new.built if self._bypass else 0),
-                header_end.eq((new.built if self._bypass else 1) & header_only),
-                payload_end.eq(0),
-                remaining.eq(payload_beats),
-                *last_keep.load(new.size[:6]),
+                idle.eq(free & ~self.tokens.valid),
+                send_header.eq(starts & built),
+                send_payload.eq(~free),
+                send_bypass.eq(starts & ~built),
+                sel_not_bypass.eq(~(starts & ~built)),
+                header_end.eq(starts & built & header_only),
+                payload_end.eq(~free & Mux(send_header, remaining == 1, remaining == 2)),
+                remaining.eq(Mux(free, payload_beats,
+                                 Mux(send_header, remaining, remaining - 1))),
             ]
+        # The token register's enable (wide) is ``tokens.ready`` alone: with no token on
+        # offer it loads a value that no frame reads (the next frame starts only with a
+        # valid token, which then loads again), and the queue in front reads the same net.
+        load_token = stage_enable("load_token")
+        m.d.comb += load_token.eq(self.tokens.ready)
+        with m.If(load_token):
+            m.d.sync += [tok.eq(new), *last_keep.load(new.size[:6])]
         return m
 
     def _data(self, m, send_bypass, send_header, bypass_data, header):

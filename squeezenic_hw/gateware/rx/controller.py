@@ -31,12 +31,9 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     field_le,
 )
+from squeezenic_hw.gateware.common.lut_tree import kept
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
-from squeezenic_hw.gateware.lane.control import (
-    bypass_and_drain_states,
-    bypass_first_beat,
-    codec_params_of,
-)
+from squeezenic_hw.gateware.lane.control import bypass_first_beat, codec_params_of
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
 from squeezenic_hw.spec.counters import RX_COUNTERS
 from squeezenic_hw.spec.frames import RX_REASONS
@@ -186,6 +183,7 @@ class RxController(wiring.Component):
             desc.payload.n.eq(h_n),
             desc.payload.offset.eq(field_le(hdr, *HDR.OFFSET)),
             desc.payload.flags.eq(field_le(hdr, *HDR.FLAGS)),
+            desc.payload.built.eq(~self.i.payload.bypass),
             desc.payload.size.eq(beat.size),
             desc.payload.src.eq(beat.src),
             desc.payload.dst.eq(beat.dst),
@@ -234,16 +232,22 @@ class RxController(wiring.Component):
                 state.pre_val.eq(val_beat),
             ]
 
-        with m.FSM(name="rx_ctrl"):
+        with m.FSM(name="rx_ctrl") as fsm:
+            hs = self._handshake(m, fsm, state=state, h_sparse=h_sparse, h_index=h_index)
             with m.State("IDLE"):
-                self._header_state(m, desc=desc, byp=byp, bump=bump, frames=frames, sparse=sparse,
+                self._header_state(m, hs=hs, byp=byp, bump=bump, sparse=sparse,
                                    h_sparse=h_sparse, h_index=h_index, h=h, h_n=h_n,
                                    load_flags=load_flags, state=state, beat=beat)
 
             with m.State("PAYLOAD"):
-                self._payload_state(m, state=state, pay=pay, sparse=sparse, beat=beat, bump=bump)
+                self._payload_state(m, hs=hs, state=state, sparse=sparse, beat=beat, bump=bump)
 
-            bypass_and_drain_states(m, self.i, byp)
+            with m.State("BYPASS"):
+                with m.If(hs.byp_next & beat.last):
+                    m.next = "IDLE"
+            with m.State("DRAIN"):
+                with m.If(self.i.valid & beat.last):
+                    m.next = "IDLE"
         if sparse:
             self._layout_check(m, beat.data, state.check_layout, state.last_byte, state.pad_bits)
         return m
@@ -279,84 +283,115 @@ class RxController(wiring.Component):
                                in_values=in_values, has_k=has_k, f_index=f_index,
                                last_byte=last_byte, pad_bits=pad_bits, check_layout=check_layout)
 
-    def _header_state(self, m, *, desc, byp, bump, frames, sparse, h_sparse, h_index, h, h_n,
+    def _handshake(self, m, fsm, *, state, h_sparse, h_index):
+        """Every ``valid`` and ``ready`` of the block, and when a beat is taken, in every state.
+
+        Each is built from pieces of at most six inputs on kept nets
+        (:func:`~squeezenic_hw.gateware.common.lut_tree.kept`), so that a ready that enters
+        this block from an output FIFO reaches ``i.ready``, a FIFO's write enable or a
+        state register through two or three LUTs whichever LUT mapper maps the lane (one
+        mapping for area would chain the ten-odd inputs of ``i.ready`` six deep)."""
+        i, desc, frames, byp, pay = self.i, self.desc, self.frames, self.bypass, self.payload
+        sparse = self._sparse
+        idle, in_pay, in_byp = (fsm.ongoing(name) for name in ("IDLE", "PAYLOAD", "BYPASS"))
+        in_drain = fsm.ongoing("DRAIN")
+        valid, to_byp = i.valid, i.payload.bypass
+
+        # IDLE, a decoded frame's header: every output it needs must take it in one cycle
+        needs = {"desc": (desc.ready, Const(1)), "frames": (frames.ready, Const(1))}
+        if sparse:
+            needs["order"] = (self.order.ready, Const(1))
+            needs["vdesc"] = (self.vdesc.ready, h_sparse)
+            needs["index_desc"] = (self.index_desc.ready, h_sparse & h_index)
+
+        def others_ready(skip):
+            ok = Const(1)
+            for name, (ready, used) in needs.items():
+                if name != skip:
+                    ok = ok & (ready | ~used)
+            return ok
+
+        hdr = idle & valid & ~to_byp
+        first = idle & valid & to_byp          # a bypassed frame's first beat
+        if sparse:
+            base = kept(m, desc.ready & frames.ready & self.order.ready, "rx_ctrl_hdr_base")
+            go = kept(m, base & (self.vdesc.ready | ~h_sparse)
+                      & (self.index_desc.ready | ~(h_sparse & h_index)), "rx_ctrl_hdr_go")
+            # PAYLOAD: every output this beat goes to must take it
+            ok = kept(m, (~state.to_pay | pay.ready) & (~state.to_idx | self.index.ready)
+                      & (~state.to_val | self.values.ready), "rx_ctrl_pay_ok")
+        else:
+            go = desc.ready & frames.ready
+            ok = pay.ready
+        have = valid | state.pad
+        hs = SimpleNamespace(
+            hdr_take=kept(m, hdr & go, "rx_ctrl_hdr_take"),
+            first_take=kept(m, first & desc.ready & byp.ready, "rx_ctrl_first_take"),
+            advance=kept(m, in_pay & have & ok, "rx_ctrl_advance"),
+            byp_next=kept(m, in_byp & valid & byp.ready, "rx_ctrl_byp_next"),
+        )
+        ready_idle = kept(m, valid & Mux(to_byp, desc.ready & byp.ready, go), "rx_ctrl_ready_idle")
+        ready_pay = kept(m, ok & ~state.pad, "rx_ctrl_ready_pay")
+        m.d.comb += [
+            i.ready.eq((idle & ready_idle) | (in_pay & ready_pay) | (in_byp & byp.ready)
+                       | in_drain),
+            desc.valid.eq(kept(m, (hdr & others_ready("desc")) | (first & byp.ready),
+                               "rx_ctrl_desc_valid")),
+            frames.valid.eq(kept(m, hdr & others_ready("frames"), "rx_ctrl_frames_valid")),
+            byp.valid.eq(kept(m, (first & desc.ready) | (in_byp & valid), "rx_ctrl_byp_valid")),
+            pay.valid.eq(kept(m, in_pay & have & state.to_pay & ok, "rx_ctrl_pay_valid")),
+        ]
+        if sparse:
+            m.d.comb += [
+                self.order.valid.eq(hdr & others_ready("order")),
+                self.vdesc.valid.eq(hdr & h_sparse & others_ready("vdesc")),
+                self.index_desc.valid.eq(hdr & h_sparse & h_index & others_ready("index_desc")),
+                self.index.valid.eq(in_pay & have & state.to_idx & ok),
+                self.values.valid.eq(in_pay & have & state.to_val & ok),
+            ]
+        return hs
+
+    def _header_state(self, m, *, hs, byp, bump, sparse, h_sparse, h_index, h, h_n,
                       load_flags, state, beat):
         """The IDLE state: a header beat goes to every output that needs it in the same cycle and
         loads the frame's state; a bypassed frame's first beat goes to the bypass."""
-        with m.If(self.i.valid & self.i.payload.bypass):
-            bypass_first_beat(m, self.i, desc, byp, built=desc.payload.built,
-                              size=desc.payload.size, reasons=RX_REASONS, bump=bump)
-        with m.Elif(self.i.valid):
-            # every output the header needs must take it in the same cycle
-            needs = {"desc": (desc.ready, Const(1)),
-                     "frames": (frames.ready, Const(1))}
-            if sparse:
-                needs["order"] = (self.order.ready, Const(1))
-                needs["vdesc"] = (self.vdesc.ready, h_sparse)
-                needs["index_desc"] = (self.index_desc.ready, h_sparse & h_index)
-
-            def others_ready(skip):
-                ok = Const(1)
-                for name, (ready, used) in needs.items():
-                    if name != skip:
-                        ok = ok & (ready | ~used)
-                return ok
-
-            go = others_ready(None)
+        bypass_first_beat(m, hs.first_take, beat=beat, reason=self.i.payload.reason,
+                          reasons=RX_REASONS, bump=bump)
+        if sparse:
             m.d.comb += [
-                desc.valid.eq(others_ready("desc")),
-                frames.valid.eq(others_ready("frames")),
-                desc.payload.built.eq(1),
-                self.i.ready.eq(go),
+                self.order.payload.index.eq(h_sparse & h_index),
+                self.vdesc.payload.k.eq(h.k),
+                self.vdesc.payload.start.eq(h.start),
+                self.index_desc.payload.n.eq(h_n),
+                self.index_desc.payload.k.eq(h.k),
             ]
-            if sparse:
-                m.d.comb += [
-                    self.order.valid.eq(others_ready("order")),
-                    self.order.payload.index.eq(h_sparse & h_index),
-                    self.vdesc.valid.eq(h_sparse & others_ready("vdesc")),
-                    self.vdesc.payload.k.eq(h.k),
-                    self.vdesc.payload.start.eq(h.start),
-                    self.index_desc.valid.eq(h_sparse & h_index
-                                             & others_ready("index_desc")),
-                    self.index_desc.payload.n.eq(h_n),
-                    self.index_desc.payload.k.eq(h.k),
-                ]
-            with m.If(go):
-                bump("wire_frames")
-                bump("elements", h_n)
-                m.d.sync += [
-                    *load_flags(h_sparse, h_index, h.beats, h.layout_beats,
-                                h.value_beat, h.k != 0),
-                    state.pad.eq(beat.last),
-                    state.f_sparse.eq(h_sparse),
-                    state.f_index.eq(h_index),
-                    state.has_k.eq(h.k != 0),
-                    state.last_byte.eq(h.last_byte),
-                    state.pad_bits.eq(Mux(h_n[:3] == 0, 0, (Const(0xFF, 8) << h_n[:3])[:8])),
-                ]
-                with m.If(h.beats == 0):
-                    # index layout with k = 0: the header is the whole frame
-                    with m.If(~beat.last):
-                        bump("size_errors")
-                        m.next = "DRAIN"
-                with m.Else():
-                    with m.If(beat.last):
-                        bump("size_errors")
-                    m.next = "PAYLOAD"
+        with m.If(hs.hdr_take):
+            bump("wire_frames")
+            bump("elements", h_n)
+            m.d.sync += [
+                *load_flags(h_sparse, h_index, h.beats, h.layout_beats,
+                            h.value_beat, h.k != 0),
+                state.pad.eq(beat.last),
+                state.f_sparse.eq(h_sparse),
+                state.f_index.eq(h_index),
+                state.has_k.eq(h.k != 0),
+                state.last_byte.eq(h.last_byte),
+                state.pad_bits.eq(Mux(h_n[:3] == 0, 0, (Const(0xFF, 8) << h_n[:3])[:8])),
+            ]
+            with m.If(h.beats == 0):
+                # index layout with k = 0: the header is the whole frame
+                with m.If(~beat.last):
+                    bump("size_errors")
+                    m.next = "DRAIN"
+            with m.Else():
+                with m.If(beat.last):
+                    bump("size_errors")
+                m.next = "PAYLOAD"
 
-    def _payload_state(self, m, *, state, pay, sparse, beat, bump):
+    def _payload_state(self, m, *, hs, state, sparse, beat, bump):
         """The PAYLOAD state: payload beats to the unpacker, the index and the value paths, as the
-        flags say; zero beats where the input ended early."""
-        have = self.i.valid | state.pad
-        ok = ((~state.to_pay | pay.ready) & (~state.to_idx | self.index.ready)
-              & (~state.to_val | self.values.ready))
-        advance = have & ok
-        m.d.comb += [
-            pay.valid.eq(have & state.to_pay & ok),
-            self.index.valid.eq(have & state.to_idx & ok),
-            self.values.valid.eq(have & state.to_val & ok),
-            self.i.ready.eq(ok & ~state.pad),
-        ]
+        flags say (:meth:`_handshake`); zero beats where the input ended early."""
+        advance = hs.advance
         with m.If(advance):
             m.d.sync += [state.left.eq(state.left - 1), state.final.eq(state.left == 2)]
             if sparse:

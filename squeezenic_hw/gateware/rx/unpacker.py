@@ -19,6 +19,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, CODES_PER_JOB, narrow_span
+from squeezenic_hw.gateware.common.lut_tree import kept
 from squeezenic_hw.gateware.common.stream import SkidBuffer, Stager, load_or_clear, stage_enable
 
 __all__ = [
@@ -257,12 +258,15 @@ class WireUnpacker(wiring.Component):
         job_bits = Cat(Const(0, 4), width)       # 16·width, a full job
 
         flast = hrem_small & after_zero
-        load = stage_enable("load")      # the counter's state takes a new frame's
-        step = stage_enable("step")      # ... or the next job's
+        # kept, so the state registers' next values read them as they are
+        load = stage_enable("load", keep=True)   # the counter's state takes a new frame's
+        step = stage_enable("step", keep=True)   # ... or the next job's
+        # idle or at the frame's last job: one LUT of state registers
+        ready_for_frame = kept(m, ~busy | flast, "ready_for_frame")
         m.d.comb += [
             step.eq(enable & busy),
-            load.eq(enable & self.desc.valid & (~busy | flast)),
-            self.desc.ready.eq(enable & (~busy | flast)),
+            load.eq(enable & self.desc.valid & ready_for_frame),
+            self.desc.ready.eq(enable & ready_for_frame),
         ]
 
         def host_frame(codes, bits, full_bits):
@@ -286,11 +290,14 @@ class WireUnpacker(wiring.Component):
         stepped = [hrem - J, after, hbits - job_bits, abits, hrem <= 2 * J, after_zero,
                    Mux(hrem <= 2 * J, hrem[:5] ^ J, J), Const(0)]
         state = [hrem, after, hbits, abits, hrem_small, after_zero, count, hfirst]
-        # Every state register takes one of three candidates (no hold): after a frame's
-        # last job the state is don't care until the next load.
+        # Every state register takes one of three candidates (no hold). After a frame's
+        # last job the state is don't care until the next load, so a register may take the
+        # new frame's candidate whenever one could load (``ready_for_frame``, from state
+        # registers alone): the choice then never waits for ``enable`` or ``desc.valid``,
+        # which reach only the registers' enable.
         with m.If(load | step):
             for reg, a, b, c in zip(state, loaded, next_host, stepped, strict=True):
-                m.d.sync += reg.eq(Mux(load, a, Mux(hrem_small, b, c)))
+                m.d.sync += reg.eq(Mux(ready_for_frame, a, Mux(hrem_small, b, c)))
         with m.If(load):
             m.d.sync += [busy.eq(1), width.eq(d.width), pad.eq(-d.bits),
                          onehot.eq(Cat(*(d.width == w for w in self.widths))),
@@ -377,7 +384,7 @@ class WireUnpacker(wiring.Component):
         # move when ``o.ready`` is high (the decoders, which move while their own output
         # is free): no logic of their own between the decoders' enable and theirs.
         enable = stage_enable()
-        fire = stage_enable("fire")
+        fire = stage_enable("fire", keep=True)   # the level and pointers read it as it is
         can_fire = Signal()
         m.d.comb += [
             enable.eq(self.o.ready),

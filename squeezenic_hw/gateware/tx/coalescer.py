@@ -41,7 +41,7 @@ from squeezenic_hw.gateware.common.layouts import (
     axis_signature,
     field_le,
 )
-from squeezenic_hw.gateware.common.lut_tree import balanced_or
+from squeezenic_hw.gateware.common.lut_tree import balanced_or, kept
 from squeezenic_hw.gateware.lane.control import codec_params_of
 from squeezenic_hw.gateware.sparse.bits import add_bits
 from squeezenic_hw.spec.counters import TX_COUNTERS
@@ -340,9 +340,9 @@ class TxCoalescer(wiring.Component):
         # time is counted at D, as the reference counts it at the input. With a beat in D
         # no ``close`` acts; with none, the idle close (or ``close``) takes the cycle.
         idle_due_in_d = frame.is_open & ~frame.mid_frame & due_with_beat
-        idle_close = Signal()        # a close between frames with no beat in D
-        m.d.comb += idle_close.eq(~d_valid & frame.is_open & ~frame.mid_frame
-                                  & (due_empty | end_close))
+        # a close between frames with no beat in D (kept: a piece of every output's valid)
+        idle_close = kept(m, ~d_valid & frame.is_open & ~frame.mid_frame
+                          & (due_empty | end_close), "idle_close")
         d_fire = Signal()
         m.d.comb += d_fire.eq(ready & d_valid)
         m.d.comb += self.close_done.eq(self.close & nothing_arriving & ~frame.mid_frame
@@ -363,7 +363,8 @@ class TxCoalescer(wiring.Component):
                              frame=frame, d=d, idle_due_in_d=idle_due_in_d, idle_close=idle_close)
 
         # ---- outputs: the decision's inputs (registers, a gate or two), not its results
-        self._outputs(m, act=act, cut=cut, d=d, frame=frame, kind=kind, idle_close=idle_close,
+        self._outputs(m, act=act, acts=acts, cut=cut, d=d, d_valid=d_valid, frame=frame,
+                      kind=kind, idle_close=idle_close, due_with_beat=due_with_beat,
                       ready=ready)
 
         # ---- state and counters -------------------------------------------------------
@@ -484,9 +485,23 @@ class TxCoalescer(wiring.Component):
                                a_bypass_first=a_bypass_first, a_bypass=a_bypass, mismatch=mismatch,
                                idle_first=idle_first, close_between=close_between, opens=opens)
 
-    def _outputs(self, m, *, act, cut, d, frame, kind, idle_close, ready):
-        """The outputs: the decision's inputs (registers, a gate or two), not its results."""
+    def _outputs(self, m, *, act, acts, cut, d, d_valid, frame, kind, idle_close,
+                 due_with_beat, ready):
+        """The outputs: the decision's inputs (registers, a gate or two), not its results.
+
+        Each output's ``valid`` is ``ready`` and what D would send were the outputs ready
+        (``acts``), on a kept net: the late ``ready`` then meets a FIFO's write enable in
+        one LUT, whichever LUT mapper maps the lane."""
         job, rec = self.jobs.payload, self.records.payload
+        # D's beat gives a job were the outputs ready (``acts.a_payload |
+        # acts.close_between`` less the idle close): a payload beat, or a header or
+        # bypassed frame's first beat that closes the open frame, from registers in one
+        # kept LUT, so that ``want_job`` is one LUT of it, ``d_valid`` and the idle close
+        due_wb = kept(m, due_with_beat, "due_with_beat")
+        idle_due = frame.is_open & ~frame.mid_frame & due_wb
+        job_kind = kept(m, (kind == PrepKind.PAYLOAD)
+                        | ((kind == PrepKind.HEADER) & frame.is_open & (~d.matches | idle_due))
+                        | ((kind == PrepKind.BYPASS_FIRST) & idle_due), "job_kind")
         for out in (job, rec):
             m.d.comb += [
                 out.close_only.eq(~act.a_payload),
@@ -520,12 +535,14 @@ class TxCoalescer(wiring.Component):
             rec.mismatch.eq(act.mismatch | act.idle_first),
             rec.opens.eq(act.opens),
             self.bypass.payload.eq(d.beat),
-            self.jobs.valid.eq(act.a_payload | (ready & act.close_between)),
+            self.jobs.valid.eq(ready & kept(m, (d_valid & job_kind) | idle_close, "want_job")),
             # a payload beat gives a record when it opens or closes a frame (the sizer
             # has a cycle to spare for a beat that closes two)
-            self.records.valid.eq((ready & idle_close) | act.a_header | act.a_bypass_first
-                                  | (act.a_payload & (act.opens | cut.close1))),
-            self.bypass.valid.eq(act.a_bypass_first | act.a_bypass),
+            self.records.valid.eq(ready & kept(
+                m, idle_close | acts.a_header | acts.a_bypass_first
+                | (acts.a_payload & (acts.opens | cut.close1)), "want_record")),
+            self.bypass.valid.eq(ready & kept(m, acts.a_bypass_first | acts.a_bypass,
+                                              "want_bypass")),
         ]
 
     def _state(self, m, *, ready, act, frame, idle_close, due_empty, d, frame_ended, cut):

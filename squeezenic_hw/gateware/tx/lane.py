@@ -284,8 +284,9 @@ class TxLane(wiring.Component):
         # A wire frame leaves only once all of it is in the ring, so that it goes out
         # without a gap (the MAC cannot pause inside a frame). Count the frames whose
         # first beat has reached the ring's output and hold built tokens until one is.
-        # The count's next value is one of three prepared from registers and the gate a
-        # register beside it, so the merger's late ``start`` only selects (one LUT).
+        # The count changes when exactly one of ``arrived`` and ``start`` happens, to one
+        # of two values prepared from registers (``arrived`` chooses): the merger's late
+        # ``start`` reaches only the registers' enable, through one LUT.
         committed = Signal(16)
         committed_nonzero = Signal()
         in_flight = Signal(ring.latency)
@@ -299,10 +300,9 @@ class TxLane(wiring.Component):
         committed_one = Signal()
         m.d.comb += [committed_up.eq(committed + 1), committed_down.eq(committed - 1),
                      committed_one.eq(committed == 1)]
-        with m.If(arrived & ~start):
-            m.d.sync += [committed.eq(committed_up), committed_nonzero.eq(1)]
-        with m.Elif(start & ~arrived):
-            m.d.sync += [committed.eq(committed_down), committed_nonzero.eq(~committed_one)]
+        with m.If(arrived ^ start):
+            m.d.sync += [committed.eq(Mux(arrived, committed_up, committed_down)),
+                         committed_nonzero.eq(arrived | ~committed_one)]
         m.d.comb += [
             merger.tokens.payload.eq(tokens.payload),
             merger.tokens.valid.eq(tokens.valid & gate),

@@ -22,7 +22,7 @@ from squeezenic_hw.gateware.common.layouts import (
     RingWrite,
     narrow_span,
 )
-from squeezenic_hw.gateware.common.lut_tree import balanced_or, mux_tree, or_tree
+from squeezenic_hw.gateware.common.lut_tree import balanced_or, kept, mux_tree, or_tree
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT, Stager, stage_enable
 
 __all__ = ["WirePacker"]
@@ -220,10 +220,15 @@ class WirePacker(wiring.Component):
         # job's codes (e < count) of a close_mid job, for the next frame's start (none
         # without close_mid). The masks are the registers' synchronous resets: no AND gate
         # in front of the compaction or the lane rotation.
+        # ``take <= e`` from kept compares of the two counts it chooses between (a LUT
+        # each), so that the reset is one LUT of them, ``close_mid`` and the enable
+        split_le = [kept(m, meta.split <= e, f"split_le{e}") for e in range(n_lanes)]
+        count_le = [kept(m, meta.count <= e, f"count_le{e}") for e in range(n_lanes)]
         s0_codes_a = [stager.reg(self.i.payload.codes[e], name=f"s0_code_a{e}",
-                                 clear=take <= e) for e in range(n_lanes)]
+                                 clear=Mux(meta.close_mid, split_le[e], count_le[e]))
+                      for e in range(n_lanes)]
         s0_codes = [stager.reg(self.i.payload.codes[e], name=f"s0_code{e}",
-                               clear=(meta.count <= e) | ~meta.close_mid)
+                               clear=count_le[e] | ~meta.close_mid)
                     for e in range(n_lanes)]
         s0_sel = stager.reg(Cat(meta.width == w for w in self._widths), name="s0_width_sel",
                             fanout=True)

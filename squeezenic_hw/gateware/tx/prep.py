@@ -31,6 +31,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_le,
     header_bytes,
 )
+from squeezenic_hw.gateware.common.lut_tree import or_tree
 from squeezenic_hw.gateware.common.stream import Stager, stage_enable
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.control import code_width_of
@@ -235,10 +236,14 @@ class TxBeatPrep(wiring.Component):
             item.cap.eq(cap),
             sparse.eq(field_le(hdr, *HDR.CODEC) == THRESHOLD_ID),
         ]
-        # The key and contiguity compare, in parts of 24 bits (two LUT levels each),
-        # combined in stage 2.
+        # The key and contiguity compare, in parts of 24 bits, combined in stage 2. Each
+        # part is a tree of kept pieces (three bits' XORs a LUT): three LUT levels
+        # whichever LUT mapper maps it, where an equality left to one maps as a chain.
         ours, theirs = Cat(key, offset_hdr, 1), Cat(prev_key, prev_end, have_prev)
-        match_parts = Cat(ours[k:k + 24] == theirs[k:k + 24] for k in range(0, len(ours), 24))
+        match_parts = Cat(
+            ~or_tree(m, [ours[i] ^ theirs[i] for i in range(k, min(k + 24, len(ours)))],
+                     inputs=2, name=f"match_differs{k // 24}")
+            for k in range(0, len(ours), 24))
         self._keep(m, small=small, take=take, left=left, pad=pad, item=item)
 
         def bump_size_errors():

@@ -107,3 +107,20 @@ def test_or_tree_of_whole_luts(terms, pieces):
     out = Signal()
     m.d.comb += out.eq(or_tree(m, [d.all() for d in data], inputs=6, name="t"))
     assert _pieces(rtlil.convert(m, ports=[*data, out])) == pieces
+
+
+def test_or_tree_leaves_room_in_its_root():
+    """8 pairs with room for two more inputs: three pieces of at most 6 inputs, the root
+    an OR of the three (4 inputs at most); without room the root takes two pieces and
+    two pairs (6 inputs)."""
+    def pieces(room):
+        m = Module()
+        sels = [Signal(name=f"s{k}") for k in range(8)]
+        data = [Signal(name=f"d{k}") for k in range(8)]
+        out = Signal()
+        m.d.comb += out.eq(or_tree(m, [Mux(s, d, 0) for s, d in zip(sels, data, strict=True)],
+                                   inputs=2, name="t", room=room))
+        return rtlil.convert(m, ports=[*sels, *data, out]).count("wire width 1 \\t_l0_")
+    assert pieces(0) == 2 and pieces(2) == 3
+    with pytest.raises(ValueError, match="room"):
+        or_tree(Module(), [Signal()], room=5)

@@ -4,6 +4,7 @@ the frames close."""
 from amaranth import Cat, Const, Mux, Signal
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT
+from squeezenic_hw.gateware.common.lut_tree import kept
 from squeezenic_hw.spec.header import HEADER_LEN
 
 from .held_fields import held, pack
@@ -70,8 +71,15 @@ class Gearbox:
         # plen + the elements taken, its two sums made from registers beside the full
         # compare
         total = Signal(6)
-        m.d.comb += total.eq(Mux(full_c, plen + room5, Mux(pay, plen + item.k, plen)))
-        whole_c = total[4]                        # a whole word is made
+        sum_full = Signal(6)
+        sum_pay = Signal(6)
+        m.d.comb += [sum_full.eq(plen + room5), sum_pay.eq(plen + item.k),
+                     total.eq(Mux(full_c, sum_full, Mux(pay, sum_pay, plen)))]
+        # a whole word is made: each sum's carry kept, so that the choice between them is
+        # one LUT behind its carry chain, not behind the chosen sum
+        whole_c = Signal()
+        m.d.comb += whole_c.eq(Mux(full_c, kept(m, sum_full[4], "whole_full"),
+                                   pay & kept(m, sum_pay[4], "whole_pay")))
         flush_c = pay & item.last & cur_flush & ~full_c
         header_close_c = ~pay & open_ & (host_in["idle"] | ~host_in["coalesce"])
         flush_close = decide & flush_c
@@ -188,20 +196,20 @@ class Gearbox:
         # elements, and where the open frame ends inside this word (room ≤ 16 and
         # plen < c, c = capacity mod 16: it ends at element c) the word takes none from
         # c on, which a split would fill with the next frame's.
+        # Each element's three selects are kept nets (a LUT each, of ``plen`` or
+        # ``tail_len`` and two flags), so that a code bit is one LUT behind them
+        # whichever way a LUT mapper would rather share the thermometer.
         c = cap % E
         in_part = Signal(E)
         ends_here = Signal()
-        from_part = Signal(E)
-        from_beat = Signal(E)
-        from_tail = Signal(E)
         m.d.comb += [
             in_part.eq(thermometer(plen, E)),
             ends_here.eq(~room_big & (plen < c) if c else 0),
-            from_part.eq(in_part & ~tail_valid.replicate(E)),
-            from_beat.eq(~in_part & pay.replicate(E)
-                         & ~Cat(Const(0, c), ends_here.replicate(E - c))),
-            from_tail.eq(thermometer(tail_len, E) & tail_valid.replicate(E)),
         ]
+        from_part = kept(m, in_part & ~tail_valid.replicate(E), "from_part")
+        from_beat = kept(m, ~in_part & pay.replicate(E)
+                         & ~Cat(Const(0, c), ends_here.replicate(E - c)), "from_beat")
+        from_tail = kept(m, thermometer(tail_len, E) & tail_valid.replicate(E), "from_tail")
         word = Signal(W)
         word_valid = Signal()
         m.d.comb += [
