@@ -11,6 +11,8 @@ The Yosys script (kept as ``synth.ys`` beside ``top.v`` and ``yosys.log`` in the
 work directory) is::
 
     read_verilog top.v
+    proc
+    setattr -set keep 1 w:* a:keep %i %ci1 t:$*dff* %i
     setattr -set keep 1 w:* a:max_fanout %i
     synth_xilinx -family xcup -top top -flatten -noiopad -noclkbuf -run :map_luts
     <MAP_LUTS: synth_xilinx's map_luts steps, LUTs mapped by abc -lut 6>
@@ -342,6 +344,11 @@ def yosys_script(*, top="top", family="xcup", verilog_file="top.v", stat_file="s
              if mapping == "abc" else [synth])
     return "\n".join([
         f"read_verilog {verilog_file}",
+        # a register the design keeps (its signal has ``keep``) stays a register of its
+        # own, as Vivado keeps it: a copy made to share out loads is not merged back into
+        # the register it copies
+        "proc",
+        "setattr -set keep 1 w:* a:keep %i %ci1 t:$*dff* %i",
         # the nets Vivado copies the driver of (``max_fanout``) stay nets, as they do in
         # Vivado: no LUT mapping absorbs them into the logic they drive
         "setattr -set keep 1 w:* a:max_fanout %i",

@@ -287,8 +287,9 @@ __all__ += ["check_tuser"]
 
 def idle_gap_traffic(rng, T, *, n_total=500, codec="fp16"):
     """Host frames of one ``codec`` tensor with bypass frames between some of them, and
-    their arrival cycles: gaps of 0, 3, T-2, T-1, T, T+1 and 300 cycles after each
-    frame's beats, either side of an idle timeout of ``T``. Returns ``(frames, times)``."""
+    their arrival cycles: gaps of 0, 3, T-2, T-1, T, T+1 and 300 cycles (none below 0)
+    after each frame's beats, either side of an idle timeout of ``T``. Returns
+    ``(frames, times)``."""
     from squeezenic_hw.reference import lane as lr
 
     bad = list(bad_frames("tx").values())
@@ -300,7 +301,7 @@ def idle_gap_traffic(rng, T, *, n_total=500, codec="fp16"):
     times, t = [], 5
     for f in frames:
         times.append(t)
-        t += lr.frame_beats(f) + int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 300]))
+        t += lr.frame_beats(f) + max(0, int(rng.choice([0, 3, T - 2, T - 1, T, T + 1, 300])))
     return frames, times
 
 

@@ -62,15 +62,17 @@ class FrameArbiter(wiring.Component):
 
     Backpressure: ``o`` holds (valid and payload) while ``o.valid & ~o.ready``.
     The output register is a :class:`~squeezenic_hw.gateware.common.stream.SkidBuffer`,
-    so ``i[k].ready = (grant == k) & (skid register empty)`` is a function of two
-    registers: no ready path crosses the arbiter (an input sees ``ready`` fall one
-    cycle after ``o`` stalls with a beat held; the beat taken in that cycle waits in
-    the skid register). Nothing is dropped.
+    and ``i[k].ready = (grant == k) & (skid register empty)`` is a register of its own
+    per input, loaded with the next grant and the skid register's next state: no ready
+    path crosses the arbiter, and an input's ready reaches the lane in front without a
+    LUT (an input sees ``ready`` fall one cycle after ``o`` stalls with a beat held; the
+    beat taken in that cycle waits in the skid register). Nothing is dropped.
 
-    Reset: the grant, the frame state and the two valid bits of the output; the
-    beat registers take none.
+    Reset: the grant, the inputs' ready, the frame state and the two valid bits of the
+    output; the beat registers take none.
 
-    Resources: the output and skid registers (2 × 625 bits + 2 valid), an
+    Resources: the output and skid registers (2 × 625 bits + 2 valid), n ready
+    registers, an
     n-to-1 AND-OR multiplexer of ``AxisBeat`` (625 bits, a balanced OR tree)
     driven by the one-hot grant, and the round robin: the grant as an n-bit
     thermometer register and its one-hot copy, the find-first of
@@ -133,8 +135,20 @@ class FrameArbiter(wiring.Component):
             out.i.valid.eq(beat_valid),
             out.i.payload.eq(beat),
         ]
+        # Each input's ready, ``onehot[k] & out.i.ready``, as a register: loaded with the
+        # next grant and the skid register's next state (free after the output register
+        # moves, taken by a beat offered while free), so the lane in front reads a
+        # flip-flop.
+        ready = Signal(n, init=1)
+        next_free = Signal()
+        onehot_next = Signal(n)
+        m.d.comb += [
+            next_free.eq((~out.o.valid | out.o.ready) | (out.i.ready & ~out.i.valid)),
+            onehot_next.eq(onehot),
+        ]
+        m.d.sync += ready.eq(onehot_next & next_free.replicate(n))
         for k, s in enumerate(self.i):
-            m.d.comb += s.ready.eq(enable & onehot[k])
+            m.d.comb += s.ready.eq(ready[k])
 
         with m.If(beat_valid & enable):
             m.d.sync += busy.eq(~ending)
@@ -152,6 +166,7 @@ class FrameArbiter(wiring.Component):
             m.d.comb += load.eq(((enable & ending) | (~busy & ~beat_valid)) & found)
             with m.If(load):
                 m.d.sync += [upto.eq(next_upto), onehot.eq(next_onehot)]
+                m.d.comb += onehot_next.eq(next_onehot)
         return m
 
 

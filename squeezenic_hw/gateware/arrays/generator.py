@@ -24,7 +24,8 @@ from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
 )
-from squeezenic_hw.gateware.common.stream import Stager, stage_enable
+from squeezenic_hw.gateware.common.lut_tree import or_tree
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT, Stager, stage_enable
 from squeezenic_hw.spec.frames import Header
 from squeezenic_hw.spec.generator import (
     DEFAULT_RATE,
@@ -300,7 +301,7 @@ class GradientGenerator(wiring.Component):
         warm_left = Signal(range(_WARMUP_STEPS))
         need_low = Signal()         # the last run ended with start high: wait for it to drop
         in_payload = Signal()       # issuing the payload beats of a frame
-        beat = Signal.like(run.n_beats)  # payload beat being issued, 1…n_beats
+        beat = Signal.like(run.n_beats_m1)  # payload beat being issued, 1…n_beats
         k = Signal(32)              # frames issued in this run
         frame_offset = Signal(32)   # tensor index of the next frame's element 0
         flush_count = Signal(16)    # frames since the last flush
@@ -314,13 +315,12 @@ class GradientGenerator(wiring.Component):
         can_start = Signal()
         issue_header = stage_enable("issue_header")   # loads the next frame's counters
         issue_payload = Signal()
-        is_last = Signal()
+        is_last = Signal()          # registered beat == n_beats (while in_payload)
         m.d.comb += [
             more.eq(self.start & quota_ok),
             can_start.eq(running & ~warming & ~in_payload & more & (credit >= 0)),
             issue_header.eq(en & can_start),
             issue_payload.eq(en & running & in_payload),
-            is_last.eq(beat == run.n_beats),
         ]
 
         total_length, udp_length, folded = self._checksum(m, frame_len=run.frame_len,
@@ -353,6 +353,11 @@ class GradientGenerator(wiring.Component):
             m.d.sync += beat.eq(beat + 1)
             with m.If(is_last):
                 m.d.sync += in_payload.eq(0)
+        # Whether the next payload beat is the frame's last, kept a beat ahead so the late
+        # ``en`` reaches it only as the enable: a header starts beat 1 (the last when the
+        # frame has one payload beat), a payload beat moves on to ``beat + 1``.
+        with m.If(issue_header | issue_payload):
+            m.d.sync += is_last.eq(Mux(in_payload, beat == run.n_beats_m1, run.one_beat))
 
         # Token bucket: accrue every cycle after the warm-up, pay a frame's length when
         # its header issues, never above L'.
@@ -365,16 +370,29 @@ class GradientGenerator(wiring.Component):
         # k changes only with a header, and the next header is at least two cycles
         # later (a frame has a payload beat), so a registered quota check is never stale
         # when it matters; it keeps the 32-bit compare off the issue path.
-        m.d.sync += quota_ok.eq((self.n_frames == 0) | (k != self.n_frames))
+        # ``n_frames == 0`` is registered apart (n_frames is constant while busy) and the
+        # compare is a tree of kept pieces, with room for it and ``begin`` at the root.
+        unlimited = Signal(reset_less=True)
+        m.d.sync += unlimited.eq(self.n_frames == 0)
+        k_differs = or_tree(m, list(k ^ self.n_frames), inputs=2, name="quota_differs",
+                            room=2)
+        m.d.sync += quota_ok.eq(unlimited | k_differs)
         # Likewise the flush check: flush_count changes only with a header, so the compare
         # is registered (stale only in the cycle after a header, which issues none).
+        # ``flush_every == 1`` registered too: a run's first flush_due loads from it, one
+        # LUT after ``begin``. The compare is a tree of kept pieces (three bit pairs a
+        # LUT), which no LUT mapper can chain.
+        flush_every_one = Signal(reset_less=True)
+        count_differs = or_tree(m, list(flush_count ^ flush_limit), inputs=2,
+                                name="flush_differs", room=2)
         m.d.sync += [flush_limit.eq(self.flush_every - 1),
-                     flush_due.eq(flush_count == flush_limit)]
+                     flush_every_one.eq(self.flush_every == 1),
+                     flush_due.eq(~count_differs)]
 
         # ``settled``: ``start`` and ``elements`` valid a cycle ago, as the run's registered
         # constants have them (not ``elements`` compared now: 16 bits shared by every lane of
         # an array, a compare and a fanout away from every counter's reset)
-        begin = Signal()
+        begin = Signal(attrs={"max_fanout": MAX_FANOUT})    # every run counter's reset
         m.d.comb += begin.eq(~running & ~pipe_busy & self.start & ~need_low & run.settled)
         with m.If(begin):
             m.d.sync += [
@@ -385,7 +403,7 @@ class GradientGenerator(wiring.Component):
                 k.eq(0),
                 frame_offset.eq(self.offset),
                 flush_count.eq(0),
-                flush_due.eq(self.flush_every == 1),
+                flush_due.eq(flush_every_one),
                 credit.eq(0),
                 in_payload.eq(0),
                 self.frames_sent.eq(0),
@@ -440,12 +458,14 @@ class GradientGenerator(wiring.Component):
         whether a run may begin, and the token bucket's constants."""
         max_len = HEADER_LEN + 4 * self.max_elements
         frame_len = Signal(range(max_len + 1), reset_less=True)      # 64 + 4·elements
-        n_beats = Signal(range(MAX_ELEMENTS // ELEMENTS_PER_BEAT + 2),   # payload beats
-                         reset_less=True)
         last_mask = Signal(ELEMENTS_PER_BEAT, reset_less=True)  # of the last payload beat
+        # payload beats, less one
+        n_beats_m1 = Signal(range(MAX_ELEMENTS // ELEMENTS_PER_BEAT + 2), reset_less=True)
+        one_beat = Signal(reset_less=True)                       # n_beats == 1
         m.d.sync += [
             frame_len.eq(HEADER_LEN + (self.elements << 2)),
-            n_beats.eq((self.elements + ELEMENTS_PER_BEAT - 1) >> 4),
+            n_beats_m1.eq(((self.elements + ELEMENTS_PER_BEAT - 1) >> 4) - 1),
+            one_beat.eq(((self.elements + ELEMENTS_PER_BEAT - 1) >> 4) == 1),
             # 1…16 elements: a mask of ((elements - 1) mod 16) + 1 ones
             last_mask.eq(Const((1 << ELEMENTS_PER_BEAT) - 1, ELEMENTS_PER_BEAT)
                          >> ~(self.elements - 1)[:4]),
@@ -474,7 +494,8 @@ class GradientGenerator(wiring.Component):
             limit_idle.eq(length_q - rate),
             limit_pay.eq((length_q << 1) - rate),
         ]
-        return SimpleNamespace(frame_len=frame_len, n_beats=n_beats, last_mask=last_mask,
+        return SimpleNamespace(frame_len=frame_len, n_beats_m1=n_beats_m1,
+                               one_beat=one_beat, last_mask=last_mask,
                                settled=settled, rate=rate, bucket=bucket,
                                length_q=length_q, pay_step=pay_step, limit_idle=limit_idle,
                                limit_pay=limit_pay)

@@ -17,9 +17,10 @@ __all__ = ["AxiLiteRegisterFile"]
 _BITMAP_WORD_BITS = 16
 
 #: Multiplexers of one tree level that share a copy of the read address digit (each a
-#: 33-bit register of ``read_mux_radix`` inputs): the decode of a digit drives at most
-#: about 33 × 16 × the radix LUT inputs, under the fanout limit of ``docs/timing.md``.
-_GROUPS_PER_SELECT = 16
+#: 33-bit register of ``read_mux_radix`` inputs): a decode of the digit's bits that the
+#: LUT mapper shares among the multiplexers then drives a few hundred LUT inputs at most,
+#: where one for a whole level of a 64-lane build drove thousands.
+_GROUPS_PER_SELECT = 2
 
 
 class AxiLiteRegisterFile(wiring.Component):
@@ -273,9 +274,13 @@ class AxiLiteRegisterFile(wiring.Component):
                 for k, (group, children) in enumerate(sorted(groups.items())):
                     if k % _GROUPS_PER_SELECT == 0 and len(groups) > _GROUPS_PER_SELECT:
                         # a copy of the digit for each block of groups: the decode of one
-                        # digit would otherwise drive every multiplexer of the level
+                        # digit would otherwise drive every multiplexer of the level. Kept,
+                        # so that no synthesis merges the copies back into one register
+                        # (Vivado and Yosys both merge equal flip-flops otherwise), and
+                        # copied again by Vivado past ``MAX_FANOUT`` loads.
                         digit = Signal(nbits, name=f"rd_sel{level}_{k // _GROUPS_PER_SELECT}",
-                                       reset_less=True)
+                                       reset_less=True,
+                                       attrs={"keep": 1, "max_fanout": MAX_FANOUT})
                         with m.If(ar_take):
                             m.d.sync += digit.eq(word_of(bus.araddr)[lo_bit:lo_bit + nbits])
                     node = Signal(33, name=f"rd_l{level}_{group}")

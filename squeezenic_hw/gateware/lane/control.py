@@ -15,12 +15,12 @@ __all__ = ["bypass_first_beat", "token_stream", "codec_params_of",
            "code_width_of", "close_when_idle"]
 
 
-def bypass_first_beat(m, take, *, beat, reason, reasons, bump, next_state="BYPASS"):
+def bypass_first_beat(m, take, *, beat, reason, reasons, bump, goto, next_state="BYPASS"):
     """In the controller's IDLE state: a frame to bypass, its first beat taken (``take``;
     its token, ``built`` = 0 and its ``size``, goes to the descriptor output in the same
     cycle, for the merger's order). ``bump`` counts ``bypass_frames`` and
     ``bypass_<reason>`` (for ``reasons``); a frame of more beats goes on in
-    ``next_state``."""
+    ``next_state`` (``goto(next_state)``, the state machine's move)."""
     with m.If(take):
         bump("bypass_frames")
         with m.Switch(reason):
@@ -28,7 +28,7 @@ def bypass_first_beat(m, take, *, beat, reason, reasons, bump, next_state="BYPAS
                 with m.Case(Reason[r.name]):
                     bump(f"bypass_{r.value}")
         with m.If(~beat.last):
-            m.next = next_state
+            goto(next_state)
 
 
 def token_stream(m, builder):

@@ -32,6 +32,7 @@ from squeezenic_hw.gateware.common.layouts import (
     field_le,
 )
 from squeezenic_hw.gateware.common.lut_tree import kept
+from squeezenic_hw.gateware.common.onehot_states import OneHotStates
 from squeezenic_hw.gateware.lane.classifier import ClassifiedBeat
 from squeezenic_hw.gateware.lane.control import bypass_first_beat, codec_params_of
 from squeezenic_hw.spec.codecs import THRESHOLD_ID, resolve_codecs
@@ -232,22 +233,22 @@ class RxController(wiring.Component):
                 state.pre_val.eq(val_beat),
             ]
 
-        with m.FSM(name="rx_ctrl") as fsm:
-            hs = self._handshake(m, fsm, state=state, h_sparse=h_sparse, h_index=h_index)
-            with m.State("IDLE"):
-                self._header_state(m, hs=hs, byp=byp, bump=bump, sparse=sparse,
-                                   h_sparse=h_sparse, h_index=h_index, h=h, h_n=h_n,
-                                   load_flags=load_flags, state=state, beat=beat)
-
-            with m.State("PAYLOAD"):
-                self._payload_state(m, hs=hs, state=state, sparse=sparse, beat=beat, bump=bump)
-
-            with m.State("BYPASS"):
-                with m.If(hs.byp_next & beat.last):
-                    m.next = "IDLE"
-            with m.State("DRAIN"):
-                with m.If(self.i.valid & beat.last):
-                    m.next = "IDLE"
+        # one flip-flop a state: the handshake reads them without a decoding LUT
+        fsm = OneHotStates(m, ["IDLE", "PAYLOAD", "BYPASS", "DRAIN"], name="rx_ctrl")
+        hs = self._handshake(m, fsm, state=state, h_sparse=h_sparse, h_index=h_index)
+        with fsm.state("IDLE"):
+            self._header_state(m, fsm, hs=hs, byp=byp, bump=bump, sparse=sparse,
+                               h_sparse=h_sparse, h_index=h_index, h=h, h_n=h_n,
+                               load_flags=load_flags, state=state, beat=beat)
+        with fsm.state("PAYLOAD"):
+            self._payload_state(m, fsm, hs=hs, state=state, sparse=sparse, beat=beat,
+                                bump=bump)
+        with fsm.state("BYPASS"):
+            with m.If(hs.byp_next & beat.last):
+                fsm.goto("IDLE")
+        with fsm.state("DRAIN"):
+            with m.If(self.i.valid & beat.last):
+                fsm.goto("IDLE")
         if sparse:
             self._layout_check(m, beat.data, state.check_layout, state.last_byte, state.pad_bits)
         return m
@@ -351,12 +352,12 @@ class RxController(wiring.Component):
             ]
         return hs
 
-    def _header_state(self, m, *, hs, byp, bump, sparse, h_sparse, h_index, h, h_n,
+    def _header_state(self, m, fsm, *, hs, byp, bump, sparse, h_sparse, h_index, h, h_n,
                       load_flags, state, beat):
         """The IDLE state: a header beat goes to every output that needs it in the same cycle and
         loads the frame's state; a bypassed frame's first beat goes to the bypass."""
         bypass_first_beat(m, hs.first_take, beat=beat, reason=self.i.payload.reason,
-                          reasons=RX_REASONS, bump=bump)
+                          reasons=RX_REASONS, bump=bump, goto=fsm.goto)
         if sparse:
             m.d.comb += [
                 self.order.payload.index.eq(h_sparse & h_index),
@@ -382,13 +383,13 @@ class RxController(wiring.Component):
                 # index layout with k = 0: the header is the whole frame
                 with m.If(~beat.last):
                     bump("size_errors")
-                    m.next = "DRAIN"
+                    fsm.goto("DRAIN")
             with m.Else():
                 with m.If(beat.last):
                     bump("size_errors")
-                m.next = "PAYLOAD"
+                fsm.goto("PAYLOAD")
 
-    def _payload_state(self, m, *, hs, state, sparse, beat, bump):
+    def _payload_state(self, m, fsm, *, hs, state, sparse, beat, bump):
         """The PAYLOAD state: payload beats to the unpacker, the index and the value paths, as the
         flags say (:meth:`_handshake`); zero beats where the input ended early."""
         advance = hs.advance
@@ -416,9 +417,9 @@ class RxController(wiring.Component):
                 m.d.sync += state.pad.eq(0)
                 with m.If(~state.pad & ~beat.last):
                     bump("size_errors")
-                    m.next = "DRAIN"
+                    fsm.goto("DRAIN")
                 with m.Else():
-                    m.next = "IDLE"
+                    fsm.goto("IDLE")
         m.d.comb += state.check_layout.eq(advance & ~state.pad & state.f_sparse & state.to_pay
                                           & state.pay_last)
 

@@ -265,8 +265,6 @@ class TxCoalescer(wiring.Component):
         frame is decided this cycle (the count restarts)."""
         timeout = self.cfg_idle_timeout
         since = Signal(32)
-        late = Signal()             # since ≥ timeout
-        late_soon = Signal()        # since + 1 ≥ timeout
         nxt = Signal(32)
         m.d.comb += nxt.eq(Mux(frame_ended, 0, Mux(since == 2**32 - 1, since, since + 1)))
         m.d.sync += since.eq(nxt)
@@ -274,18 +272,20 @@ class TxCoalescer(wiring.Component):
         ahead1 = Signal(34)
         ahead2 = Signal(34)
         m.d.comb += [ahead1.eq(since + 1 - timeout), ahead2.eq(since + 2 - timeout)]
-        m.d.sync += [
-            late.eq(Mux(frame_ended, timeout == 0, ~ahead1[-1])),
-            late_soon.eq(Mux(frame_ended, timeout <= 1, ~ahead2[-1])),
-        ]
-        enabled = Signal()
-        m.d.sync += enabled.eq(timeout != 0)
+        # Both flags are registers (the decisions read them without a gate): due with a
+        # beat when enabled (``timeout != 0``) and ``since ≥ timeout``; due when empty one
+        # cycle early, ``since + 1 ≥ timeout`` (it follows from the first). After a frame
+        # ends, ``since`` restarts at 0: due at once only for a timeout of 1 (when empty).
         # Close one cycle early when no beat is waiting, so that the close never delays a
         # header that arrives exactly ``idle_timeout`` cycles late.
+        enabled = Signal()
+        m.d.comb += enabled.eq(timeout != 0)
         due_empty = Signal()
         due_with_beat = Signal()
-        m.d.comb += [due_empty.eq(enabled & (late | late_soon)),
-                     due_with_beat.eq(enabled & late)]
+        m.d.sync += [
+            due_with_beat.eq(~frame_ended & enabled & ~ahead1[-1]),
+            due_empty.eq(Mux(frame_ended, timeout == 1, enabled & ~ahead2[-1])),
+        ]
         return due_empty, due_with_beat
 
     def _counter_events(self, m):
@@ -497,8 +497,7 @@ class TxCoalescer(wiring.Component):
         # acts.close_between`` less the idle close): a payload beat, or a header or
         # bypassed frame's first beat that closes the open frame, from registers in one
         # kept LUT, so that ``want_job`` is one LUT of it, ``d_valid`` and the idle close
-        due_wb = kept(m, due_with_beat, "due_with_beat")
-        idle_due = frame.is_open & ~frame.mid_frame & due_wb
+        idle_due = frame.is_open & ~frame.mid_frame & due_with_beat
         job_kind = kept(m, (kind == PrepKind.PAYLOAD)
                         | ((kind == PrepKind.HEADER) & frame.is_open & (~d.matches | idle_due))
                         | ((kind == PrepKind.BYPASS_FIRST) & idle_due), "job_kind")

@@ -383,14 +383,10 @@ class WirePacker(wiring.Component):
 
         # --- Stage 1: masked codes; the next frame's codes at lane 0; the counts. ---
         a_lanes = [Mux(s0_keep_a[e], s0_codes[e], 0) for e in range(n_lanes)]
-        b_lanes = []
-        for e in range(n_lanes):
-            lane = Signal(w, name=f"b_lane{e}")
-            with m.Switch(s0_split):
-                for s in range(n_lanes - e):
-                    with m.Case(s):
-                        m.d.comb += lane.eq(s0_codes[e + s])
-            b_lanes.append(Mux(s0_keep_b[e], lane, 0))
+        # lane e of the next frame's codes is code e + split: a tree of kept 4:1 pieces,
+        # which no LUT mapper can chain
+        b_lanes = [Mux(s0_keep_b[e], mux_tree(m, s0_split, s0_codes[e:], name=f"b_lane{e}"), 0)
+                   for e in range(n_lanes)]
         resid = Signal(4)           # codes of the open frame not yet in a whole word
         slot = Signal(max(slot_bits, 1))   # whole words of the open frame in its beat
         total = Signal(5)           # resid + take: 0…31

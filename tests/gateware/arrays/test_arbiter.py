@@ -11,6 +11,7 @@ below), and with no backpressure the output must carry every beat back to back.
 """
 
 import random
+import re
 from collections import deque
 
 import pytest
@@ -189,10 +190,15 @@ def test_converts_to_verilog(n):
 
 @pytest.mark.parametrize("n", [2, 5])
 def test_ready_is_a_register(n):
-    """No ready path crosses the arbiter: ``i[k].ready`` is a function of registers."""
+    """No ready path crosses the arbiter: ``i[k].ready`` is a register."""
     dut = FrameArbiter(n)
     seen = probe_registered_ready(dut, list(dut.i), [dut.o], seed=n)
     assert {r[k] for r in seen for k in range(n)} == {0, 1}
+    # and a flip-flop of its own, no LUT between it and the lane in front
+    text = verilog.convert(FrameArbiter(n), name="frame_arbiter")
+    assert re.search(rf"reg \[{n - 1}:0\] ready = {n}'h0*1;", text)
+    for k in range(n):
+        assert f"assign i__{k}__ready = ready[{k}];" in text
 
 
 class _NextGrant(wiring.Component):
