@@ -136,17 +136,12 @@ class FrameArbiter(wiring.Component):
             out.i.payload.eq(beat),
         ]
         # Each input's ready, ``onehot[k] & out.i.ready``, as a register: loaded with the
-        # next grant and the skid register's next state (free after the output register
-        # moves, taken by a beat offered while free), so the lane in front reads a
+        # next grant and the skid register's next ready, so the lane in front reads a
         # flip-flop.
         ready = Signal(n, init=1)
-        next_free = Signal()
         onehot_next = Signal(n)
-        m.d.comb += [
-            next_free.eq((~out.o.valid | out.o.ready) | (out.i.ready & ~out.i.valid)),
-            onehot_next.eq(onehot),
-        ]
-        m.d.sync += ready.eq(onehot_next & next_free.replicate(n))
+        m.d.comb += onehot_next.eq(onehot)
+        m.d.sync += ready.eq(onehot_next & out.ready_next.replicate(n))
         for k, s in enumerate(self.i):
             m.d.comb += s.ready.eq(ready[k])
 

@@ -110,6 +110,9 @@ class SkidBuffer(wiring.Component):
     ----------
     i : In(stream.Signature(shape))
     o : Out(stream.Signature(shape))
+    ready_next : Signal
+        What ``i.ready`` will be in the next cycle (combinational), for a block in
+        front that keeps registered copies of it.
 
     Notes
     -----
@@ -127,6 +130,7 @@ class SkidBuffer(wiring.Component):
         _check_shape(shape)
         self._shape = shape
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        self.ready_next = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -156,6 +160,9 @@ class SkidBuffer(wiring.Component):
             ]
         with m.Elif(self.i.valid & skid_free):
             m.d.sync += skid_free.eq(0)
+        # the rule above: free after the output register moves, taken by a beat offered
+        # while free
+        m.d.comb += self.ready_next.eq(advance | (skid_free & ~self.i.valid))
         return m
 
 

@@ -7,6 +7,7 @@ import random
 import pytest
 from amaranth import unsigned
 from amaranth.lib import data
+from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.common.stream import SkidBuffer
 from squeezenic_hw.sim.streams import run_stream
@@ -38,3 +39,25 @@ def test_ready_is_a_register():
 
 def test_bad_shape_is_rejected():
     rejected(SkidBuffer, "wide", match="shape")
+
+
+def test_ready_next_is_the_next_cycles_ready():
+    """``ready_next`` now is ``i.ready`` a cycle later, under random valid and ready."""
+    dut = SkidBuffer(unsigned(8))
+    rng = random.Random(3)
+    seen = set()
+
+    async def bench(ctx):
+        for _ in range(400):
+            ctx.set(dut.i.valid, rng.random() < 0.6)
+            ctx.set(dut.o.ready, rng.random() < 0.5)
+            predicted = ctx.get(dut.ready_next)
+            await ctx.tick()
+            assert ctx.get(dut.i.ready) == predicted
+            seen.add(predicted)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == {0, 1}
