@@ -14,12 +14,21 @@ import numpy as np
 
 from squeezenic_hw.reference.allreduce import allreduce
 from squeezenic_hw.reference.reduce_rx import ReduceReceiver
+from squeezenic_hw.sim.vectors import EDGE_F32_BITS
+from squeezenic_hw.spec.codecs import codec_info, f32_bits
 from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
 from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH, FLAG_STOCHASTIC
-from squeezenic_hw.spec.reduce import FLAG_GATHER, ReduceFields, ReduceReason, chunk_bounds
+from squeezenic_hw.spec.reduce import (
+    FLAG_GATHER,
+    ReduceFields,
+    ReduceReason,
+    chunk_bounds,
+    chunk_size,
+)
 
 __all__ = ["SETTINGS", "RingCase", "ring_case", "Frame", "MUTATIONS", "mutate",
-           "not_reduce_frames", "node_stream"]
+           "not_reduce_frames", "node_stream", "template_of", "edge_tensors", "lane_config",
+           "sums_by_frame"]
 
 #: Codec settings of every reducible family (the codec is the name before any "-").
 SETTINGS = {
@@ -248,3 +257,52 @@ def node_stream(ring, rank, rng, *, mutated=0.5, combined=0.1, other=0.05):
 def rng_of(*key):
     """A ``random.Random`` seeded from ``key`` (ints and strings)."""
     return random.Random(repr(key))
+
+
+#: Header bytes the frame-out writes itself: lengths, checksums, flags, n, 56–63.
+_WRITTEN = [16, 17, 24, 25, 38, 39, 40, 41, 45, 46, 47, *range(56, 64)]
+
+
+def template_of(frame, rng):
+    """The frame's header with the bytes the frame-out writes made garbage."""
+    header = bytearray(frame[:64])
+    for b in _WRITTEN:
+        header[b] = rng.randrange(256)
+    return int.from_bytes(header, "little")
+
+
+def edge_tensors(rng, nodes, elements, codec, param):
+    """Random tensors with a share of edge values (±0, subnormals, ±inf, NaN) and values
+    beyond the largest level (clamped codes)."""
+    xs = []
+    for _ in range(nodes):
+        x = rng.normal(size=elements).astype(np.float32)
+        edge = rng.random(elements) < 0.15
+        x[edge] = EDGE_F32_BITS[rng.integers(0, len(EDGE_F32_BITS), int(edge.sum()))].view(
+            np.float32)
+        big = rng.random(elements) < 0.1
+        x[big] = np.float32(1e6) * np.sign(rng.normal(size=int(big.sum())))
+        xs.append(x)
+    return xs
+
+
+def lane_config(case, nodes, rank=0, elements=0):
+    """The reduce lane's ``cfg`` (its stages') for node ``rank`` of a ring of ``case``."""
+    s = SETTINGS[case]
+    return {"enable": 1, "nodes": nodes, "rank": rank,
+            "codec": codec_info(case.split("-")[0]).id, "param": s.get("param", 0),
+            "stochastic": int(s.get("stochastic", False)),
+            "scale": f32_bits(s.get("scale", 1.0)), "aux": f32_bits(s.get("aux", 1.0)),
+            "elements": elements, "chunk": chunk_size(elements, nodes)}
+
+
+def sums_by_frame(jobs):
+    """The sums of a stream of sums jobs ``(sums, last)``, one list per frame."""
+    frames, frame = [], []
+    for sums, last in jobs:
+        frame += sums
+        if last:
+            frames.append(frame)
+            frame = []
+    assert frame == [], "a frame's last job is missing"
+    return frames

@@ -125,7 +125,7 @@ class Block:
             from squeezenic_hw.gateware.arrays.checker import FrameChecker
             return FrameChecker(port=a["port"])
         if k == "arbiter":
-            from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
+            from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
             return FrameArbiter(a["n"])
         if k == "frame_bus":
             from squeezenic_hw.gateware.arrays.frame_bus import FrameBusArbiter

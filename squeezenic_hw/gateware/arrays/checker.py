@@ -32,6 +32,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.common.frame_arbiter import thermometer_count
 from squeezenic_hw.gateware.common.layouts import (
     DATA_BYTES,
     AxisBeat,
@@ -41,8 +42,6 @@ from squeezenic_hw.gateware.common.layouts import (
     header_bytes,
 )
 from squeezenic_hw.spec.header import DEFAULT_PORT, FLAG_ENCODED, HDR
-
-from .arbiter import thermometer_count
 
 __all__ = ["FrameChecker", "CRC_POLY", "crc_advance", "crc_bytes", "advance_rows", "data_rows"]
 

@@ -14,6 +14,13 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.common.frame_arbiter import (
+    check_n_inputs,
+    none_set,
+    round_robin_next,
+    thermometer_count,
+    tree_or,
+)
 from squeezenic_hw.gateware.common.layouts import (
     BEAT_BITS,
     BareBeat,
@@ -21,8 +28,6 @@ from squeezenic_hw.gateware.common.layouts import (
     frame_bus_signature,
 )
 from squeezenic_hw.gateware.common.stream import SkidBuffer
-
-from .arbiter import check_n_inputs, none_set, round_robin_next, thermometer_count, tree_or
 
 __all__ = ["FrameBusArbiter"]
 

@@ -9,7 +9,7 @@ its codec's ratio asks (:func:`~squeezenic_hw.build.codec_choice.loopback_lanes`
 * :class:`TxArray`: lane ``k``'s :class:`GeneratorLane` (a
   :class:`~.arrays.generator.GradientGenerator` feeding a
   :class:`~.tx.lane.TxLane` made by :func:`generator_tx_lane`); a
-  :class:`~.arrays.arbiter.FrameArbiter`
+  :class:`~squeezenic_hw.gateware.common.frame_arbiter.FrameArbiter`
   merges the lanes' wire frames onto one stream, round robin by frame, with no
   idle cycle between frames while any lane has one ready. Per-lane buffering
   is the lane's own: its wire ring holds two of the largest wire frames and its
@@ -39,6 +39,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.build.codec_choice import gen_lanes_trusted
+from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
 from squeezenic_hw.gateware.common.layouts import (
     ELEMENTS_PER_BEAT,
     axis_signature,
@@ -65,7 +66,6 @@ from squeezenic_hw.spec.header import (
 )
 from squeezenic_hw.spec.scaling import MAX_LANES, SRC_PORT_BASE, lanes_for
 
-from .arbiter import FrameArbiter
 from .checker import FrameChecker
 from .distributor import FrameDistributor
 from .frame_bus import FrameBusArbiter

@@ -19,13 +19,12 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from squeezenic_hw.gateware.common.frame_arbiter import tree_or
 from squeezenic_hw.gateware.common.layouts import (
     BEAT_BITS,
     RING_HALVES,
     shared_ring_signature,
 )
-
-from .arbiter import tree_or
 
 __all__ = ["RingCluster"]
 

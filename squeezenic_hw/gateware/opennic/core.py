@@ -22,11 +22,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.build.params import PluginParams
-from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter
 from squeezenic_hw.gateware.arrays.lane_arrays import GeneratorLane, RxArray, TxArray
 from squeezenic_hw.gateware.arrays.source_port_splitter import SourcePortSplitter
 from squeezenic_hw.gateware.axil.bus import AxiLiteSignature
 from squeezenic_hw.gateware.axil.register_file import AxiLiteRegisterFile
+from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
 from squeezenic_hw.gateware.common.layouts import axis_signature
 from squeezenic_hw.gateware.lane.control import close_when_idle
 from squeezenic_hw.gateware.rx.lane import RxLane

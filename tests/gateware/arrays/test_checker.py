@@ -24,8 +24,8 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from squeezenic_hw.gateware.arrays import checker as fc
-from squeezenic_hw.gateware.arrays.arbiter import thermometer_count
 from squeezenic_hw.gateware.arrays.checker import FrameChecker
+from squeezenic_hw.gateware.common.frame_arbiter import thermometer_count
 from squeezenic_hw.gateware.common.layouts import DATA_BYTES
 from squeezenic_hw.reference.checker import CHECKER_KEYS, check_frames, is_host_frame
 from squeezenic_hw.sim.axis import AxisFrame, frame_beats

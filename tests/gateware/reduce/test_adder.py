@@ -28,13 +28,11 @@ from squeezenic_hw.reference.allreduce import allreduce, integer_hop
 from squeezenic_hw.reference.codecs import encode, unpack
 from squeezenic_hw.sim.axis import frame_beats
 from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
-from squeezenic_hw.sim.vectors import EDGE_F32_BITS
-from squeezenic_hw.spec.codecs import codec_info, f32_bits
 from squeezenic_hw.spec.frames import parse
-from squeezenic_hw.spec.reduce import ReduceFields, chunk_size
+from squeezenic_hw.spec.reduce import ReduceFields
 
 from support.checked_sink import CheckedSink, max_streak
-from support.reduce_frames import SETTINGS
+from support.reduce_frames import SETTINGS, edge_tensors, lane_config, sums_by_frame
 from support.shared_duts import shared
 from support.unused import rejected
 
@@ -43,28 +41,13 @@ _BEAT_MASK = (1 << data.Layout.cast(AxisBeat).size) - 1
 _LAST_AT = _LAYOUT["beat"].offset + data.Layout.cast(AxisBeat)["last"].offset
 
 
-def _tensors(rng, nodes, elements, codec, param):
-    """Random tensors with a share of edge values (±0, subnormals, ±inf, NaN) and values
-    beyond the largest level (clamped codes)."""
-    xs = []
-    for _ in range(nodes):
-        x = rng.normal(size=elements).astype(np.float32)
-        edge = rng.random(elements) < 0.15
-        x[edge] = EDGE_F32_BITS[rng.integers(0, len(EDGE_F32_BITS), int(edge.sum()))].view(
-            np.float32)
-        big = rng.random(elements) < 0.1
-        x[big] = np.float32(1e6) * np.sign(rng.normal(size=int(big.sum())))
-        xs.append(x)
-    return xs
-
-
 def hop_case(case, nodes, elements, rank, *, mtu=200, seed=0):
     """``(frames, codes, hops, settings)``: the reduce-phase frames node ``rank`` receives,
     its codes of each, and the reference's hop of each."""
     rng = np.random.default_rng(seed)
     settings = SETTINGS[case]
     codec = case.split("-")[0]
-    xs = _tensors(rng, nodes, elements, codec, settings.get("param", 0))
+    xs = edge_tensors(rng, nodes, elements, codec, settings.get("param", 0))
     result = allreduce(xs, codec, seed=seed, mtu=mtu, **settings)
     frames, codes, hops = [], [], []
     for f in result.links[(rank - 1) % nodes]:
@@ -105,22 +88,13 @@ def out_fields(frame):
     return (int(f.gather), f.contributions, f.origin, f.width, h.n, h.offset)
 
 
-def config(case, nodes, rank=0, elements=0):
-    s = SETTINGS[case]
-    return {"enable": 1, "nodes": nodes, "rank": rank,
-            "codec": codec_info(case.split("-")[0]).id, "param": s.get("param", 0),
-            "stochastic": int(s.get("stochastic", False)),
-            "scale": f32_bits(s.get("scale", 1.0)), "aux": f32_bits(s.get("aux", 1.0)),
-            "elements": elements, "chunk": chunk_size(elements, nodes)}
-
-
 def own_case(case, nodes, elements, rank, *, mtu=200, seed=0):
     """``(frames, codes)``: the frames node ``rank`` starts its own chunk with (k = 1) in
     the reference ring of :func:`hop_case`, and its codes of each."""
     rng = np.random.default_rng(seed)
     settings = SETTINGS[case]
     codec = case.split("-")[0]
-    xs = _tensors(rng, nodes, elements, codec, settings.get("param", 0))
+    xs = edge_tensors(rng, nodes, elements, codec, settings.get("param", 0))
     result = allreduce(xs, codec, seed=seed, mtu=mtu, **settings)
     frames, codes = [], []
     for f in result.links[rank]:
@@ -159,7 +133,7 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
            "host_cycles": []}
 
     async def wire(ctx):
-        ctx.set(dut.cfg, config(case, nodes, rank, elements))
+        ctx.set(dut.cfg, lane_config(case, nodes, rank, elements))
         sender = BeatSender(ctx, dut.i, idle=idle[0], rng=random.Random(seed + 1))
         await sender.wait_until(CONFIG_CYCLES)      # the derived configuration's registers
         if own is not None:
@@ -252,16 +226,11 @@ def check_outputs(out, frames, hops, own=()):
     assert oi == len(overflowed) and not beats and not fields
     assert out["counter"] == oi
     # the gather frames' sums, frame by frame, on finished
-    finished, frame = [], []
-    for sums, last in out["finished"]:
-        frame += sums
-        if last:
-            finished.append(frame)
-            frame = []
+    finished = sums_by_frame(out["finished"])
     gathers = [list(unpack(h[64:], ReduceFields.of(parse(h)).width, parse(h).n))
                for f, h in zip(frames, hops, strict=True)
                if ReduceFields.of(parse(h)).gather and not _overflowed(f, overflowed)]
-    assert finished == gathers and not frame
+    assert finished == gathers
     return oi
 
 

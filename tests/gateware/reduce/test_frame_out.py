@@ -20,12 +20,9 @@ from squeezenic_hw.spec.reduce import ReduceFields
 
 from support.beat_source import send_beats
 from support.checked_sink import CheckedSink, max_streak, take_beats
-from support.reduce_frames import SETTINGS
+from support.reduce_frames import SETTINGS, template_of
 from support.shared_duts import shared
 from support.unused import rejected
-
-#: Header bytes the frame-out writes itself: lengths, checksums, flags, n, 56–63.
-_WRITTEN = [16, 17, 24, 25, 38, 39, 40, 41, 45, 46, 47, *range(56, 64)]
 
 
 def link_frames(case, nodes, elements, *, mtu, seed):
@@ -34,14 +31,6 @@ def link_frames(case, nodes, elements, *, mtu, seed):
     settings = SETTINGS[case]
     result = allreduce(xs, case.split("-")[0], seed=seed, mtu=mtu, **settings)
     return [f for link in result.links for f in link], settings
-
-
-def template_of(frame, rng):
-    """The frame's header with the bytes the frame-out writes made garbage."""
-    header = bytearray(frame[:64])
-    for b in _WRITTEN:
-        header[b] = rng.randrange(256)
-    return int.from_bytes(header, "little")
 
 
 def run_frame_out(dut, case, nodes, frames, settings, *, idle=(0.0, 0.0), backpressure=0.0,

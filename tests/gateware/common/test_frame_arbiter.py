@@ -1,4 +1,4 @@
-"""Tests of :class:`~squeezenic_hw.gateware.arrays.arbiter.FrameArbiter`.
+"""Tests of :class:`~squeezenic_hw.gateware.common.frame_arbiter.FrameArbiter`.
 
 Every input gets random frames (1…1518 bytes, random ``tuser_src``/``tuser_dst``)
 sent by ``sim.axis.FrameSource`` with random idle cycles; ``sim.axis.FrameSink``
@@ -21,7 +21,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from squeezenic_hw.gateware.arrays.arbiter import FrameArbiter, none_set, round_robin_next
+from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter, none_set, round_robin_next
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource, frame_beats
 from squeezenic_hw.sim.streams import probe_registered_ready, simulation_of
 

@@ -1,0 +1,209 @@
+"""A node of the ring all-reduce, wire side, for the integer codecs (``docs/wire-format.md``
+section 8): the frames from the ring's predecessor checked, each reduce-phase frame turned
+into its successor's by the host's codes, each gather frame forked to the host and on, and
+everything the node does not take bypassed for the RX lane."""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
+from squeezenic_hw.gateware.common.layouts import BEAT_BITS, axis_signature
+from squeezenic_hw.gateware.common.stream import fifo_with_room
+from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT
+from squeezenic_hw.spec.reduce import INTEGER_CODECS, MAX_NODES, MIN_NODES
+
+from .adder import ReduceAdder
+from .checker import ReduceChecker
+from .code_aligner import host_codes_layout
+from .frame_out import ReduceFrameOut
+from .gather_fork import GatherFork
+from .layouts import ReduceConfig, ReduceFrameInfo, reduce_counters_layout, sums_job_layout
+
+__all__ = ["ReduceLane"]
+
+#: Entries of the queue of the fields of the gather frames this node finishes.
+_FINISHED_FIELDS_DEPTH = 16
+
+
+class ReduceLane(wiring.Component):
+    """One node of the ring: the :class:`~.checker.ReduceChecker`, the
+    :class:`~.adder.ReduceAdder`, the :class:`~.gather_fork.GatherFork` and the
+    :class:`~.frame_out.ReduceFrameOut` joined.
+
+    ::
+
+        i ─► checker ─┬─ take, reduce phase ─► adder ─► frame out ──┬─► arbiter ─► o
+                      │  take, gather phase ─► gather fork ─────────┘ forward
+                      │                          └─► gather_fields, gather_payload
+                      └─ bypass ──────────────────► arbiter ─► bypass
+                         adder overflow ─────────┘
+        host ─► adder;  adder ─► finished, finished_fields (the chunk this node finishes)
+
+    A frame taken goes by its phase (``gather``, on its header beat) to the adder or to the
+    fork. The frames the adder makes and those the fork forwards share the wire to the
+    successor, a whole frame at a time (round robin); the frames the checker bypasses and
+    those the adder overflows share ``bypass``, whole and unchanged, for the RX lane.
+
+    Parameters
+    ----------
+    codecs : iterable of str or int
+        The codecs built in; the integer ones among them (``fixed``, ``qsgd``, ``sign``),
+        at least one, are reduced, and reduce frames of any other fail the ``settings``
+        check (bypassed).
+    nodes, params, wire_depth, host_depth, mtu
+        As :class:`~.adder.ReduceAdder`'s.
+    port : int
+        The SqueezeNIC UDP port ``cfg_port`` starts at.
+    out_depth : int
+        Payload beats the outgoing frames' queue holds, 2 … 4096 (default 64; block RAM
+        from 64): at least the longest frame's ⌈(``mtu`` − 64)/64⌉.
+
+    Attributes
+    ----------
+    i : In(axis_signature())
+        Wire frames from the ring's predecessor.
+    o : Out(axis_signature())
+        Reduce frames to the successor: this node's hops of the reduce phase (its own
+        chunk's first) and the gather frames it forwards.
+    bypass : Out(axis_signature())
+        Every frame of ``i`` the node does not take, and every reduce-phase frame the
+        adder's wire queue had no room for, unchanged (for the RX lane; counted).
+    host : In(stream.Signature(host_codes_layout(code_width)))
+        The host's codes in ring order (section 8.1): its own chunk, then chunks
+        r − 1, r − 2, … (mod N).
+    finished : Out(stream.Signature(sums_job_layout(sum_width)))
+        The sums of the chunk this node finishes, job by job.
+    finished_fields : Out(stream.Signature(ReduceFrameInfo))
+        Each of that chunk's gather frames' fields (its ``offset`` and ``n``), in order.
+    gather_fields : Out(stream.Signature(ReduceFrameInfo))
+        Each gather frame taken: its fields.
+    gather_payload : Out(stream.Signature(unsigned(512)))
+        Each gather frame taken: its payload beats.
+    cfg : In(ReduceConfig)
+        The node's configuration, to every stage.
+    cfg_port : In(16), init ``port``
+    template : In(512)
+        The node's header for its successor (:class:`~.frame_out.ReduceFrameOut`).
+    start : In(1)
+        A pulse: an all-reduce begins (the adder's).
+    counters : Out(reduce_counters_layout())
+        The receive checks' counters.
+    overflows : Out(32)
+        Reduce-phase frames bypassed for want of room in the wire queue.
+
+    Notes
+    -----
+    Latency: a hop, from a frame's first beat on ``i`` (its codes waiting) to the
+    outgoing frame's first beat on ``o``: the checker's 9 cycles, the adder's, the frame
+    out's and the arbiter's 1. A gather frame forwarded: the checker's 9, the fork's 3,
+    the arbiter's 1.
+    Throughput: one beat per cycle on ``i`` and on ``o``, the host's codes one beat
+    of 16 a cycle (the adder's rule).
+    Backpressure: ``i.ready`` and ``host.ready`` are registers (the checker's and the
+    adder's). A taken frame waits while the adder or the fork is not ready (``take`` is
+    ready while both are); ``o``, ``bypass`` and the host-side outputs hold their beat
+    while not ready, and fill the queues behind them. Nothing is dropped or reordered
+    within an output.
+    """
+
+    def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
+                 params=range(2, 17), wire_depth=64, host_depth=64, mtu=DEFAULT_MTU,
+                 port=DEFAULT_PORT, out_depth=64):
+        self._adder = ReduceAdder(codecs=codecs, nodes=nodes, params=params,
+                                  wire_depth=wire_depth, host_depth=host_depth, mtu=mtu)
+        self._checker = ReduceChecker(port=port, codecs=self._adder.codecs)
+        longest = -(-(mtu - 64) // 64)
+        if isinstance(out_depth, bool) or not isinstance(out_depth, int) or not (
+                max(2, longest) <= out_depth <= 4096):
+            raise ValueError(f"out_depth must be an int from {max(2, longest)} (the longest "
+                             f"frame's payload beats at mtu {mtu}) to 4096, got {out_depth!r}")
+        self._frame_out = ReduceFrameOut(depth=out_depth)
+        self.codecs = self._adder.codecs
+        self.code_width = self._adder.code_width
+        self.sum_width = self._adder.sum_width
+        super().__init__({
+            "i": In(axis_signature()),
+            "o": Out(axis_signature()),
+            "bypass": Out(axis_signature()),
+            "host": In(stream.Signature(host_codes_layout(self.code_width))),
+            "finished": Out(stream.Signature(sums_job_layout(self.sum_width))),
+            "finished_fields": Out(stream.Signature(ReduceFrameInfo)),
+            "gather_fields": Out(stream.Signature(ReduceFrameInfo)),
+            "gather_payload": Out(stream.Signature(BEAT_BITS)),
+            "cfg": In(ReduceConfig),
+            "cfg_port": In(16, init=self._checker.port),
+            "template": In(BEAT_BITS),
+            "start": In(1),
+            "counters": Out(reduce_counters_layout()),
+            "overflows": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.checker = checker = self._checker
+        m.submodules.adder = adder = self._adder
+        m.submodules.fork = fork = GatherFork()
+        m.submodules.frame_out = frame_out = self._frame_out
+        m.submodules.wire_arbiter = wire = FrameArbiter(2)
+        m.submodules.bypass_arbiter = bypass = FrameArbiter(2)
+        for stage in (checker, adder, fork, frame_out):
+            m.d.comb += stage.cfg.eq(self.cfg)
+        m.d.comb += [
+            checker.cfg_port.eq(self.cfg_port),
+            frame_out.template.eq(self.template),
+            adder.start.eq(self.start),
+            self.counters.eq(checker.counters),
+            self.overflows.eq(adder.overflows),
+        ]
+        wiring.connect(m, checker.i, wiring.flipped(self.i))
+        wiring.connect(m, adder.host, wiring.flipped(self.host))
+
+        # the phase of the frame taken, from its header beat on
+        take = checker.take
+        to_fork = Signal()
+        gather = Mux(take.payload.first, take.payload.info.gather, to_fork)
+        with m.If(take.valid & take.ready & take.payload.first):
+            m.d.sync += to_fork.eq(take.payload.info.gather)
+        both_ready = adder.i.ready & fork.i.ready
+        m.d.comb += [
+            take.ready.eq(both_ready),
+            adder.i.valid.eq(take.valid & ~gather & fork.i.ready),
+            adder.i.payload.eq(take.payload),
+            fork.i.valid.eq(take.valid & gather & adder.i.ready),
+            fork.i.payload.eq(take.payload),
+        ]
+
+        # the adder's frames: every one to the frame out, the gather ones' fields also
+        # to the host side (this node finished their chunk)
+        fields_in = stream.Signature(ReduceFrameInfo).create()
+        fifo_with_room(m, "finished_fields_queue", fields_in, self.finished_fields,
+                       _FINISHED_FIELDS_DEPTH)
+        desc = adder.desc
+        is_gather = desc.payload.gather
+        m.d.comb += [
+            frame_out.desc.payload.eq(desc.payload),
+            fields_in.payload.eq(desc.payload),
+            desc.ready.eq(frame_out.desc.ready & fields_in.ready),
+            frame_out.desc.valid.eq(desc.valid & fields_in.ready),
+            fields_in.valid.eq(desc.valid & is_gather & frame_out.desc.ready),
+        ]
+        wiring.connect(m, frame_out.payload, adder.o)
+        wiring.connect(m, wiring.flipped(self.finished), adder.finished)
+        wiring.connect(m, wiring.flipped(self.gather_fields), fork.fields)
+        wiring.connect(m, wiring.flipped(self.gather_payload), fork.payload)
+
+        # the wire to the successor: made frames and forwarded gathers, frame by frame
+        wiring.connect(m, wire.i[0], frame_out.o)
+        wiring.connect(m, wire.i[1], fork.forward)
+        wiring.connect(m, wiring.flipped(self.o), wire.o)
+
+        # the frames for the RX lane: bypassed by the checker, overflowed by the adder
+        for k, source in enumerate((checker.bypass, adder.overflow)):
+            m.d.comb += [
+                bypass.i[k].valid.eq(source.valid),
+                bypass.i[k].payload.eq(source.payload.beat),
+                source.ready.eq(bypass.i[k].ready),
+            ]
+        wiring.connect(m, wiring.flipped(self.bypass), bypass.o)
+        return m
