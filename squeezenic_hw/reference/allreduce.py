@@ -14,15 +14,24 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from squeezenic_hw.spec.codecs import codec_info, f32_bits, validate_param
-from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
-from squeezenic_hw.spec.header import DEFAULT_MTU, FLAG_STOCHASTIC, HEADER_LEN, MAX_PKT_LEN
+from squeezenic_hw.spec.frames import Header, build_host_frame, build_wire_frame, parse
+from squeezenic_hw.spec.header import (
+    DEFAULT_HOST_ELEMENTS,
+    DEFAULT_MTU,
+    FLAG_STOCHASTIC,
+    HEADER_LEN,
+    MAX_PKT_LEN,
+)
 from squeezenic_hw.spec.reduce import (
     REDUCE_VERSION,
     ReduceFields,
     check_nodes,
     chunk_bounds,
+    contribution_fields,
+    host_flags,
     partial_width,
     reduce_family,
+    result_fields,
     ring_order,
     sums_per_frame,
 )
@@ -30,7 +39,7 @@ from squeezenic_hw.spec.reduce import (
 from .codecs import CANONICAL_NAN, decode, encode, from_bits, mul_f32, pack, unpack
 
 __all__ = ["AllReduceResult", "allreduce", "signed_codes", "add_f32", "float_error_terms",
-           "integer_hop", "integer_values"]
+           "integer_hop", "integer_values", "contribution_frames", "result_frames"]
 
 
 @dataclass(frozen=True)
@@ -299,3 +308,73 @@ def _integer_result(name, total, clamped, xs, nodes, scale, aux, stochastic):
     reciprocal = abs(float(aux32) * float(scale32) - 1.0) <= 2.0**-22
     bound = np.where(clamped | (not reciprocal), np.nan, bound)
     return value, bound
+
+
+def contribution_frames(tensor, rank, nodes, codec, *, param=0, scale=1.0, aux=1.0,
+                        stochastic=False, max_host_elements=DEFAULT_HOST_ELEMENTS,
+                        header=None):
+    """The contribution frames node ``rank``'s host sends (section 8.5): its ``tensor``
+    in ring order, chunk by chunk, ``max_host_elements`` values a frame at most (a
+    chunk's last frame the rest).
+
+    ``codec``, ``param``, ``scale``, ``aux`` and ``stochastic`` are the ring's settings
+    (``stochastic`` cleared for a codec without stochastic rounding, as
+    :func:`allreduce`); ``header`` gives the addresses and ports (``Header()`` if
+    ``None``)."""
+    x = np.ascontiguousarray(np.asarray(tensor, dtype=np.float32)).reshape(-1)
+    nodes = check_nodes(nodes)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < nodes:
+        raise ValueError(f"rank must be an int from 0 to {nodes - 1}, got {rank!r}")
+    step = _check_host_elements(max_host_elements)
+    base = _host_header(codec, param, scale, aux, header)
+    stochastic = bool(stochastic) and codec_info(codec).stochastic
+    out = []
+    for c in ring_order(rank, nodes):
+        lo, hi = chunk_bounds(x.size, nodes, c)
+        fields = contribution_fields(nodes, c)
+        for start in range(lo, hi, step):
+            part = x[start:min(start + step, hi)]
+            h = replace(base, flags=host_flags(fields, stochastic), seed=fields.seed_word,
+                        offset=start)
+            out.append(build_host_frame(h, part))
+    return out
+
+
+def result_frames(result, rank, codec, *, param=0, scale=1.0, aux=1.0, stochastic=False,
+                  max_host_elements=DEFAULT_HOST_ELEMENTS):
+    """The result frames node ``rank``'s host receives (section 8.5) in the ring of
+    ``result`` (an :class:`AllReduceResult` of these settings): for every gather frame
+    the node takes or makes, in the order of its links, its values in frames of at most
+    ``max_host_elements``, with that gather frame's addresses and ports."""
+    nodes = len(result.links)
+    step = _check_host_elements(max_host_elements)
+    stochastic = bool(stochastic) and codec_info(codec).stochastic
+    values = result.results[rank]
+    taken = [f for f in result.links[(rank - 1) % nodes] if ReduceFields.of(parse(f)).gather]
+    made = [f for f in result.links[rank]
+            if (lambda g: g.gather and g.origin == (rank + 1) % nodes)(
+                ReduceFields.of(parse(f)))]
+    out = []
+    for f in made + taken:
+        h = parse(f)
+        fields = result_fields(nodes, ReduceFields.of(h).origin)
+        base = replace(_host_header(codec, param, scale, aux, h),
+                       flags=host_flags(fields, stochastic), seed=fields.seed_word)
+        for start in range(h.offset, h.offset + h.n, step):
+            part = values[start:min(start + step, h.offset + h.n)]
+            out.append(build_host_frame(replace(base, offset=start), part))
+    return out
+
+
+def _check_host_elements(value):
+    most = (MAX_PKT_LEN - HEADER_LEN) // 4        # a host frame fits the longest frame
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ValueError(f"max_host_elements must be an int from 1 to {most}, got {value!r}")
+    return value
+
+
+def _host_header(codec, param, scale, aux, header):
+    info = codec_info(codec)
+    return replace(Header() if header is None else header, version=REDUCE_VERSION,
+                   codec=info.id, param=validate_param(info.name, param),
+                   scale_bits=f32_bits(scale), aux_bits=f32_bits(aux))

@@ -2,6 +2,9 @@
 8.4), in plain Python: whether a frame is taken into the reduce lane or bypassed to the
 host, and why.
 
+The same for the contribution frames of its host (section 8.5):
+:class:`ContributionReceiver`.
+
 A :class:`ReduceReceiver` holds the node's configuration and, per chunk and phase, the
 offset it expects next; :meth:`ReduceReceiver.receive` judges one frame, checks in the
 order of section 8.4, and counts it (:data:`~squeezenic_hw.spec.counters.REDUCE_COUNTERS`).
@@ -11,21 +14,38 @@ from collections import Counter
 from dataclasses import dataclass
 
 from squeezenic_hw.spec.codecs import codec_info, f32_bits, validate_param
-from squeezenic_hw.spec.counters import REDUCE_COUNTERS, reduce_counter_name
-from squeezenic_hw.spec.frames import BypassReason, classify_wire_frame
-from squeezenic_hw.spec.header import DEFAULT_PORT, FLAG_ENCODED, FLAG_STOCHASTIC, check_port
+from squeezenic_hw.spec.counters import (
+    CONTRIBUTION_COUNTERS,
+    REDUCE_COUNTERS,
+    contribution_counter_name,
+    reduce_counter_name,
+)
+from squeezenic_hw.spec.frames import BypassReason, check_transport, classify_wire_frame
+from squeezenic_hw.spec.header import (
+    DEFAULT_PORT,
+    FLAG_ENCODED,
+    FLAG_FLUSH,
+    FLAG_STOCHASTIC,
+    HEADER_LEN,
+    check_port,
+)
 from squeezenic_hw.spec.reduce import (
+    FLAG_GATHER,
+    HOST_VALUE_WIDTH,
     REDUCE_FLAGS_RESERVED,
     REDUCE_VERSION,
+    ContributionReason,
     ReduceFields,
     ReduceReason,
     check_nodes,
     chunk_bounds,
+    next_host_position,
     partial_width,
     reduce_frame_length,
 )
 
-__all__ = ["TakenFrame", "ReduceVerdict", "ReduceReceiver"]
+__all__ = ["TakenFrame", "ReduceVerdict", "ReduceReceiver", "ContributionVerdict",
+           "ContributionReceiver"]
 
 #: Largest tensor a node's configuration describes: offsets are 32-bit.
 MAX_ELEMENTS = 2**32 - 1
@@ -182,3 +202,89 @@ class ReduceReceiver:
             gather=f.gather, contributions=k, origin=origin, offset=h.offset, n=h.n,
             width=f.width))
 
+
+@dataclass(frozen=True)
+class ContributionVerdict:
+    """What a node does with one frame from its host: ``reason`` ``None`` when it is not a
+    contribution frame (it goes to the TX lane, no contribution counter counts it);
+    ``NONE`` when it is taken (``chunk``, ``offset``, ``n`` then say which elements);
+    any other reason when it is a contribution frame passed on for that reason."""
+    reason: ContributionReason | None
+    chunk: int | None = None
+    offset: int = 0
+    n: int = 0
+
+    @property
+    def taken(self):
+        return self.reason is ContributionReason.NONE
+
+
+class ContributionReceiver:
+    """Node ``rank``'s checks on the frames of its host (section 8.5): which are
+    contribution frames it takes, in ring order, and why the others are passed on.
+
+    Parameters and attributes as :class:`ReduceReceiver`'s; ``counters`` are keyed by
+    :data:`~squeezenic_hw.spec.counters.CONTRIBUTION_COUNTERS`, and :attr:`position` is
+    the ``(chunk, offset)`` the node expects next (``(None, 0)`` when every chunk is
+    empty).
+    """
+
+    def __init__(self, nodes, rank, codec, *, elements, param=0, scale=1.0, aux=1.0,
+                 stochastic=False, enabled=True, port=DEFAULT_PORT):
+        self._ring = ReduceReceiver(nodes, rank, codec, elements=elements, param=param,
+                                    scale=scale, aux=aux, stochastic=stochastic,
+                                    enabled=enabled, port=port)
+        self.nodes, self.rank, self.elements = nodes, rank, elements
+        self.counters = Counter(dict.fromkeys(CONTRIBUTION_COUNTERS, 0))
+        self._enabled = bool(enabled)
+        self.position = self._start()
+
+    def _start(self):
+        return next_host_position(self.elements, self.nodes, self.rank, None, 0)
+
+    @property
+    def enabled(self):
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, value):
+        self._enabled = bool(value)
+        if not self._enabled:
+            self.position = self._start()
+
+    def receive(self, frame, tuser_size=None):
+        """Judge one frame from the host and count it; a frame taken moves the expected
+        position on. Returns a :class:`ContributionVerdict`."""
+        verdict = self._judge(bytes(frame), tuser_size)
+        if verdict.reason is not None:
+            self.counters[contribution_counter_name(verdict.reason)] += 1
+        if verdict.taken:
+            self.position = next_host_position(self.elements, self.nodes, self.rank,
+                                               verdict.chunk, verdict.offset + verdict.n)
+        return verdict
+
+    def _judge(self, frame, tuser_size):
+        h, reason = check_transport(frame, port=self._ring.port, tuser_size=tuser_size)
+        if reason is not None or h.version != REDUCE_VERSION or h.flags & FLAG_ENCODED:
+            return ContributionVerdict(None)
+        if not self._enabled:
+            return ContributionVerdict(ContributionReason.DISABLED)
+        size = len(frame) if tuser_size is None else int(tuser_size)
+        if h.n == 0 or size != HEADER_LEN + 4 * h.n or len(frame) != size:
+            return ContributionVerdict(ContributionReason.LENGTH)
+        if h.flags & (REDUCE_FLAGS_RESERVED | FLAG_FLUSH | FLAG_GATHER):
+            return ContributionVerdict(ContributionReason.FLAGS)
+        ring = self._ring
+        if (h.codec, h.param, bool(h.flags & FLAG_STOCHASTIC), h.scale_bits, h.aux_bits) != (
+                ring.codec, ring.param, ring.stochastic, ring.scale_bits, ring.aux_bits):
+            return ContributionVerdict(ContributionReason.SETTINGS)
+        f = ReduceFields.of(h)
+        if f.nodes != self.nodes:
+            return ContributionVerdict(ContributionReason.NODES)
+        if f.contributions != 0 or f.width != HOST_VALUE_WIDTH:
+            return ContributionVerdict(ContributionReason.FIELDS)
+        chunk, offset = self.position
+        if chunk is None or (f.origin, h.offset) != (chunk, offset) or (
+                h.offset + h.n > chunk_bounds(self.elements, self.nodes, chunk)[1]):
+            return ContributionVerdict(ContributionReason.OFFSET)
+        return ContributionVerdict(ContributionReason.NONE, chunk, h.offset, h.n)

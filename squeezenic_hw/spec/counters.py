@@ -2,10 +2,11 @@
 reference's counters, the hardware's counter structs and the register map, in one order."""
 
 from .frames import RX_REASONS, TX_REASONS
-from .reduce import ReduceReason
+from .reduce import ContributionReason, ReduceReason
 
 __all__ = ["CLOSE_REASONS", "tx_counter_names", "rx_counter_names", "TX_COUNTERS", "RX_COUNTERS",
-           "TRUSTED_TX_COUNTERS", "reduce_counter_name", "REDUCE_COUNTERS"]
+           "TRUSTED_TX_COUNTERS", "reduce_counter_name", "REDUCE_COUNTERS",
+           "contribution_counter_name", "CONTRIBUTION_COUNTERS"]
 
 #: Reasons a TX wire frame closes (counter ``close_<reason>``).
 CLOSE_REASONS = ("full", "mismatch", "flush", "idle", "end")
@@ -45,3 +46,14 @@ def reduce_counter_name(reason):
 #: Counter names of a node's reduce checks (``docs/wire-format.md`` section 8.4): the
 #: frames taken, then one per :class:`~.reduce.ReduceReason` in check order.
 REDUCE_COUNTERS = tuple(reduce_counter_name(r) for r in ReduceReason)
+
+
+def contribution_counter_name(reason):
+    """The counter key of a :class:`~.reduce.ContributionReason`: ``contribution_taken``
+    for ``NONE``, else ``contribution_<reason>``."""
+    return ("contribution_taken" if reason is ContributionReason.NONE
+            else f"contribution_{reason.name.lower()}")
+
+
+#: Counter names of a node's checks on its host's contribution frames (section 8.5).
+CONTRIBUTION_COUNTERS = tuple(contribution_counter_name(r) for r in ContributionReason)

@@ -14,6 +14,8 @@ from .header import DEFAULT_PORT, FLAG_ENCODED, FLAG_STOCHASTIC, HEADER_LEN
 __all__ = [
     "REDUCE_VERSION", "FLAG_GATHER", "REDUCE_FLAGS_RESERVED", "MIN_NODES", "MAX_NODES",
     "INTEGER_CODECS", "FLOAT_CODECS", "ReduceFields", "ReduceReason", "check_nodes",
+    "ContributionReason", "HOST_VALUE_WIDTH", "contribution_fields", "result_fields",
+    "host_flags", "next_host_position",
     "reduce_family", "partial_width", "chunk_size", "chunk_bounds", "ring_order",
     "sums_per_frame", "reduce_frame_length", "REDUCE_HDR", "FRAME_REDUCE_REASONS",
     "classify_reduce_frame",
@@ -147,6 +149,60 @@ class ReduceReason(enum.IntEnum):
     PHASE = 7
     OFFSET = 8
     DUPLICATE = 9
+
+
+class ContributionReason(enum.IntEnum):
+    """Why a node passes a contribution frame on to the TX lane instead of taking it
+    (section 8.5), in the order of the checks; each has a counter."""
+    NONE = 0
+    DISABLED = 1
+    LENGTH = 2
+    FLAGS = 3
+    SETTINGS = 4
+    NODES = 5
+    FIELDS = 6
+    OFFSET = 7
+
+
+#: ``width`` of the hosts' reduce frames (section 8.5): their payload is fp32 values.
+HOST_VALUE_WIDTH = 32
+
+
+def contribution_fields(nodes, origin):
+    """Bytes 56–59 and flags of a contribution frame of chunk ``origin`` (section 8.5)."""
+    return ReduceFields(contributions=0, width=HOST_VALUE_WIDTH, nodes=nodes, origin=origin)
+
+
+def result_fields(nodes, origin):
+    """Bytes 56–59 and flags of a result frame of chunk ``origin`` (section 8.5)."""
+    return ReduceFields(contributions=nodes, width=HOST_VALUE_WIDTH, nodes=nodes,
+                        origin=origin, gather=True)
+
+
+def host_flags(fields, stochastic):
+    """The ``flags`` of a host-side reduce frame: ``encoded`` 0, ``stochastic``, ``gather``
+    as ``fields``."""
+    return fields.flags(stochastic) & ~FLAG_ENCODED
+
+
+def next_host_position(elements, nodes, rank, chunk, offset):
+    """``(chunk, offset)`` a node expects of its host after ``offset`` in ``chunk``
+    (section 8.5): ``offset`` itself inside the chunk, else the start of the next non-empty
+    chunk in ring order (after the last, the first again). ``chunk`` is ``None`` to ask
+    for the first position of an all-reduce; ``(None, 0)`` when every chunk is empty."""
+    order = ring_order(rank, nodes)
+    if chunk is not None:
+        lo, hi = chunk_bounds(elements, nodes, chunk)
+        if offset < hi:
+            return chunk, offset
+        later = order[order.index(chunk) + 1:]
+    else:
+        later = order
+    for c in later + order:
+        lo, hi = chunk_bounds(elements, nodes, c)
+        if lo < hi:
+            return c, lo
+    return None, 0
 
 
 #: The checks of section 8.4 that every node makes alike, whatever its configuration,

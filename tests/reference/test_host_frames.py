@@ -1,0 +1,160 @@
+"""Tests of the hosts' reduce frames (``docs/wire-format.md`` section 8.5): the contribution
+frames a host sends (:func:`~squeezenic_hw.reference.allreduce.contribution_frames`), the
+result frames it receives (:func:`~squeezenic_hw.reference.allreduce.result_frames`) and a
+node's checks on its host's frames
+(:class:`~squeezenic_hw.reference.reduce_rx.ContributionReceiver`)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from squeezenic_hw.reference.allreduce import allreduce, contribution_frames, result_frames
+from squeezenic_hw.reference.reduce_rx import ContributionReceiver
+from squeezenic_hw.spec.counters import CONTRIBUTION_COUNTERS
+from squeezenic_hw.spec.frames import build_host_frame, parse
+from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH
+from squeezenic_hw.spec.reduce import (
+    FLAG_GATHER,
+    ContributionReason,
+    ReduceFields,
+    chunk_bounds,
+    next_host_position,
+    ring_order,
+)
+
+from support.reduce_frames import SETTINGS
+
+CASES = ["fixed", "qsgd-stochastic", "sign", "raw", "natural-stochastic"]
+
+
+def _ring(case, nodes, elements, seed=0):
+    rng = np.random.default_rng(seed)
+    xs = [rng.normal(size=elements).astype(np.float32) for _ in range(nodes)]
+    codec = case.split("-")[0]
+    return xs, codec, SETTINGS[case], allreduce(xs, codec, seed=seed, mtu=200,
+                                                **SETTINGS[case])
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("nodes, elements, step", [(2, 1000, 363), (3, 7, 2), (4, 2, 1),
+                                                   (5, 101, 9)])
+def test_contributions_cover_the_tensor_in_ring_order(case, nodes, elements, step):
+    xs, codec, settings, _ = _ring(case, nodes, elements)
+    for r in range(nodes):
+        frames = contribution_frames(xs[r], r, nodes, codec, max_host_elements=step,
+                                     **settings)
+        receiver = ContributionReceiver(nodes, r, codec, elements=elements, **settings)
+        values, chunks = [], []
+        for f in frames:
+            h = parse(f)
+            fields = ReduceFields.of(h)
+            assert len(f) == 64 + 4 * h.n and 1 <= h.n <= step
+            assert (h.version, h.flags & (FLAG_ENCODED | FLAG_GATHER)) == (2, 0)
+            assert (fields.contributions, fields.width, fields.nodes) == (0, 32, nodes)
+            lo, hi = chunk_bounds(elements, nodes, fields.origin)
+            assert lo <= h.offset and h.offset + h.n <= hi
+            assert receiver.receive(f).taken
+            values.append((h.offset, np.frombuffer(f[64:], np.float32)))
+            if not chunks or chunks[-1] != fields.origin:
+                chunks.append(fields.origin)
+        assert chunks == [c for c in ring_order(r, nodes)
+                          if chunk_bounds(elements, nodes, c)[0]
+                          < chunk_bounds(elements, nodes, c)[1]]
+        got = np.concatenate([v for _, v in sorted(values, key=lambda t: t[0])]) if values \
+            else np.zeros(0, np.float32)
+        assert got.view(np.uint32).tolist() == xs[r].view(np.uint32).tolist()
+        assert receiver.counters["contribution_taken"] == len(frames)
+        # a second all-reduce of the same size starts over
+        assert receiver.position == next_host_position(elements, nodes, r, None, 0)
+        if frames:
+            assert receiver.receive(frames[0]).taken
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("nodes, elements, step", [(3, 1000, 363), (4, 5, 2), (2, 1, 1)])
+def test_results_are_every_chunk_once(case, nodes, elements, step):
+    xs, codec, settings, result = _ring(case, nodes, elements, seed=nodes)
+    for r in range(nodes):
+        frames = result_frames(result, r, codec, max_host_elements=step, **settings)
+        got = np.zeros(elements, np.float32)
+        seen = np.zeros(elements, int)
+        for f in frames:
+            h = parse(f)
+            fields = ReduceFields.of(h)
+            assert len(f) == 64 + 4 * h.n and 1 <= h.n <= step
+            assert (h.version, h.flags & (FLAG_ENCODED | FLAG_GATHER)) == (2, FLAG_GATHER)
+            assert (fields.contributions, fields.width, fields.nodes) == (nodes, 32, nodes)
+            lo, hi = chunk_bounds(elements, nodes, fields.origin)
+            assert lo <= h.offset and h.offset + h.n <= hi
+            got[h.offset:h.offset + h.n] = np.frombuffer(f[64:], np.float32)
+            seen[h.offset:h.offset + h.n] += 1
+        assert (seen == 1).all()
+        assert got.view(np.uint32).tolist() == result.results[r].view(np.uint32).tolist()
+
+
+def _mutations(frame):
+    """One contribution frame made to fail each check, by reason."""
+    h = parse(frame)
+    fields = ReduceFields.of(h)
+    values = np.frombuffer(frame[64:], np.float32)
+
+    def build(**kw):
+        return build_host_frame(replace(h, **kw), values)
+    return {
+        ContributionReason.LENGTH: frame[:46] + (h.n + 1).to_bytes(2, "little") + frame[48:],
+        ContributionReason.FLAGS: build(flags=h.flags | FLAG_FLUSH),
+        ContributionReason.SETTINGS: build(aux_bits=h.aux_bits ^ 1),
+        ContributionReason.NODES: build(seed=replace(fields, nodes=fields.nodes + 1)
+                                        .seed_word),
+        ContributionReason.FIELDS: build(seed=replace(fields, width=31).seed_word),
+        ContributionReason.OFFSET: build(offset=h.offset + 1),
+    }
+
+
+@pytest.mark.parametrize("reason", [r for r in ContributionReason
+                                    if r not in (ContributionReason.NONE,
+                                                 ContributionReason.DISABLED)])
+def test_each_check_passes_its_frame_on_and_counts_it(reason):
+    xs, codec, settings, _ = _ring("fixed", 3, 100)
+    frames = contribution_frames(xs[1], 1, 3, codec, max_host_elements=10, **settings)
+    receiver = ContributionReceiver(3, 1, codec, elements=100, **settings)
+    for k, f in enumerate(frames):
+        if k == 4:
+            bad = _mutations(f)[reason]
+            assert receiver.receive(bad).reason is reason
+        assert receiver.receive(f).taken, k     # the bad frame did not move the position
+    assert receiver.counters[f"contribution_{reason.name.lower()}"] == 1
+    assert sum(receiver.counters[c] for c in CONTRIBUTION_COUNTERS) == len(frames) + 1
+
+
+def test_out_of_ring_order_and_disabled():
+    xs, codec, settings, _ = _ring("sign", 4, 40)
+    frames = contribution_frames(xs[2], 2, 4, codec, **settings)
+    receiver = ContributionReceiver(4, 2, codec, elements=40, **settings)
+    # the chunk after the own one first: offset
+    assert receiver.receive(frames[1]).reason is ContributionReason.OFFSET
+    assert receiver.receive(frames[0]).taken
+    receiver.enabled = False
+    assert receiver.receive(frames[1]).reason is ContributionReason.DISABLED
+    receiver.enabled = True          # forgets the position: the own chunk again
+    assert receiver.receive(frames[1]).reason is ContributionReason.OFFSET
+    assert receiver.receive(frames[0]).taken
+
+
+def test_frames_that_are_not_contributions_count_nowhere():
+    xs, codec, settings, result = _ring("fixed", 2, 50)
+    receiver = ContributionReceiver(2, 0, codec, elements=50, **settings)
+    wire = result.links[0][0]                     # encoded = 1: a reduce frame
+    v1 = build_host_frame(replace(parse(wire), version=1, flags=0), np.zeros(3, np.float32))
+    for f in (wire, v1, b"\0" * 60):
+        assert receiver.receive(f).reason is None
+    assert sum(receiver.counters.values()) == 0
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ValueError, match="max_host_elements"):
+        contribution_frames(np.zeros(4, np.float32), 0, 2, "fixed", param=8,
+                            max_host_elements=0)
+    with pytest.raises(ValueError, match="rank"):
+        contribution_frames(np.zeros(4, np.float32), 2, 2, "fixed", param=8)
