@@ -79,7 +79,22 @@ class ReduceVerdict:
         return self.reason is ReduceReason.NONE
 
 
-class ReduceReceiver:
+class _Enabled:
+    """``enabled``: a node's reduce enable; disabling it makes the node forget its
+    state (``_forget``)."""
+
+    @property
+    def enabled(self):
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, value):
+        self._enabled = bool(value)
+        if not self._enabled:
+            self._forget()
+
+
+class ReduceReceiver(_Enabled):
     """Node ``rank`` of a ring of ``nodes``: the checks of section 8.4 on each frame it
     receives from node ``rank − 1``.
 
@@ -129,15 +144,14 @@ class ReduceReceiver:
         self._expected = {}
         self._enabled = bool(enabled)
 
-    @property
-    def enabled(self):
-        return self._enabled
+    def _forget(self):
+        self._expected.clear()
 
-    @enabled.setter
-    def enabled(self, value):
-        self._enabled = bool(value)
-        if not self._enabled:
-            self._expected.clear()
+    def same_settings(self, h):
+        """Whether header ``h`` carries the ring's codec settings (check ``settings``)."""
+        return (h.codec, h.param, bool(h.flags & FLAG_STOCHASTIC), h.scale_bits,
+                h.aux_bits) == (self.codec, self.param, self.stochastic, self.scale_bits,
+                                self.aux_bits)
 
     def expected(self, chunk, gather):
         """The offset the node takes next of ``chunk`` in the reduce (``gather`` false) or
@@ -176,8 +190,7 @@ class ReduceReceiver:
             return ReduceVerdict(ReduceReason.LENGTH)
         if h.flags & (REDUCE_FLAGS_RESERVED | FLAG_ENCODED) != FLAG_ENCODED:
             return ReduceVerdict(ReduceReason.FLAGS)
-        if (h.codec, h.param, bool(h.flags & FLAG_STOCHASTIC), h.scale_bits, h.aux_bits) != (
-                self.codec, self.param, self.stochastic, self.scale_bits, self.aux_bits):
+        if not self.same_settings(h):
             return ReduceVerdict(ReduceReason.SETTINGS)
         if f.nodes != nodes:
             return ReduceVerdict(ReduceReason.NODES)
@@ -219,7 +232,7 @@ class ContributionVerdict:
         return self.reason is ContributionReason.NONE
 
 
-class ContributionReceiver:
+class ContributionReceiver(_Enabled):
     """Node ``rank``'s checks on the frames of its host (section 8.5): which are
     contribution frames it takes, in ring order, and why the others are passed on.
 
@@ -242,15 +255,8 @@ class ContributionReceiver:
     def _start(self):
         return next_host_position(self.elements, self.nodes, self.rank, None, 0)
 
-    @property
-    def enabled(self):
-        return self._enabled
-
-    @enabled.setter
-    def enabled(self, value):
-        self._enabled = bool(value)
-        if not self._enabled:
-            self.position = self._start()
+    def _forget(self):
+        self.position = self._start()
 
     def receive(self, frame, tuser_size=None):
         """Judge one frame from the host and count it; a frame taken moves the expected
@@ -274,9 +280,7 @@ class ContributionReceiver:
             return ContributionVerdict(ContributionReason.LENGTH)
         if h.flags & (REDUCE_FLAGS_RESERVED | FLAG_FLUSH | FLAG_GATHER):
             return ContributionVerdict(ContributionReason.FLAGS)
-        ring = self._ring
-        if (h.codec, h.param, bool(h.flags & FLAG_STOCHASTIC), h.scale_bits, h.aux_bits) != (
-                ring.codec, ring.param, ring.stochastic, ring.scale_bits, ring.aux_bits):
+        if not self._ring.same_settings(h):
             return ContributionVerdict(ContributionReason.SETTINGS)
         f = ReduceFields.of(h)
         if f.nodes != self.nodes:
