@@ -13,7 +13,7 @@ from squeezenic_hw.reference.allreduce import allreduce, contribution_frames, re
 from squeezenic_hw.reference.reduce_rx import ContributionReceiver
 from squeezenic_hw.spec.counters import CONTRIBUTION_COUNTERS
 from squeezenic_hw.spec.frames import build_host_frame, parse
-from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH
+from squeezenic_hw.spec.header import FLAG_ENCODED
 from squeezenic_hw.spec.reduce import (
     FLAG_GATHER,
     ContributionReason,
@@ -23,7 +23,7 @@ from squeezenic_hw.spec.reduce import (
     ring_order,
 )
 
-from support.reduce_frames import SETTINGS
+from support.reduce_frames import SETTINGS, contribution_mutations
 
 CASES = ["fixed", "qsgd-stochastic", "sign", "raw", "natural-stochastic"]
 
@@ -93,25 +93,6 @@ def test_results_are_every_chunk_once(case, nodes, elements, step):
         assert got.view(np.uint32).tolist() == result.results[r].view(np.uint32).tolist()
 
 
-def _mutations(frame):
-    """One contribution frame made to fail each check, by reason."""
-    h = parse(frame)
-    fields = ReduceFields.of(h)
-    values = np.frombuffer(frame[64:], np.float32)
-
-    def build(**kw):
-        return build_host_frame(replace(h, **kw), values)
-    return {
-        ContributionReason.LENGTH: frame[:46] + (h.n + 1).to_bytes(2, "little") + frame[48:],
-        ContributionReason.FLAGS: build(flags=h.flags | FLAG_FLUSH),
-        ContributionReason.SETTINGS: build(aux_bits=h.aux_bits ^ 1),
-        ContributionReason.NODES: build(seed=replace(fields, nodes=fields.nodes + 1)
-                                        .seed_word),
-        ContributionReason.FIELDS: build(seed=replace(fields, width=31).seed_word),
-        ContributionReason.OFFSET: build(offset=h.offset + 1),
-    }
-
-
 @pytest.mark.parametrize("reason", [r for r in ContributionReason
                                     if r not in (ContributionReason.NONE,
                                                  ContributionReason.DISABLED)])
@@ -121,11 +102,12 @@ def test_each_check_passes_its_frame_on_and_counts_it(reason):
     receiver = ContributionReceiver(3, 1, codec, elements=100, **settings)
     for k, f in enumerate(frames):
         if k == 4:
-            bad = _mutations(f)[reason]
-            assert receiver.receive(bad).reason is reason
+            for bad in contribution_mutations(f)[reason]:
+                assert receiver.receive(bad).reason is reason
         assert receiver.receive(f).taken, k     # the bad frame did not move the position
-    assert receiver.counters[f"contribution_{reason.name.lower()}"] == 1
-    assert sum(receiver.counters[c] for c in CONTRIBUTION_COUNTERS) == len(frames) + 1
+    bad = len(contribution_mutations(frames[4])[reason])
+    assert receiver.counters[f"contribution_{reason.name.lower()}"] == bad
+    assert sum(receiver.counters[c] for c in CONTRIBUTION_COUNTERS) == len(frames) + bad
 
 
 def test_out_of_ring_order_and_disabled():

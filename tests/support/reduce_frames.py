@@ -16,10 +16,11 @@ from squeezenic_hw.reference.allreduce import allreduce
 from squeezenic_hw.reference.reduce_rx import ReduceReceiver
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS
 from squeezenic_hw.spec.codecs import codec_info, f32_bits
-from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
+from squeezenic_hw.spec.frames import Header, build_host_frame, build_wire_frame, parse
 from squeezenic_hw.spec.header import FLAG_ENCODED, FLAG_FLUSH, FLAG_STOCHASTIC
 from squeezenic_hw.spec.reduce import (
     FLAG_GATHER,
+    ContributionReason,
     ReduceFields,
     ReduceReason,
     chunk_bounds,
@@ -28,7 +29,7 @@ from squeezenic_hw.spec.reduce import (
 
 __all__ = ["SETTINGS", "RingCase", "ring_case", "Frame", "MUTATIONS", "mutate",
            "not_reduce_frames", "node_stream", "template_of", "edge_tensors", "lane_config",
-           "sums_by_frame"]
+           "sums_by_frame", "contribution_mutations"]
 
 #: Codec settings of every reducible family (the codec is the name before any "-").
 SETTINGS = {
@@ -306,3 +307,31 @@ def sums_by_frame(jobs):
             frame = []
     assert frame == [], "a frame's last job is missing"
     return frames
+
+
+def contribution_mutations(frame):
+    """The contribution frame ``frame`` made to fail each check of section 8.5 (but
+    ``disabled``): ``{ContributionReason: [frames]}``, each frame failing that check first
+    (``length``: an ``n`` its length disagrees with, and ``n`` = 0 in a header alone)."""
+    h = parse(frame)
+    fields = ReduceFields.of(h)
+    values = np.frombuffer(frame[64:], np.float32)
+
+    def build(**kw):
+        return build_host_frame(replace(h, **kw), values)
+    return {
+        ContributionReason.LENGTH: [
+            frame[:46] + (h.n + 1).to_bytes(2, "little") + frame[48:],
+            build_host_frame(h, np.zeros(0, np.float32))],
+        ContributionReason.FLAGS: [build(flags=h.flags | FLAG_FLUSH),
+                                   build(flags=h.flags | FLAG_GATHER)],
+        ContributionReason.SETTINGS: [build(aux_bits=h.aux_bits ^ 1),
+                                      build(param=h.param ^ 1)],
+        ContributionReason.NODES: [build(seed=replace(fields, nodes=fields.nodes + 1)
+                                         .seed_word)],
+        ContributionReason.FIELDS: [build(seed=replace(fields, width=31).seed_word),
+                                    build(seed=replace(fields, contributions=1).seed_word)],
+        ContributionReason.OFFSET: [build(offset=h.offset + 1),
+                                    build(seed=replace(fields, origin=fields.origin ^ 1)
+                                          .seed_word)],
+    }

@@ -9,15 +9,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import Reason, axis_signature, field_le
-from squeezenic_hw.gateware.common.stream import LutramFifo, Stager
-from squeezenic_hw.gateware.lane.classifier import FrameClassifier
+from squeezenic_hw.gateware.common.layouts import axis_signature, field_le
+from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.counters import reduce_counter_name
 from squeezenic_hw.spec.header import (
     DEFAULT_PORT,
     FLAG_ENCODED,
-    FLAG_STOCHASTIC,
     HDR,
     HEADER_LEN,
     check_port,
@@ -36,6 +34,15 @@ from squeezenic_hw.spec.reduce import (
     reduce_family,
 )
 
+from .judging import (
+    count_verdicts,
+    first_failing,
+    header_byte,
+    header_flag,
+    leave_by_verdict,
+    queued_input,
+    settings_compares,
+)
 from .layouts import CheckedBeat, ReduceCheck, ReduceConfig, reduce_counters_layout
 
 __all__ = ["ReduceChecker", "REDUCIBLE_CODECS", "MIN_DEPTH"]
@@ -61,15 +68,6 @@ def _codec_ids(codecs):
     except ValueError as e:
         raise ValueError(f"codecs: {e}") from None
     return ids
-
-
-def _byte(value, start):
-    return field_le(value, start, 1)
-
-
-def _flag(flags, mask):
-    """The bit of ``flags`` that the one-bit ``mask`` selects."""
-    return flags[mask.bit_length() - 1]
 
 
 class ReduceChecker(wiring.Component):
@@ -181,21 +179,8 @@ class ReduceChecker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         # the beats wait in a queue from the input on; the checks run beside it, never stall
-        m.submodules.beat_queue = beats = LutramFifo(width=len(self.i.payload.as_value()),
-                                                     depth=self.depth)
-        m.submodules.classifier = classifier = FrameClassifier("rx", port=self.port,
-                                                               codecs=())
-        accept = Signal()
-        m.d.comb += [
-            self.i.ready.eq(beats.w_rdy),
-            beats.w_en.eq(self.i.valid),
-            beats.w_data.eq(self.i.payload),
-            accept.eq(self.i.valid & beats.w_rdy),
-            classifier.i.valid.eq(accept),
-            classifier.i.payload.eq(self.i.payload),
-            classifier.o.ready.eq(1),
-            classifier.cfg_port.eq(self.cfg_port),
-        ]
+        beats, classifier = queued_input(m, self.i, port=self.port, depth=self.depth,
+                                         cfg_port=self.cfg_port)
         cfg = self._derived_config(m)
         st = Stager(m, Const(1), reset_less=True)
         flags5, fields = self._header_checks(m, st, cfg)
@@ -203,13 +188,9 @@ class ReduceChecker(wiring.Component):
         # ---- stage 6: the first failing check; the expected offset's read --------------
         # the classifier's output is stage 5 of the same beat
         cls = classifier.o
-        reduce_frame = (cls.payload.reason == Reason.VERSION) & fields["version2"]
-        pre = Signal(ReduceCheck, name="header_check")
-        with m.If(~reduce_frame):
-            m.d.comb += pre.eq(ReduceCheck.NOT_REDUCE)
-        for reason in _HEADER_CHECKS:
-            with m.Elif(flags5[reason]):
-                m.d.comb += pre.eq(ReduceCheck[reason.name])
+        pre = first_failing(m, classifier, fields["version2"],
+                            {reason: flags5[reason] for reason in _HEADER_CHECKS}, ReduceCheck,
+                            ReduceCheck.NOT_REDUCE, name="header_check")
         valid6 = st.reg(cls.valid, name="valid_s6", reset_less=False)
         header6 = st.reg(cls.valid & cls.payload.first, name="header_s6", reset_less=False)
         first6 = st.reg(cls.payload.first, name="first_s6")
@@ -265,7 +246,8 @@ class ReduceChecker(wiring.Component):
         taken7 = Signal(name="taken_s7", reset_less=True)
         with m.If(header6):
             m.d.sync += [check7.eq(check), taken7.eq(take)]
-        self._count(m, header7, check7)
+        count_verdicts(m, self.counters, header7, check7, ReduceReason, ReduceCheck,
+                       reduce_counter_name)
         self._outputs(m, beats, valid7, first7, check7, taken7)
         return m
 
@@ -312,27 +294,21 @@ class ReduceChecker(wiring.Component):
         c = self.cfg
         beat = self.i.payload
         d = beat.data
-        flags = _byte(d, HDR.FLAGS[0])
-        k, width = _byte(d, REDUCE_HDR.CONTRIBUTIONS[0]), _byte(d, REDUCE_HDR.WIDTH[0])
-        nodes, origin = _byte(d, REDUCE_HDR.NODES[0]), _byte(d, REDUCE_HDR.ORIGIN[0])
+        flags = header_byte(d, HDR.FLAGS[0])
+        k, width = header_byte(d, REDUCE_HDR.CONTRIBUTIONS[0]), header_byte(d, REDUCE_HDR.WIDTH[0])
+        nodes, origin = header_byte(d, REDUCE_HDR.NODES[0]), header_byte(d, REDUCE_HDR.ORIGIN[0])
         n = field_le(d, *HDR.N)
         offset = field_le(d, *HDR.OFFSET)
-        settings_eq = [
-            _byte(d, HDR.CODEC[0]) == c.codec,
-            _byte(d, HDR.PARAM[0]) == c.param,
-            _flag(flags, FLAG_STOCHASTIC) == c.stochastic,
-            field_le(d, *HDR.SCALE) == c.scale,
-            field_le(d, *HDR.AUX) == c.aux,
-        ]
+        settings_eq = settings_compares(d, c)
 
         # ---- stage 1: field compares, the frame's end, n·w's inputs ---------------------
-        version2 = st.reg(_byte(d, HDR.VERSION[0]) == REDUCE_VERSION, name="version2_s1")
+        version2 = st.reg(header_byte(d, HDR.VERSION[0]) == REDUCE_VERSION, name="version2_s1")
         flags_bad1 = st.reg((flags & (REDUCE_FLAGS_RESERVED | FLAG_ENCODED)) != FLAG_ENCODED,
                             name="flags_bad_s1")
         settings_eq1 = st.reg(Cat(*settings_eq), name="settings_eq_s1")
         nodes_bad1 = st.reg(nodes != c.nodes, name="nodes_bad_s1")
         width_bad1 = st.reg(width != cfg["width"], name="width_bad_s1")
-        gather1 = st.reg(_flag(flags, FLAG_GATHER), name="gather_s1")
+        gather1 = st.reg(header_flag(flags, FLAG_GATHER), name="gather_s1")
         k1 = st.reg(k, name="k_s1")
         origin1 = st.reg(origin, name="origin_s1")
         n1 = st.reg(n, name="n_s1")
@@ -424,33 +400,12 @@ class ReduceChecker(wiring.Component):
         }
         return flags5, fields
 
-    def _count(self, m, header7, check7):
-        """A frame counts once its check is known: taken or its reason."""
-        counters = self.counters
-        for reason in ReduceReason:
-            name = reduce_counter_name(reason)
-            with m.If(header7 & (check7 == ReduceCheck[reason.name])):
-                m.d.sync += counters[name].eq(counters[name] + 1)
-
     def _outputs(self, m, beats, valid7, first7, check7, taken7):
         """The checks into a queue of their own as they come; a beat leaves the beat queue
         with its check, onto the output its frame goes to."""
-        tags = Cat(first7, taken7, check7)
-        m.submodules.tag_queue = tag_queue = LutramFifo(width=len(tags), depth=self.depth)
-        first, taken = tag_queue.r_data[0], tag_queue.r_data[1]
-        check = tag_queue.r_data[2:]
-        out_ready = Mux(taken, self.take.ready, self.bypass.ready)
-        leave = Signal(name="leave")
-        m.d.comb += [
-            tag_queue.w_en.eq(valid7),
-            tag_queue.w_data.eq(tags),
-            self.take.valid.eq(tag_queue.r_rdy & taken),
-            self.bypass.valid.eq(tag_queue.r_rdy & ~taken),
-            leave.eq(tag_queue.r_rdy & out_ready),
-            tag_queue.r_en.eq(leave),
-            beats.r_en.eq(leave),
-        ]
-        beat = beats.r_data
+        rest, beat = leave_by_verdict(m, beats, Cat(taken7, first7, check7), valid7,
+                                      self.depth, self.take, self.bypass)
+        first, check = rest[0], rest[1:]
         for out in (self.take, self.bypass):
             p = out.payload
             m.d.comb += [
@@ -460,10 +415,10 @@ class ReduceChecker(wiring.Component):
             ]
             d = p.beat.data
             m.d.comb += [
-                p.info.gather.eq(_flag(_byte(d, HDR.FLAGS[0]), FLAG_GATHER)),
-                p.info.contributions.eq(_byte(d, REDUCE_HDR.CONTRIBUTIONS[0])),
-                p.info.origin.eq(_byte(d, REDUCE_HDR.ORIGIN[0])),
-                p.info.width.eq(_byte(d, REDUCE_HDR.WIDTH[0])),
+                p.info.gather.eq(header_flag(header_byte(d, HDR.FLAGS[0]), FLAG_GATHER)),
+                p.info.contributions.eq(header_byte(d, REDUCE_HDR.CONTRIBUTIONS[0])),
+                p.info.origin.eq(header_byte(d, REDUCE_HDR.ORIGIN[0])),
+                p.info.width.eq(header_byte(d, REDUCE_HDR.WIDTH[0])),
                 p.info.n.eq(field_le(d, *HDR.N)),
                 p.info.offset.eq(field_le(d, *HDR.OFFSET)),
             ]

@@ -4,6 +4,8 @@
   of :class:`squeezenic_hw.spec.reduce.ReduceReason` (same values), plus ``NOT_REDUCE``.
 * :class:`ReduceFrameInfo` — the fields of a reduce frame's header the lane works with.
 * :class:`CheckedBeat` — a received beat with its frame's check and fields.
+* :class:`ContributionCheck`, :class:`ContributionBeat` — the same for the host's
+  contribution frames (section 8.5).
 * :func:`sums_job_layout` — up to 16 partial sums of a frame, after the add.
 * :class:`ReduceConfig` — a node's reduce configuration (its registers).
 """
@@ -13,11 +15,12 @@ from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import ELEMENTS_PER_BEAT, AxisBeat, derived_enum
 from squeezenic_hw.spec.codecs import codec_info
-from squeezenic_hw.spec.counters import REDUCE_COUNTERS
-from squeezenic_hw.spec.reduce import INTEGER_CODECS, ReduceReason
+from squeezenic_hw.spec.counters import CONTRIBUTION_COUNTERS, REDUCE_COUNTERS
+from squeezenic_hw.spec.reduce import INTEGER_CODECS, ContributionReason, ReduceReason
 
 __all__ = ["ReduceCheck", "check_of", "ReduceFrameInfo", "CheckedBeat", "ReduceConfig",
-           "reduce_counters_layout", "sums_job_layout", "integer_codecs"]
+           "reduce_counters_layout", "contribution_counters_layout", "sums_job_layout",
+           "integer_codecs", "ContributionCheck", "ContributionBeat"]
 
 
 #: The hardware twin of :class:`~squeezenic_hw.spec.reduce.ReduceReason`, derived from it
@@ -34,6 +37,16 @@ def check_of(reason):
     ``NOT_REDUCE`` for ``None`` (the reference's verdict on a frame that is not a reduce
     frame)."""
     return ReduceCheck.NOT_REDUCE if reason is None else ReduceCheck[reason.name]
+
+
+#: The hardware twin of :class:`~squeezenic_hw.spec.reduce.ContributionReason` (same
+#: values), with ``NOT_CONTRIBUTION`` after the reasons.
+ContributionCheck = derived_enum(
+    "ContributionCheck", __name__,
+    "Outcome of the contribution checks: :class:`~squeezenic_hw.spec.reduce."
+    "ContributionReason` by value (``NONE``: taken), and ``NOT_CONTRIBUTION``.",
+    {r.name: r.value for r in ContributionReason}
+    | {"NOT_CONTRIBUTION": len(ContributionReason)})
 
 
 class ReduceFrameInfo(data.Struct):
@@ -54,6 +67,12 @@ class CheckedBeat(data.Struct):
     first: unsigned(1)            # the frame's first beat (its header)
     check: ReduceCheck            # the frame's outcome
     info: ReduceFrameInfo         # first beat: the header's fields; other beats: don't care
+
+
+class ContributionBeat(data.Struct):
+    """A beat of a contribution frame taken, unchanged; ``first``: its header beat."""
+    beat: AxisBeat
+    first: unsigned(1)
 
 
 def sums_job_layout(sum_width):
@@ -78,12 +97,20 @@ class ReduceConfig(data.Struct):
     aux: unsigned(32)             # fp32 bits
     elements: unsigned(32)        # E, the tensor's elements
     chunk: unsigned(32)           # C = ⌈E / N⌉, which software divides out
+    chunks: unsigned(5)           # K = ⌈E / C⌉, the non-empty chunks (0 when E = 0)
+    seed: unsigned(32)            # the node's encode seed, seed + r (section 8.5)
 
 
 def reduce_counters_layout():
     """The counters of the receive checks: :data:`~squeezenic_hw.spec.counters.REDUCE_COUNTERS`,
     32 bits each."""
     return data.StructLayout({name: unsigned(32) for name in REDUCE_COUNTERS})
+
+
+def contribution_counters_layout():
+    """The counters of the contribution checks:
+    :data:`~squeezenic_hw.spec.counters.CONTRIBUTION_COUNTERS`, 32 bits each."""
+    return data.StructLayout({name: unsigned(32) for name in CONTRIBUTION_COUNTERS})
 
 
 def integer_codecs(codecs):

@@ -1,0 +1,295 @@
+"""The checks on the host's contribution frames (``docs/wire-format.md`` section 8.5): which
+frames from the host carry the node's own elements of the all-reduce, in ring order, and
+which go on to the TX lane, counted by reason."""
+
+import functools
+import operator
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from squeezenic_hw.gateware.common.layouts import axis_signature, field_le
+from squeezenic_hw.gateware.common.stream import Stager
+from squeezenic_hw.spec.counters import contribution_counter_name
+from squeezenic_hw.spec.header import DEFAULT_PORT, FLAG_ENCODED, HDR, HEADER_LEN, check_port
+from squeezenic_hw.spec.reduce import (
+    FLAG_GATHER,
+    HOST_VALUE_WIDTH,
+    REDUCE_FLAGS_RESERVED,
+    REDUCE_HDR,
+    REDUCE_VERSION,
+    ContributionReason,
+)
+
+from .judging import (
+    count_verdicts,
+    first_failing,
+    header_byte,
+    header_flag,
+    leave_by_verdict,
+    queued_input,
+    settings_compares,
+)
+from .layouts import (
+    ContributionBeat,
+    ContributionCheck,
+    ReduceConfig,
+    contribution_counters_layout,
+)
+
+__all__ = ["ContributionChecker", "CONTRIBUTION_CONFIG_CYCLES"]
+
+#: Cycles from ``cfg`` written to the host's starting position derived from it.
+CONTRIBUTION_CONFIG_CYCLES = 4
+#: The smallest ``depth`` at one beat per cycle: the beats the checks' latency holds.
+MIN_DEPTH = 12
+
+#: The checks made on the header alone, in order (``offset`` needs the position).
+_HEADER_CHECKS = (ContributionReason.DISABLED, ContributionReason.LENGTH,
+                  ContributionReason.FLAGS, ContributionReason.SETTINGS,
+                  ContributionReason.NODES, ContributionReason.FIELDS)
+
+
+class ContributionChecker(wiring.Component):
+    """Takes each contribution frame that passes the checks of section 8.5 onto ``take``
+    and passes every other frame from the host onto ``other`` (the TX lane), whole and
+    unchanged.
+
+    A frame is judged from its header beat and ``tuser_size`` alone, as
+    :class:`~.checker.ReduceChecker` judges the ring's frames: section 7's checks before
+    ``version`` are a :class:`~squeezenic_hw.gateware.lane.classifier.FrameClassifier`
+    built without codecs, and a frame that fails one, whose ``version`` is not 2 or whose
+    ``encoded`` is 1 is not a contribution frame: it leaves on ``other`` with no counter
+    moved.
+
+    The host's expected position (section 8.5) is a chunk, its start and end, and the
+    offset expected next: registers, set to the node's own chunk (the last non-empty one
+    when its own is empty) while ``cfg.enable`` is 0. A frame taken moves the offset to
+    its end; at the chunk's end the position moves to the next chunk in ring order, which
+    skips the empty chunks: from chunk c > 0 to c − 1, from chunk 0 to chunk K − 1, the
+    last non-empty one (K = ``cfg.chunks``). The next chunk's start and end are kept
+    ready in registers (from chunk c to c − 1 the end is c's start, the start c's less C).
+
+    Parameters
+    ----------
+    port : int
+        The SqueezeNIC UDP port ``cfg_port`` starts at, 1 … 65535.
+    depth : int
+        Beats the input queue holds, :data:`MIN_DEPTH` … 64 (default 16).
+
+    Attributes
+    ----------
+    i : In(axis_signature())
+        Frames from the host.
+    take : Out(stream.Signature(ContributionBeat))
+        The beats of the contribution frames taken.
+    other : Out(axis_signature())
+        Every other frame's beats, for the TX lane.
+    cfg : In(ReduceConfig)
+        The node's configuration; ``rank``, ``chunk``, ``chunks`` and ``elements`` give
+        the starting position, :data:`CONTRIBUTION_CONFIG_CYCLES` cycles after they are
+        written (write them while ``enable`` is 0).
+    cfg_port : In(16), init ``port``
+    counters : Out(contribution_counters_layout())
+        Frames taken (``contribution_taken``) and passed on per reason, 32 bits, wrapping.
+
+    Notes
+    -----
+    Latency: ``LATENCY`` = 9 cycles from a beat accepted to the same beat offered: the
+    header's checks in five stages beside the classifier's five (field compares, the
+    frame's end ``offset`` + n and its payload's bytes; the settings' AND and the
+    length compare; three stages of delay), the first failing check and the position's
+    compares (stage 6), the verdict and the position's move (7), then the tag queue's
+    write and registered read. Throughput: one beat per cycle, back-to-back frames of
+    any length. Backpressure: as the ring's checker's: ``i.ready`` is the beat queue's
+    room, a flip-flop; a stalled output fills the queues. Nothing is dropped or
+    reordered. Only valid bits, the position, the queues' pointers and the counters are
+    reset.
+    """
+
+    LATENCY = 9
+
+    def __init__(self, *, port=DEFAULT_PORT, depth=16):
+        self.port = check_port(port)
+        if isinstance(depth, bool) or not isinstance(depth, int) or not (
+                MIN_DEPTH <= depth <= 64):
+            raise ValueError(f"depth must be an int from {MIN_DEPTH} to 64, got {depth!r}")
+        self.depth = depth
+        super().__init__({
+            "i": In(axis_signature()),
+            "take": Out(stream.Signature(ContributionBeat)),
+            "other": Out(axis_signature()),
+            "cfg": In(ReduceConfig),
+            "cfg_port": In(16, init=self.port),
+            "counters": Out(contribution_counters_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        beats, classifier = queued_input(m, self.i, port=self.port, depth=self.depth,
+                                         cfg_port=self.cfg_port)
+        st = Stager(m, Const(1), reset_less=True)
+        position = self._position(m)
+        flags5, fields = self._header_checks(m, st)
+
+        # ---- stage 5 → 6: the first failing header check; the position's compares --------
+        cls = classifier.o
+        pre = first_failing(m, classifier, fields["contribution"],
+                            {reason: flags5[reason] for reason in _HEADER_CHECKS},
+                            ContributionCheck, ContributionCheck.NOT_CONTRIBUTION,
+                            name="header_check")
+        valid6 = st.reg(cls.valid, name="valid_s6", reset_less=False)
+        header6 = st.reg(cls.valid & cls.payload.first, name="header_s6", reset_less=False)
+        first6 = st.reg(cls.payload.first, name="first_s6")
+        pre6 = st.reg(pre, name="header_check_s6")
+        pre_ok6 = st.reg(pre == ContributionCheck.NONE, name="header_ok_s6")
+        end5 = fields["end"]
+        hit6 = st.reg((fields["origin"] == position["chunk"])
+                      & (fields["offset"] == position["offset"])
+                      & (end5 <= position["hi"]) & position["any"], name="position_hit_s6")
+        completes6 = st.reg(end5 == position["hi"], name="completes_chunk_s6")
+        end6 = st.reg(end5[:32], name="end_s6")
+
+        # ---- stage 6: the verdict; the position moves on -----------------------------------
+        take = Signal(name="take")
+        m.d.comb += take.eq(pre_ok6 & hit6)
+        check = Signal(ContributionCheck, name="check")
+        with m.If(~pre_ok6):
+            m.d.comb += check.eq(pre6)
+        with m.Elif(hit6):
+            m.d.comb += check.eq(ContributionCheck.NONE)
+        with m.Else():
+            m.d.comb += check.eq(ContributionCheck.OFFSET)
+        m.d.comb += [position["move"].eq(header6 & take), position["completes"].eq(completes6),
+                     position["end"].eq(end6)]
+
+        valid7 = st.reg(valid6, name="valid_s7", reset_less=False)
+        header7 = st.reg(header6, name="header_s7", reset_less=False)
+        first7 = st.reg(first6, name="first_s7")
+        check7 = Signal(ContributionCheck, name="check_s7", reset_less=True)
+        taken7 = Signal(name="taken_s7", reset_less=True)
+        with m.If(header6):
+            m.d.sync += [check7.eq(check), taken7.eq(take)]
+        count_verdicts(m, self.counters, header7, check7, ContributionReason,
+                       ContributionCheck, contribution_counter_name)
+
+        rest, beat = leave_by_verdict(m, beats, Cat(taken7, first7), valid7, self.depth,
+                                      self.take, self.other)
+        m.d.comb += [
+            self.take.payload.beat.eq(beat),
+            self.take.payload.first.eq(rest[0]),
+            self.other.payload.eq(beat),
+        ]
+        return m
+
+    def _header_checks(self, m, st):
+        """Stages 1–5 on every beat (what matters is the header's): the stage-5 register of
+        each header check's failure (by :class:`ContributionReason`) and the fields the
+        position's compares read."""
+        c = self.cfg
+        beat = self.i.payload
+        d = beat.data
+        flags = header_byte(d, HDR.FLAGS[0])
+        n = field_le(d, *HDR.N)
+        offset = field_le(d, *HDR.OFFSET)
+        not_zero = REDUCE_FLAGS_RESERVED | FLAG_GATHER     # reserved, flush and gather
+
+        # ---- stage 1: field compares, the frame's end, the payload's bytes ---------------
+        contribution1 = st.reg((header_byte(d, HDR.VERSION[0]) == REDUCE_VERSION)
+                               & ~header_flag(flags, FLAG_ENCODED), name="contribution_s1")
+        flags_bad1 = st.reg((flags & not_zero) != 0, name="flags_bad_s1")
+        settings_eq1 = st.reg(Cat(*settings_compares(d, c)), name="settings_eq_s1")
+        nodes_bad1 = st.reg(header_byte(d, REDUCE_HDR.NODES[0]) != c.nodes,
+                            name="nodes_bad_s1")
+        fields_bad1 = st.reg((header_byte(d, REDUCE_HDR.CONTRIBUTIONS[0]) != 0)
+                             | (header_byte(d, REDUCE_HDR.WIDTH[0]) != HOST_VALUE_WIDTH),
+                             name="fields_bad_s1")
+        origin1 = st.reg(header_byte(d, REDUCE_HDR.ORIGIN[0]), name="origin_s1")
+        n1 = st.reg(n, name="n_s1")
+        offset1 = st.reg(offset, name="offset_s1")
+        end1 = st.reg(offset + n, name="end_s1")                        # 33 bits, no wrap
+        payload1 = st.reg((beat.size - HEADER_LEN)[:16], name="payload_bytes_s1")
+        # a header beat that is its frame's last, of a frame that says it is longer
+        cut1 = st.reg(beat.last & (beat.size != HEADER_LEN), name="cut_s1")
+
+        # ---- stage 2: the settings' AND; the length ---------------------------------------
+        settings_bad2 = st.reg(~functools.reduce(operator.and_, list(settings_eq1)),
+                               name="settings_bad_s2")
+        length_bad2 = st.reg((payload1 != Cat(Const(0, 2), n1)) | (n1 == 0) | cut1,
+                             name="length_bad_s2")
+        bad2 = {ContributionReason.LENGTH: length_bad2,
+                ContributionReason.FLAGS: st.reg(flags_bad1, name="flags_bad_s2"),
+                ContributionReason.SETTINGS: settings_bad2,
+                ContributionReason.NODES: st.reg(nodes_bad1, name="nodes_bad_s2"),
+                ContributionReason.FIELDS: st.reg(fields_bad1, name="fields_bad_s2")}
+
+        # ---- stages 3–5: waiting for the classifier ---------------------------------------
+        flags5 = {reason: st.delay(bad, 3, name=f"{reason.name.lower()}_bad")
+                  for reason, bad in bad2.items()}
+        flags5[ContributionReason.DISABLED] = ~self._enable
+        fields = {
+            "contribution": st.delay(contribution1, 4, name="contribution"),
+            "origin": st.delay(origin1, 4, name="origin"),
+            "offset": st.delay(offset1, 4, name="offset"),
+            "end": st.delay(end1, 4, name="end"),
+        }
+        return flags5, fields
+
+    def _position(self, m):
+        """The host's expected position and the registers it moves to; returns its
+        registers and the signals that move it (``move``, ``completes``, ``end``)."""
+        c = self.cfg
+        # ---- what the configuration gives (registered stages) ------------------------------
+        self._enable = enable = Signal(name="cfg_enable_q")
+        kmax = Signal(4, name="cfg_last_chunk")         # K − 1
+        any_chunk = Signal(name="cfg_any_chunk")        # K ≠ 0
+        start_chunk = Signal(4, name="cfg_start_chunk")
+        m.d.sync += [
+            enable.eq(c.enable),
+            kmax.eq(c.chunks - 1),
+            any_chunk.eq(c.chunks != 0),
+            start_chunk.eq(Mux(c.rank < c.chunks, c.rank, c.chunks - 1)),
+        ]
+
+        def times_chunk(m, index, name):
+            """``index`` · C in two registered stages (sums of shifted C, no multiplier)."""
+            half_a, half_b = Signal(36, name=f"{name}_a"), Signal(36, name=f"{name}_b")
+            m.d.sync += [
+                half_a.eq(Mux(index[0], c.chunk, 0) + Mux(index[1], c.chunk << 1, 0)),
+                half_b.eq(Mux(index[2], c.chunk << 2, 0) + Mux(index[3], c.chunk << 3, 0)),
+            ]
+            total = Signal(32, name=name)
+            m.d.sync += total.eq(half_a + half_b)
+            return total
+
+        start_lo = times_chunk(m, start_chunk, "cfg_start_lo")
+        last_lo = times_chunk(m, kmax, "cfg_last_lo")
+        start_hi = Signal(33, name="cfg_start_hi")
+        m.d.sync += start_hi.eq(Mux(start_chunk == kmax, c.elements, start_lo + c.chunk))
+
+        # ---- the position, and the next chunk's, kept ready ---------------------------------
+        chunk = Signal(4, name="position_chunk")
+        lo = Signal(32, name="position_lo")
+        offset = Signal(32, name="position_offset")
+        hi = Signal(33, name="position_hi")
+        next_chunk = Signal(4, name="next_chunk")
+        next_lo = Signal(32, name="next_lo")
+        next_hi = Signal(33, name="next_hi")
+        at_zero = chunk == 0
+        m.d.sync += [
+            next_chunk.eq(Mux(at_zero, kmax, chunk - 1)),
+            next_lo.eq(Mux(at_zero, last_lo, lo - c.chunk)),
+            next_hi.eq(Mux(at_zero, c.elements, lo)),
+        ]
+        move, completes, end = Signal(), Signal(), Signal(32)
+        with m.If(~enable):
+            m.d.sync += [chunk.eq(start_chunk), lo.eq(start_lo), offset.eq(start_lo),
+                         hi.eq(start_hi)]
+        with m.Elif(move & completes):
+            m.d.sync += [chunk.eq(next_chunk), lo.eq(next_lo), offset.eq(next_lo),
+                         hi.eq(next_hi)]
+        with m.Elif(move):
+            m.d.sync += offset.eq(end)
+        return {"chunk": chunk, "offset": offset, "hi": hi, "any": any_chunk,
+                "move": move, "completes": completes, "end": end}
