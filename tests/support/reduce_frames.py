@@ -287,14 +287,17 @@ def edge_tensors(rng, nodes, elements, codec, param):
     return xs
 
 
-def lane_config(case, nodes, rank=0, elements=0):
-    """The reduce lane's ``cfg`` (its stages') for node ``rank`` of a ring of ``case``."""
+def lane_config(case, nodes, rank=0, elements=0, *, seed=0, enable=True):
+    """The reduce lane's ``cfg`` (its stages') for node ``rank`` of a ring of ``case`` whose
+    base seed is ``seed``, as software writes it."""
     s = SETTINGS[case]
-    return {"enable": 1, "nodes": nodes, "rank": rank,
+    chunk = chunk_size(elements, nodes)
+    return {"enable": int(enable), "nodes": nodes, "rank": rank,
             "codec": codec_info(case.split("-")[0]).id, "param": s.get("param", 0),
             "stochastic": int(s.get("stochastic", False)),
             "scale": f32_bits(s.get("scale", 1.0)), "aux": f32_bits(s.get("aux", 1.0)),
-            "elements": elements, "chunk": chunk_size(elements, nodes)}
+            "elements": elements, "chunk": chunk,
+            "chunks": -(-elements // chunk) if chunk else 0, "seed": (seed + rank) % 2**32}
 
 
 def sums_by_frame(jobs):

@@ -45,7 +45,7 @@ from .judging import (
 )
 from .layouts import CheckedBeat, ReduceCheck, ReduceConfig, reduce_counters_layout
 
-__all__ = ["ReduceChecker", "REDUCIBLE_CODECS", "MIN_DEPTH"]
+__all__ = ["ReduceChecker", "REDUCIBLE_CODECS", "MIN_DEPTH", "codec_ids"]
 
 #: The codecs a reduce lane can build in (section 8.2), by id.
 REDUCIBLE_CODECS = frozenset(codec_info(c).id for c in INTEGER_CODECS + FLOAT_CODECS)
@@ -58,7 +58,8 @@ _HEADER_CHECKS = (ReduceReason.DISABLED, ReduceReason.LENGTH, ReduceReason.FLAGS
                   ReduceReason.PHASE, ReduceReason.OFFSET)
 
 
-def _codec_ids(codecs):
+def codec_ids(codecs):
+    """The ids of ``codecs`` (names or ids), each reducible; ``ValueError`` naming ``codecs``."""
     if isinstance(codecs, (str, bytes)) or not hasattr(codecs, "__iter__"):
         raise ValueError(f"codecs: expected an iterable of codec names or ids, got {codecs!r}")
     try:
@@ -162,7 +163,7 @@ class ReduceChecker(wiring.Component):
 
     def __init__(self, *, port=DEFAULT_PORT, codecs=REDUCIBLE_CODECS, depth=16):
         self.port = check_port(port)
-        self.codecs = _codec_ids(codecs)
+        self.codecs = codec_ids(codecs)
         if isinstance(depth, bool) or not isinstance(depth, int) or not (
                 MIN_DEPTH <= depth <= 64):
             raise ValueError(f"depth must be an int from {MIN_DEPTH} to 64, got {depth!r}")

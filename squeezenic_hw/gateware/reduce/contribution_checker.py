@@ -22,6 +22,7 @@ from squeezenic_hw.spec.reduce import (
     ContributionReason,
 )
 
+from .checker import REDUCIBLE_CODECS, codec_ids
 from .judging import (
     count_verdicts,
     first_failing,
@@ -75,6 +76,9 @@ class ContributionChecker(wiring.Component):
     ----------
     port : int
         The SqueezeNIC UDP port ``cfg_port`` starts at, 1 … 65535.
+    codecs : iterable of str or int
+        The reducible codecs built in (default all): a contribution frame of another codec
+        fails ``settings``, whatever ``cfg.codec`` says.
     depth : int
         Beats the input queue holds, :data:`MIN_DEPTH` … 64 (default 16).
 
@@ -110,8 +114,9 @@ class ContributionChecker(wiring.Component):
 
     LATENCY = 9
 
-    def __init__(self, *, port=DEFAULT_PORT, depth=16):
+    def __init__(self, *, port=DEFAULT_PORT, codecs=REDUCIBLE_CODECS, depth=16):
         self.port = check_port(port)
+        self.codecs = codec_ids(codecs)
         if isinstance(depth, bool) or not isinstance(depth, int) or not (
                 MIN_DEPTH <= depth <= 64):
             raise ValueError(f"depth must be an int from {MIN_DEPTH} to 64, got {depth!r}")
@@ -214,8 +219,11 @@ class ContributionChecker(wiring.Component):
         cut1 = st.reg(beat.last & (beat.size != HEADER_LEN), name="cut_s1")
 
         # ---- stage 2: the settings' AND; the length ---------------------------------------
-        settings_bad2 = st.reg(~functools.reduce(operator.and_, list(settings_eq1)),
-                               name="settings_bad_s2")
+        codec_ok = Signal(name="cfg_codec_ok")
+        m.d.sync += codec_ok.eq(functools.reduce(
+            operator.or_, [c.codec == cid for cid in sorted(self.codecs)]))
+        settings_bad2 = st.reg(~(functools.reduce(operator.and_, list(settings_eq1))
+                                 & codec_ok), name="settings_bad_s2")
         length_bad2 = st.reg((payload1 != Cat(Const(0, 2), n1)) | (n1 == 0) | cut1,
                              name="length_bad_s2")
         bad2 = {ContributionReason.LENGTH: length_bad2,

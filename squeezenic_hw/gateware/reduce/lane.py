@@ -1,7 +1,8 @@
-"""A node of the ring all-reduce, wire side, for the integer codecs (``docs/wire-format.md``
-section 8): the frames from the ring's predecessor checked, each reduce-phase frame turned
-into its successor's by the host's codes, each gather frame forked to the host and on, and
-everything the node does not take bypassed for the RX lane."""
+"""A node of the ring all-reduce for the integer codecs (``docs/wire-format.md`` section 8):
+the host's contribution frames checked and encoded, the frames from the ring's predecessor
+checked, each reduce-phase frame turned into its successor's by the host's codes, each
+gather frame forked to the host and on, and everything the node does not take passed on to
+the TX or the RX lane."""
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
@@ -10,15 +11,23 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, axis_signature
 from squeezenic_hw.gateware.common.stream import fifo_with_room
-from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT
+from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, check_port
 from squeezenic_hw.spec.reduce import INTEGER_CODECS, MAX_NODES, MIN_NODES
 
 from .adder import ReduceAdder
 from .checker import ReduceChecker
-from .code_aligner import host_codes_layout
+from .contribution_checker import ContributionChecker
+from .contribution_encoder import ContributionEncoder
 from .frame_out import ReduceFrameOut
 from .gather_fork import GatherFork
-from .layouts import ReduceConfig, ReduceFrameInfo, reduce_counters_layout, sums_job_layout
+from .layouts import (
+    ReduceConfig,
+    ReduceFrameInfo,
+    contribution_counters_layout,
+    integer_codecs,
+    reduce_counters_layout,
+    sums_job_layout,
+)
 
 __all__ = ["ReduceLane"]
 
@@ -27,18 +36,22 @@ _FINISHED_FIELDS_DEPTH = 16
 
 
 class ReduceLane(wiring.Component):
-    """One node of the ring: the :class:`~.checker.ReduceChecker`, the
-    :class:`~.adder.ReduceAdder`, the :class:`~.gather_fork.GatherFork` and the
-    :class:`~.frame_out.ReduceFrameOut` joined.
+    """One node of the ring: the :class:`~.contribution_checker.ContributionChecker` and
+    :class:`~.contribution_encoder.ContributionEncoder` on the host's side, the
+    :class:`~.checker.ReduceChecker`, the :class:`~.adder.ReduceAdder`, the
+    :class:`~.gather_fork.GatherFork` and the :class:`~.frame_out.ReduceFrameOut` on the
+    wire's, joined.
 
     ::
 
+        host ─► contribution checker ─┬─ take ─► contribution encoder ─► adder (codes)
+                                      └─ other ─► host_other (the TX lane)
         i ─► checker ─┬─ take, reduce phase ─► adder ─► frame out ──┬─► arbiter ─► o
                       │  take, gather phase ─► gather fork ─────────┘ forward
                       │                          └─► gather_fields, gather_payload
                       └─ bypass ──────────────────► arbiter ─► bypass
                          adder overflow ─────────┘
-        host ─► adder;  adder ─► finished, finished_fields (the chunk this node finishes)
+        adder ─► finished, finished_fields (the chunk this node finishes)
 
     A frame taken goes by its phase (``gather``, on its header beat) to the adder or to the
     fork. The frames the adder makes and those the fork forwards share the wire to the
@@ -69,9 +82,12 @@ class ReduceLane(wiring.Component):
     bypass : Out(axis_signature())
         Every frame of ``i`` the node does not take, and every reduce-phase frame the
         adder's wire queue had no room for, unchanged (for the RX lane; counted).
-    host : In(stream.Signature(host_codes_layout(code_width)))
-        The host's codes in ring order (section 8.1): its own chunk, then chunks
-        r − 1, r − 2, … (mod N).
+    host : In(axis_signature())
+        Frames from the host: its contribution frames (section 8.5), in ring order, and
+        any other frame.
+    host_other : Out(axis_signature())
+        The host's frames that are not contribution frames taken, unchanged (for the TX
+        lane; counted by reason in ``contribution_counters``).
     finished : Out(stream.Signature(sums_job_layout(sum_width)))
         The sums of the chunk this node finishes, job by job.
     finished_fields : Out(stream.Signature(ReduceFrameInfo))
@@ -89,6 +105,8 @@ class ReduceLane(wiring.Component):
         A pulse: an all-reduce begins (the adder's).
     counters : Out(reduce_counters_layout())
         The receive checks' counters.
+    contribution_counters : Out(contribution_counters_layout())
+        The contribution checks' counters.
     overflows : Out(32)
         Reduce-phase frames bypassed for want of room in the wire queue.
 
@@ -98,10 +116,11 @@ class ReduceLane(wiring.Component):
     outgoing frame's first beat on ``o``: the checker's 9 cycles, the adder's, the frame
     out's and the arbiter's 1. A gather frame forwarded: the checker's 9, the fork's 3,
     the arbiter's 1.
-    Throughput: one beat per cycle on ``i`` and on ``o``, the host's codes one beat
-    of 16 a cycle (the adder's rule).
-    Backpressure: ``i.ready`` and ``host.ready`` are registers (the checker's and the
-    adder's). A taken frame waits while the adder or the fork is not ready (``take`` is
+    A contribution's codes reach the adder after the contribution checker's 9 cycles and
+    the encoder's.
+    Throughput: one beat per cycle on ``i``, on ``o`` and on ``host`` (16 elements).
+    Backpressure: ``i.ready`` and ``host.ready`` are registers (the two checkers'
+    queues' room). A taken frame waits while the adder or the fork is not ready (``take`` is
     ready while both are); ``o``, ``bypass`` and the host-side outputs hold their beat
     while not ready, and fill the queues behind them. Nothing is dropped or reordered
     within an output.
@@ -110,15 +129,20 @@ class ReduceLane(wiring.Component):
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
                  params=range(2, 17), wire_depth=64, host_depth=64, mtu=DEFAULT_MTU,
                  port=DEFAULT_PORT, out_depth=64):
-        self._adder = ReduceAdder(codecs=codecs, nodes=nodes, params=params,
-                                  wire_depth=wire_depth, host_depth=host_depth, mtu=mtu)
-        self._checker = ReduceChecker(port=port, codecs=self._adder.codecs)
-        longest = -(-(mtu - 64) // 64)
+        check_port(port)             # checked before any part is made
+        integer_codecs(codecs)
+        longest = -(-(mtu - 64) // 64) if isinstance(mtu, int) else 2
         if isinstance(out_depth, bool) or not isinstance(out_depth, int) or not (
                 max(2, longest) <= out_depth <= 4096):
             raise ValueError(f"out_depth must be an int from {max(2, longest)} (the longest "
                              f"frame's payload beats at mtu {mtu}) to 4096, got {out_depth!r}")
+        self._adder = ReduceAdder(codecs=codecs, nodes=nodes, params=params,
+                                  wire_depth=wire_depth, host_depth=host_depth, mtu=mtu)
+        self._checker = ReduceChecker(port=port, codecs=self._adder.codecs)
         self._frame_out = ReduceFrameOut(depth=out_depth)
+        self._contributions = ContributionChecker(port=port, codecs=self._adder.codecs)
+        self._encoder = ContributionEncoder(codecs=self._adder.codecs,
+                                            code_width=self._adder.code_width)
         self.codecs = self._adder.codecs
         self.code_width = self._adder.code_width
         self.sum_width = self._adder.sum_width
@@ -126,7 +150,8 @@ class ReduceLane(wiring.Component):
             "i": In(axis_signature()),
             "o": Out(axis_signature()),
             "bypass": Out(axis_signature()),
-            "host": In(stream.Signature(host_codes_layout(self.code_width))),
+            "host": In(axis_signature()),
+            "host_other": Out(axis_signature()),
             "finished": Out(stream.Signature(sums_job_layout(self.sum_width))),
             "finished_fields": Out(stream.Signature(ReduceFrameInfo)),
             "gather_fields": Out(stream.Signature(ReduceFrameInfo)),
@@ -136,6 +161,7 @@ class ReduceLane(wiring.Component):
             "template": In(BEAT_BITS),
             "start": In(1),
             "counters": Out(reduce_counters_layout()),
+            "contribution_counters": Out(contribution_counters_layout()),
             "overflows": Out(32),
         })
 
@@ -147,17 +173,25 @@ class ReduceLane(wiring.Component):
         m.submodules.frame_out = frame_out = self._frame_out
         m.submodules.wire_arbiter = wire = FrameArbiter(2)
         m.submodules.bypass_arbiter = bypass = FrameArbiter(2)
-        for stage in (checker, adder, fork, frame_out):
+        m.submodules.contributions = contributions = self._contributions
+        m.submodules.encoder = encoder = self._encoder
+        for stage in (checker, adder, fork, frame_out, contributions, encoder):
             m.d.comb += stage.cfg.eq(self.cfg)
         m.d.comb += [
             checker.cfg_port.eq(self.cfg_port),
+            contributions.cfg_port.eq(self.cfg_port),
+            self.contribution_counters.eq(contributions.counters),
             frame_out.template.eq(self.template),
             adder.start.eq(self.start),
             self.counters.eq(checker.counters),
             self.overflows.eq(adder.overflows),
         ]
         wiring.connect(m, checker.i, wiring.flipped(self.i))
-        wiring.connect(m, adder.host, wiring.flipped(self.host))
+        # the host's side: contributions encoded into the adder, anything else passed on
+        wiring.connect(m, contributions.i, wiring.flipped(self.host))
+        wiring.connect(m, wiring.flipped(self.host_other), contributions.other)
+        wiring.connect(m, encoder.i, contributions.take)
+        wiring.connect(m, adder.host, encoder.o)
 
         # the phase of the frame taken, from its header beat on
         take = checker.take

@@ -17,6 +17,7 @@ import pytest
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat
+from squeezenic_hw.gateware.reduce.checker import REDUCIBLE_CODECS
 from squeezenic_hw.gateware.reduce.contribution_checker import (
     CONTRIBUTION_CONFIG_CYCLES,
     MIN_DEPTH,
@@ -27,6 +28,7 @@ from squeezenic_hw.reference.allreduce import allreduce, contribution_frames
 from squeezenic_hw.reference.reduce_rx import ContributionReceiver
 from squeezenic_hw.sim.axis import AxisFrame, frame_beats
 from squeezenic_hw.sim.streams import BeatSender, probe_registered_ready, simulation_of
+from squeezenic_hw.spec.codecs import codec_info
 from squeezenic_hw.spec.counters import CONTRIBUTION_COUNTERS, contribution_counter_name
 from squeezenic_hw.spec.frames import build_host_frame, parse
 from squeezenic_hw.spec.reduce import ContributionReason
@@ -71,40 +73,46 @@ def host_stream(case, nodes, rank, elements, rng, *, step, mutated=0.4, other=0.
     return out
 
 
-def expected_outputs(case, nodes, rank, elements, frames, *, enable=True):
+def expected_outputs(case, nodes, rank, elements, frames, *, enable=True, built=True):
+    """``(take, other, counters)`` by the reference. Without the ring's codec ``built`` in,
+    a frame that passes the checks before ``settings`` fails it (and moves nothing)."""
     codec = case.split("-")[0]
     receiver = ContributionReceiver(nodes, rank, codec, elements=elements,
                                     enabled=enable, **SETTINGS[case])
     take, other = [], []
+    counters = dict.fromkeys(CONTRIBUTION_COUNTERS, 0)
     for f in frames:
-        (take if receiver.receive(f.data, tuser_size=f.size).taken else other).append(f)
-    return take, other, dict(receiver.counters)
-
-
-def config(case, nodes, rank, elements, *, enable=True):
-    cfg = lane_config(case, nodes, rank, elements)
-    chunk = cfg["chunk"]
-    return cfg | {"enable": int(enable),
-                  "chunks": -(-elements // chunk) if chunk else 0, "seed": 0}
+        if built:
+            reason = receiver.receive(f.data, tuser_size=f.size).reason
+        else:
+            reason = receiver._judge(f.data, f.size).reason
+            if reason is not None and (reason is ContributionReason.NONE
+                                       or reason > ContributionReason.SETTINGS):
+                reason = ContributionReason.SETTINGS
+        if reason is not None:
+            counters[contribution_counter_name(reason)] += 1
+        (take if reason is ContributionReason.NONE else other).append(f)
+    return take, other, counters
 
 
 def run_checker(case, nodes, rank, elements, frames, *, enable=True, idle=0.0,
-                backpressure=0.0, seed=0, depth=16):
+                backpressure=0.0, seed=0, depth=16, codecs=REDUCIBLE_CODECS):
     frames = [f if isinstance(f, AxisFrame) else AxisFrame(f) for f in frames]
     rng = random.Random(seed)
     for f in frames:
         f.src, f.dst = rng.randrange(2**16), rng.randrange(2**16)
-    dut = shared(ContributionChecker, depth=depth)
-    take, other, counters = expected_outputs(case, nodes, rank, elements, frames,
-                                             enable=enable)
+    dut = shared(ContributionChecker, depth=depth, codecs=codecs)
+    take, other, counters = expected_outputs(
+        case, nodes, rank, elements, frames, enable=enable,
+        built=codec_info(case.split("-")[0]).id in dut.codecs)
     total = sum(len(frame_beats(f)) for f in frames)
     done = []
 
     async def source(ctx):
-        ctx.set(dut.cfg, config(case, nodes, rank, elements, enable=False))
+        ctx.set(dut.cfg, lane_config(case, nodes, rank, elements, enable=False))
         sender = BeatSender(ctx, dut.i, idle=idle, rng=random.Random(seed + 1))
         await sender.wait_until(CONTRIBUTION_CONFIG_CYCLES + 1)
-        ctx.set(dut.cfg, config(case, nodes, rank, elements, enable=enable))
+        ctx.set(dut.cfg, lane_config(case, nodes, rank, elements, enable=enable))
         await sender.wait_until(CONTRIBUTION_CONFIG_CYCLES + 3)
         for f in frames:
             for word in frame_beats(f):
@@ -174,6 +182,14 @@ def test_disabled_passes_every_frame_on():
     take, other, counters = run_checker("fixed", 3, 2, 200, frames, enable=False,
                                         idle=0.2, backpressure=0.2)
     assert take == [] and counters["contribution_disabled"] == len(frames)
+
+
+def test_a_codec_not_built_fails_settings():
+    rng = random.Random(6)
+    frames = host_stream("fixed", 2, 0, 100, rng, step=30, mutated=0.5, other=0.2)
+    take, other, counters = run_checker("fixed", 2, 0, 100, frames, idle=0.1,
+                                        backpressure=0.1, codecs=["sign", "raw"])
+    assert take == [] and counters["contribution_settings"] > len(frames) // 3
 
 
 def test_ready_is_a_register():
