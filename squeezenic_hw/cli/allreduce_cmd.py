@@ -3,14 +3,15 @@
 how far the result is from the exact sum."""
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from squeezenic_hw.pcap import write_frames
 from squeezenic_hw.spec.codecs import PRESETS
-from squeezenic_hw.spec.header import DEFAULT_MTU
-from squeezenic_hw.spec.reduce import MAX_NODES, MIN_NODES, reduce_family
+from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU
+from squeezenic_hw.spec.reduce import INTEGER_CODECS, MAX_NODES, MIN_NODES, reduce_family
 
 from . import CliError
 from .frames_cmd import resolve_codec
@@ -24,7 +25,10 @@ HELP = ("ring all-reduce of N float32 tensors (.npy) through N NICs: every host'
 #: Columns of the summary row (the JSON keys of ``--format json``).
 COLUMNS = ["nodes", "elements", "codec", "param", "stochastic", "scale", "aux", "seed",
            "width", "link_frames", "link_bytes", "identical", "max_error", "max_bound",
-           "within_bound", "no_bound", "engine"]
+           "within_bound", "no_bound", "engine", "equals_reference", "cycles",
+           "ideal_cycles", "efficiency", "hop_latency", "link_gbps", "bypassed"]
+#: The clock of the plugin's lanes (OpenNIC's 250 MHz user clock).
+CLOCK_HZ = 250e6
 
 
 def add_arguments(parser):
@@ -47,10 +51,21 @@ def add_arguments(parser):
     parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
                         help=f"largest reduce frame in bytes (default {DEFAULT_MTU})")
     parser.add_argument("--reference", action="store_true",
-                        help="run the numpy reference of the ring (the only engine so far)")
+                        help="run the numpy reference of the ring alone")
+    parser.add_argument("--backend", choices=("amaranth", "compiled"), default="amaranth",
+                        help="the NICs' simulation: amaranth (default; Amaranth's "
+                             "simulator, a few hundred cycles a second: small tensors) or "
+                             "compiled (not built yet for the ring)")
+    parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
+                        metavar="M", help="values per host frame, in and out (default "
+                                          f"{DEFAULT_HOST_ELEMENTS})")
+    parser.add_argument("--progress", action="store_true",
+                        help="show the simulation's progress on stderr (default: when "
+                             "stderr is a terminal)")
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
-                        help="writes result{i}.npy (node i's host) and link{i}.pcap "
-                             "(node i to node i+1)")
+                        help="writes result{i}.npy (node i's host), link{i}.pcap (node "
+                             "i to node i+1) and, simulated, host{i}.pcap (node i's result "
+                             "frames)")
     add_format_option(parser)
 
 
@@ -62,9 +77,9 @@ def run(args):
                        f"got {len(args.tensors)}")
     if not 0 <= args.seed < 2**32:
         raise CliError(f"--seed must be a uint32, got {args.seed}")
-    if not args.reference:
-        raise CliError("the NICs' reduce lane is not built yet: --reference runs the "
-                       "numpy model of the ring")
+    if not args.reference and args.backend == "compiled":
+        raise CliError("the compiled model of the ring is not built yet: --backend amaranth "
+                       "simulates the NICs, --reference runs the numpy model")
     tensors = [read_tensor(p) for p in args.tensors]
     if len({t.size for t in tensors}) != 1:
         raise CliError("the tensors must have one length, got "
@@ -74,33 +89,44 @@ def run(args):
         reduce_family(c["codec"])
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if not args.reference and c["codec"].name not in INTEGER_CODECS:
+        raise CliError(f"the NICs' reduce lane reduces {', '.join(INTEGER_CODECS)} so far: "
+                       f"--reference runs the numpy model of {c['codec'].name}")
     scale, aux = c["scale"], c["aux"]
     result = allreduce(tensors, c["codec"].name, param=c["param"], scale=scale, aux=aux,
                        seed=args.seed, stochastic=c["stochastic"], mtu=args.mtu)
+    hardware = None if args.reference else _simulate(args, tensors, c)
+    results = result.results if hardware is None else hardware.results
+    links = result.links if hardware is None else hardware.links
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    for r, values in enumerate(result.results):
+    for r, values in enumerate(results):
         np.save(out / f"result{r}.npy", values)
-    for r, frames in enumerate(result.links):
+    for r, frames in enumerate(links):
         write_frames(out / f"link{r}.pcap", frames)
+    if hardware is not None:
+        for r, frames in enumerate(hardware.result_frames):
+            write_frames(out / f"host{r}.pcap", frames)
 
-    error = np.abs(result.results[0].astype(np.float64) - result.exact)
+    error = np.abs(results[0].astype(np.float64) - result.exact)
     has_bound = ~np.isnan(result.bound)
     finite = np.isfinite(error)
     row = {
         "nodes": len(tensors), "elements": int(tensors[0].size), "codec": c["codec"].name,
         "param": c["param"], "stochastic": bool(c["stochastic"]), "scale": float(scale),
         "aux": float(aux), "seed": args.seed, "width": result.width,
-        "link_frames": sum(len(f) for f in result.links),
-        "link_bytes": sum(len(x) for f in result.links for x in f),
-        "identical": all(np.array_equal(result.results[0].view(np.uint32), v.view(np.uint32))
-                         for v in result.results),
+        "link_frames": sum(len(f) for f in links),
+        "link_bytes": sum(len(x) for f in links for x in f),
+        "identical": all(np.array_equal(results[0].view(np.uint32), v.view(np.uint32))
+                         for v in results),
         "max_error": float(error[finite].max()) if finite.any() else None,
         "max_bound": float(result.bound[has_bound].max()) if has_bound.any() else None,
         "within_bound": bool((error[has_bound] <= result.bound[has_bound]).all()),
-        "no_bound": int((~has_bound).sum()), "engine": "reference",
+        "no_bound": int((~has_bound).sum()),
+        "engine": "reference" if hardware is None else args.backend,
     }
+    row |= _hardware_figures(hardware, result, len(tensors))
     if c["codec"].name == "sign" and np.float32(scale) == np.float32(aux):
         print(f"squeezenic-hw allreduce: warning: sign with scale = aux = {float(scale):g} "
               "decodes every sum to the same value; give --scale and --aux (or the signsgd "
@@ -108,4 +134,50 @@ def run(args):
     for note in c["notes"]:
         print(f"squeezenic-hw allreduce: {note}", file=sys.stderr)
     print(render([row], COLUMNS, args.format, json_obj=row), end="")
-    return 0 if row["identical"] and row["within_bound"] else 1
+    ok = row["identical"] and row["within_bound"]
+    if hardware is not None:
+        ok = ok and row["equals_reference"] and not row["bypassed"]
+    return 0 if ok else 1
+
+
+def _simulate(args, tensors, c):
+    """The ring of simulated NICs (:func:`~squeezenic_hw.sim.reduce_ring.run_ring`)."""
+    from squeezenic_hw.sim.reduce_ring import run_ring
+
+    show = args.progress or sys.stderr.isatty()
+    started = time.monotonic()
+
+    def progress(done, total):
+        if show:
+            print(f"\rsqueezenic-hw allreduce: {done}/{total} result beats "
+                  f"({100 * done / max(total, 1):.0f} %), {time.monotonic() - started:.0f} s",
+                  end="", file=sys.stderr, flush=True)
+    try:
+        run = run_ring(tensors, c["codec"].name, param=c["param"], scale=c["scale"],
+                       aux=c["aux"], seed=args.seed, stochastic=c["stochastic"],
+                       mtu=args.mtu, max_host_elements=args.max_host_elements,
+                       progress=progress)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if show:
+        print(file=sys.stderr)
+    return run
+
+
+def _hardware_figures(run, result, nodes):
+    """The simulated ring's figures beside the reference (``None``: no simulation)."""
+    if run is None:
+        return dict.fromkeys(["equals_reference", "cycles", "ideal_cycles", "efficiency",
+                              "hop_latency", "link_gbps", "bypassed"])
+    ideal = max(run.stream_beats.values()) + 2 * (nodes - 1) * run.hop_latency
+    busiest = max(sum(len(f) for f in frames) for frames in run.links)
+    return {
+        "equals_reference": all(
+            np.array_equal(v.view(np.uint32), result.results[0].view(np.uint32))
+            for v in run.results) and all(run.complete),
+        "cycles": run.cycles, "ideal_cycles": ideal,
+        "efficiency": ideal / run.cycles if run.cycles else None,
+        "hop_latency": run.hop_latency,
+        "link_gbps": busiest * 8 * CLOCK_HZ / run.cycles / 1e9 if run.cycles else None,
+        "bypassed": sum(len(f) for f in run.bypass) + sum(len(f) for f in run.host_other),
+    }

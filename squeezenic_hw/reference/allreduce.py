@@ -341,15 +341,17 @@ def contribution_frames(tensor, rank, nodes, codec, *, param=0, scale=1.0, aux=1
 
 
 def result_frames(result, rank, codec, *, param=0, scale=1.0, aux=1.0, stochastic=False,
-                  max_host_elements=DEFAULT_HOST_ELEMENTS):
+                  max_host_elements=DEFAULT_HOST_ELEMENTS, header=None):
     """The result frames node ``rank``'s host receives (section 8.5) in the ring of
     ``result`` (an :class:`AllReduceResult` of these settings): for every gather frame
-    the node takes or makes, in the order of its links, its values in frames of at most
-    ``max_host_elements``, with that gather frame's addresses and ports."""
+    the node makes (the chunk it finishes), then every one it takes, in the order of its
+    links, its values in frames of at most ``max_host_elements``; ``header`` gives the
+    node's addresses and ports (``Header()`` if ``None``, as :func:`allreduce`)."""
     nodes = len(result.links)
     step = _check_host_elements(max_host_elements)
     stochastic = bool(stochastic) and codec_info(codec).stochastic
     values = result.results[rank]
+    base = _host_header(codec, param, scale, aux, header)
     taken = [f for f in result.links[(rank - 1) % nodes] if ReduceFields.of(parse(f)).gather]
     made = [f for f in result.links[rank]
             if (lambda g: g.gather and g.origin == (rank + 1) % nodes)(
@@ -358,11 +360,11 @@ def result_frames(result, rank, codec, *, param=0, scale=1.0, aux=1.0, stochasti
     for f in made + taken:
         h = parse(f)
         fields = result_fields(nodes, ReduceFields.of(h).origin)
-        base = replace(_host_header(codec, param, scale, aux, h),
-                       flags=host_flags(fields, stochastic), seed=fields.seed_word)
+        frame_header = replace(base, flags=host_flags(fields, stochastic),
+                               seed=fields.seed_word)
         for start in range(h.offset, h.offset + h.n, step):
             part = values[start:min(start + step, h.offset + h.n)]
-            out.append(build_host_frame(replace(base, offset=start), part))
+            out.append(build_host_frame(replace(frame_header, offset=start), part))
     return out
 
 

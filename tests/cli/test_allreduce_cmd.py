@@ -1,4 +1,5 @@
-"""``squeezenic-hw allreduce --reference`` end to end."""
+"""``squeezenic-hw allreduce`` end to end: the numpy reference (``--reference``) and the ring
+of simulated NICs (``--backend amaranth``)."""
 
 import json
 
@@ -7,7 +8,7 @@ import pytest
 
 from squeezenic_hw.cli import main
 from squeezenic_hw.pcap import read_frames
-from squeezenic_hw.reference.allreduce import allreduce
+from squeezenic_hw.reference.allreduce import allreduce, result_frames
 
 
 def _tensors(tmp_path, nodes, elements, *, spread=1e-3):
@@ -60,7 +61,8 @@ def test_sign_with_equal_scale_and_aux_warns(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--codec", "threshold", "--reference"], "cannot be reduced"),
-    (["--codec", "raw"], "not built yet"),
+    (["--codec", "raw"], "reduces fixed, qsgd, sign so far"),
+    (["--codec", "sign", "--backend", "compiled"], "not built yet"),
     (["--codec", "fixed", "--reference"], "param"),
     (["--codec", "raw", "--reference", "--seed", "-1"], "seed"),
 ])
@@ -79,3 +81,30 @@ def test_one_tensor_or_different_lengths_are_refused(tmp_path, capsys):
     assert main(["allreduce", paths[0], str(tmp_path / "short.npy"), "--codec", "raw",
                  "--reference", "-o", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.count("error") == 2
+
+
+def test_the_simulated_nics_give_the_reference_results(tmp_path, capsys):
+    """Two NICs on the Amaranth simulator: every host's result, every link's frames and
+    the host's result frames as the reference's; the line-rate figures reported."""
+    paths = _tensors(tmp_path, 2, 300)
+    out = tmp_path / "out"
+    assert main(["allreduce", *paths, "--codec", "signsgd", "--seed", "9",
+                 "--max-host-elements", "50", "-o", str(out), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["engine"] == "amaranth" and summary["equals_reference"]
+    assert summary["identical"] and summary["bypassed"] == 0
+    assert summary["cycles"] > summary["hop_latency"] > 0 and summary["link_gbps"] > 0
+    tensors = [np.load(p) for p in paths]
+    kw = {k: summary[k] for k in ("param", "scale", "aux", "seed", "stochastic")}
+    expected = allreduce(tensors, summary["codec"], **kw)
+    for r in range(2):
+        got = np.load(out / f"result{r}.npy")
+        assert np.array_equal(got.view(np.uint32), expected.results[r].view(np.uint32))
+        link, _ = read_frames(out / f"link{r}.pcap")
+        assert sorted(link) == sorted(expected.links[r])
+        host, _ = read_frames(out / f"host{r}.pcap")
+        assert sorted(host) == sorted(result_frames(expected, r, summary["codec"],
+                                                    max_host_elements=50, **{
+                                                        k: kw[k] for k in
+                                                        ("param", "scale", "aux",
+                                                         "stochastic")}))

@@ -57,6 +57,9 @@ class ReduceFrameOut(wiring.Component):
     depth : int
         Payload beats the queue holds (block RAM from 64), at least the longest frame's
         and 2 … 4096 (default 64).
+    encoded : bool
+        The ``encoded`` flag of the frames (default ``True``: the ring's reduce frames;
+        ``False``: the host's result frames of section 8.5, whose ``width`` is 32).
 
     Attributes
     ----------
@@ -90,10 +93,13 @@ class ReduceFrameOut(wiring.Component):
     most 4 LUT levels.
     """
 
-    def __init__(self, *, depth=64):
+    def __init__(self, *, depth=64, encoded=True):
         if isinstance(depth, bool) or not isinstance(depth, int) or not 2 <= depth <= 4096:
             raise ValueError(f"depth must be an int from 2 to 4096, got {depth!r}")
+        if not isinstance(encoded, bool):
+            raise ValueError(f"encoded must be a bool, got {encoded!r}")
         self.depth = depth
+        self.encoded = encoded
         super().__init__({
             "desc": In(stream.Signature(ReduceFrameInfo)),
             "payload": In(stream.Signature(unsigned(BEAT_BITS))),
@@ -150,7 +156,8 @@ class ReduceFrameOut(wiring.Component):
             builder.i.payload.n.eq(info2.n),
             builder.i.payload.offset.eq(info2.offset),
             builder.i.payload.flags.eq(
-                Cat(Const(1, 1), self.cfg.stochastic, Const(0, 1), info2.gather)),
+                Cat(Const(int(self.encoded), 1), self.cfg.stochastic, Const(0, 1),
+                    info2.gather)),
             emits.w_en.eq(v2 & builder.i.ready), emits.w_data.eq(emit),
         ]
 

@@ -1,15 +1,15 @@
 """The gather phase at a node that does not finish the chunk (``docs/wire-format.md``
-section 8.1): each gather frame taken goes to the host's decoding and, unless the successor
-finished the chunk, on to the successor unchanged."""
+section 8.1): each gather frame taken goes to the host's result frames and, unless the
+successor finished the chunk, on to the successor unchanged."""
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, AxisBeat, axis_signature
+from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
 from squeezenic_hw.gateware.common.stream import MAX_FANOUT, LutramFifo
 
-from .layouts import CheckedBeat, ReduceConfig, ReduceFrameInfo
+from .layouts import CheckedBeat, ReduceConfig
 
 __all__ = ["GatherFork"]
 
@@ -19,9 +19,8 @@ _DEPTH = 8
 
 
 class GatherFork(wiring.Component):
-    """Sends each gather frame taken to the host's decoding (its fields and payload beats)
-    and, when the successor is not the chunk's finisher, whole and unchanged to the
-    successor.
+    """Sends each gather frame taken, whole and unchanged, to the host's result frames and,
+    when the successor is not the chunk's finisher, to the successor.
 
     The successor r + 1 finished chunk ``origin`` when r + 1 ≡ ``origin`` − 1 (mod N),
     that is ``origin`` ≡ r + 2: the gather has then gone round, and the frame is not
@@ -32,11 +31,9 @@ class GatherFork(wiring.Component):
     i : In(stream.Signature(CheckedBeat))
         The gather-phase frames the checker takes.
     forward : Out(axis_signature())
-        The frames for the successor, unchanged.
-    fields : Out(stream.Signature(ReduceFrameInfo))
-        Each frame's fields, for the host's decoding.
-    payload : Out(stream.Signature(unsigned(512)))
-        Each frame's payload beats, for the host's decoding.
+        The frames for the successor.
+    host : Out(axis_signature())
+        Every frame, for the host's result frames.
     cfg : In(ReduceConfig)
         ``nodes`` and ``rank`` are read (into a register, a cycle later).
 
@@ -58,8 +55,7 @@ class GatherFork(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(CheckedBeat)),
             "forward": Out(axis_signature()),
-            "fields": Out(stream.Signature(ReduceFrameInfo)),
-            "payload": Out(stream.Signature(unsigned(BEAT_BITS))),
+            "host": Out(axis_signature()),
             "cfg": In(ReduceConfig),
         })
 
@@ -71,11 +67,8 @@ class GatherFork(wiring.Component):
         plus2 = c.rank + 2
         m.d.sync += finished_by_next.eq(Mux(plus2 >= c.nodes, plus2 - c.nodes, plus2))
 
-        queues = {
-            "forward": LutramFifo(width=data.Layout.cast(AxisBeat).size, depth=_DEPTH),
-            "fields": LutramFifo(width=data.Layout.cast(ReduceFrameInfo).size, depth=_DEPTH),
-            "payload": LutramFifo(width=BEAT_BITS, depth=_DEPTH),
-        }
+        queues = {name: LutramFifo(width=data.Layout.cast(AxisBeat).size, depth=_DEPTH)
+                  for name in ("forward", "host")}
         for name, q in queues.items():
             m.submodules[f"{name}_queue"] = q
             out = getattr(self, name)
@@ -84,8 +77,7 @@ class GatherFork(wiring.Component):
 
         advance = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})
         m.d.sync += advance.eq(
-            (queues["forward"].level <= _DEPTH - 3) & (queues["fields"].level <= _DEPTH - 3)
-            & (queues["payload"].level <= _DEPTH - 3))
+            (queues["forward"].level <= _DEPTH - 3) & (queues["host"].level <= _DEPTH - 3))
         m.d.comb += self.i.ready.eq(advance)
         valid = Signal()
         beat = Signal(CheckedBeat, reset_less=True)
@@ -100,9 +92,7 @@ class GatherFork(wiring.Component):
         m.d.comb += [
             queues["forward"].w_en.eq(moves & forward_now),
             queues["forward"].w_data.eq(beat.beat),
-            queues["fields"].w_en.eq(moves & beat.first),
-            queues["fields"].w_data.eq(beat.info),
-            queues["payload"].w_en.eq(moves & ~beat.first),
-            queues["payload"].w_data.eq(beat.beat.data),
+            queues["host"].w_en.eq(moves),
+            queues["host"].w_data.eq(beat.beat),
         ]
         return m

@@ -9,10 +9,16 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, axis_signature
+from squeezenic_hw.gateware.common.layouts import BEAT_BITS, AxisBeat, axis_signature
 from squeezenic_hw.gateware.common.stream import fifo_with_room
-from squeezenic_hw.spec.header import DEFAULT_MTU, DEFAULT_PORT, check_port
-from squeezenic_hw.spec.reduce import INTEGER_CODECS, MAX_NODES, MIN_NODES
+from squeezenic_hw.spec.header import (
+    DEFAULT_HOST_ELEMENTS,
+    DEFAULT_MTU,
+    DEFAULT_PORT,
+    HDR,
+    check_port,
+)
+from squeezenic_hw.spec.reduce import FLAG_GATHER, INTEGER_CODECS, MAX_NODES, MIN_NODES
 
 from .adder import ReduceAdder
 from .checker import ReduceChecker
@@ -22,17 +28,18 @@ from .frame_out import ReduceFrameOut
 from .gather_fork import GatherFork
 from .layouts import (
     ReduceConfig,
-    ReduceFrameInfo,
     contribution_counters_layout,
     integer_codecs,
     reduce_counters_layout,
-    sums_job_layout,
 )
+from .result_frames import ResultFrames
 
 __all__ = ["ReduceLane"]
 
-#: Entries of the queue of the fields of the gather frames this node finishes.
-_FINISHED_FIELDS_DEPTH = 16
+#: Beats of the made gather frames' copy for the results.
+_COPY_DEPTH = 8
+#: The ``gather`` flag's bit in a header beat's data.
+_GATHER_BIT = 8 * HDR.FLAGS[0] + FLAG_GATHER.bit_length() - 1
 
 
 class ReduceLane(wiring.Component):
@@ -40,23 +47,26 @@ class ReduceLane(wiring.Component):
     :class:`~.contribution_encoder.ContributionEncoder` on the host's side, the
     :class:`~.checker.ReduceChecker`, the :class:`~.adder.ReduceAdder`, the
     :class:`~.gather_fork.GatherFork` and the :class:`~.frame_out.ReduceFrameOut` on the
-    wire's, joined.
+    wire's, and the :class:`~.result_frames.ResultFrames` back to the host, joined.
 
     ::
 
         host ─► contribution checker ─┬─ take ─► contribution encoder ─► adder (codes)
                                       └─ other ─► host_other (the TX lane)
-        i ─► checker ─┬─ take, reduce phase ─► adder ─► frame out ──┬─► arbiter ─► o
-                      │  take, gather phase ─► gather fork ─────────┘ forward
-                      │                          └─► gather_fields, gather_payload
+        i ─► checker ─┬─ take, reduce phase ─► adder ─► frame out ─┬──────┬─► arbiter ─► o
+                      │  take, gather phase ─► gather fork ─ forward ──────┘
+                      │                             └─ host ─┐   │ its gather frames
+                      │                                      ▼   ▼
+                      │                               arbiter ─► result frames ─► results
                       └─ bypass ──────────────────► arbiter ─► bypass
                          adder overflow ─────────┘
-        adder ─► finished, finished_fields (the chunk this node finishes)
 
     A frame taken goes by its phase (``gather``, on its header beat) to the adder or to the
     fork. The frames the adder makes and those the fork forwards share the wire to the
-    successor, a whole frame at a time (round robin); the frames the checker bypasses and
-    those the adder overflows share ``bypass``, whole and unchanged, for the RX lane.
+    successor, a whole frame at a time (round robin); the gather frames the node makes
+    (the chunk it finishes) and those it takes share the result frames' input; the frames
+    the checker bypasses and those the adder overflows share ``bypass``, whole and
+    unchanged, for the RX lane.
 
     Parameters
     ----------
@@ -71,6 +81,8 @@ class ReduceLane(wiring.Component):
     out_depth : int
         Payload beats the outgoing frames' queue holds, 2 … 4096 (default 64; block RAM
         from 64): at least the longest frame's ⌈(``mtu`` − 64)/64⌉.
+    max_host_elements : int
+        Most values a result frame carries (default 363).
 
     Attributes
     ----------
@@ -88,19 +100,16 @@ class ReduceLane(wiring.Component):
     host_other : Out(axis_signature())
         The host's frames that are not contribution frames taken, unchanged (for the TX
         lane; counted by reason in ``contribution_counters``).
-    finished : Out(stream.Signature(sums_job_layout(sum_width)))
-        The sums of the chunk this node finishes, job by job.
-    finished_fields : Out(stream.Signature(ReduceFrameInfo))
-        Each of that chunk's gather frames' fields (its ``offset`` and ``n``), in order.
-    gather_fields : Out(stream.Signature(ReduceFrameInfo))
-        Each gather frame taken: its fields.
-    gather_payload : Out(stream.Signature(unsigned(512)))
-        Each gather frame taken: its payload beats.
+    results : Out(axis_signature())
+        The host's result frames (section 8.5): every chunk's values once.
     cfg : In(ReduceConfig)
         The node's configuration, to every stage.
     cfg_port : In(16), init ``port``
     template : In(512)
-        The node's header for its successor (:class:`~.frame_out.ReduceFrameOut`).
+        The node's header for its successor (:class:`~.frame_out.ReduceFrameOut`), also
+        its result frames'.
+    table_addr, table_data, table_we : In(5), In(32), In(1)
+        The ``sign`` values' table (:class:`~.sum_decoder.SumDecoder`).
     start : In(1)
         A pulse: an all-reduce begins (the adder's).
     counters : Out(reduce_counters_layout())
@@ -117,7 +126,8 @@ class ReduceLane(wiring.Component):
     out's and the arbiter's 1. A gather frame forwarded: the checker's 9, the fork's 3,
     the arbiter's 1.
     A contribution's codes reach the adder after the contribution checker's 9 cycles and
-    the encoder's.
+    the encoder's. A gather frame's result frames follow the
+    :class:`~.result_frames.ResultFrames`' latency.
     Throughput: one beat per cycle on ``i``, on ``o`` and on ``host`` (16 elements).
     Backpressure: ``i.ready`` and ``host.ready`` are registers (the two checkers'
     queues' room). A taken frame waits while the adder or the fork is not ready (``take`` is
@@ -128,7 +138,7 @@ class ReduceLane(wiring.Component):
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
                  params=range(2, 17), wire_depth=64, host_depth=64, mtu=DEFAULT_MTU,
-                 port=DEFAULT_PORT, out_depth=64):
+                 port=DEFAULT_PORT, out_depth=64, max_host_elements=DEFAULT_HOST_ELEMENTS):
         check_port(port)             # checked before any part is made
         integer_codecs(codecs)
         longest = -(-(mtu - 64) // 64) if isinstance(mtu, int) else 2
@@ -143,6 +153,8 @@ class ReduceLane(wiring.Component):
         self._contributions = ContributionChecker(port=port, codecs=self._adder.codecs)
         self._encoder = ContributionEncoder(codecs=self._adder.codecs,
                                             code_width=self._adder.code_width)
+        self._results = ResultFrames(codecs=self._adder.codecs, nodes=nodes, params=params,
+                                     max_host_elements=max_host_elements)
         self.codecs = self._adder.codecs
         self.code_width = self._adder.code_width
         self.sum_width = self._adder.sum_width
@@ -152,14 +164,14 @@ class ReduceLane(wiring.Component):
             "bypass": Out(axis_signature()),
             "host": In(axis_signature()),
             "host_other": Out(axis_signature()),
-            "finished": Out(stream.Signature(sums_job_layout(self.sum_width))),
-            "finished_fields": Out(stream.Signature(ReduceFrameInfo)),
-            "gather_fields": Out(stream.Signature(ReduceFrameInfo)),
-            "gather_payload": Out(stream.Signature(BEAT_BITS)),
+            "results": Out(axis_signature()),
             "cfg": In(ReduceConfig),
             "cfg_port": In(16, init=self._checker.port),
             "template": In(BEAT_BITS),
             "start": In(1),
+            "table_addr": In(5),
+            "table_data": In(32),
+            "table_we": In(1),
             "counters": Out(reduce_counters_layout()),
             "contribution_counters": Out(contribution_counters_layout()),
             "overflows": Out(32),
@@ -175,8 +187,16 @@ class ReduceLane(wiring.Component):
         m.submodules.bypass_arbiter = bypass = FrameArbiter(2)
         m.submodules.contributions = contributions = self._contributions
         m.submodules.encoder = encoder = self._encoder
-        for stage in (checker, adder, fork, frame_out, contributions, encoder):
+        m.submodules.results_arbiter = results_arbiter = FrameArbiter(2)
+        m.submodules.results = results = self._results
+        for stage in (checker, adder, fork, frame_out, contributions, encoder, results):
             m.d.comb += stage.cfg.eq(self.cfg)
+        m.d.comb += [
+            results.template.eq(self.template),
+            results.table_addr.eq(self.table_addr),
+            results.table_data.eq(self.table_data),
+            results.table_we.eq(self.table_we),
+        ]
         m.d.comb += [
             checker.cfg_port.eq(self.cfg_port),
             contributions.cfg_port.eq(self.cfg_port),
@@ -208,29 +228,41 @@ class ReduceLane(wiring.Component):
             fork.i.payload.eq(take.payload),
         ]
 
-        # the adder's frames: every one to the frame out, the gather ones' fields also
-        # to the host side (this node finished their chunk)
-        fields_in = stream.Signature(ReduceFrameInfo).create()
-        fifo_with_room(m, "finished_fields_queue", fields_in, self.finished_fields,
-                       _FINISHED_FIELDS_DEPTH)
-        desc = adder.desc
-        is_gather = desc.payload.gather
-        m.d.comb += [
-            frame_out.desc.payload.eq(desc.payload),
-            fields_in.payload.eq(desc.payload),
-            desc.ready.eq(frame_out.desc.ready & fields_in.ready),
-            frame_out.desc.valid.eq(desc.valid & fields_in.ready),
-            fields_in.valid.eq(desc.valid & is_gather & frame_out.desc.ready),
-        ]
+        # the adder's frames to the frame out (the finished sums in them: the adder's own
+        # finished output is not read)
+        wiring.connect(m, frame_out.desc, adder.desc)
         wiring.connect(m, frame_out.payload, adder.o)
-        wiring.connect(m, wiring.flipped(self.finished), adder.finished)
-        wiring.connect(m, wiring.flipped(self.gather_fields), fork.fields)
-        wiring.connect(m, wiring.flipped(self.gather_payload), fork.payload)
+        m.d.comb += adder.finished.ready.eq(1)
 
-        # the wire to the successor: made frames and forwarded gathers, frame by frame
-        wiring.connect(m, wire.i[0], frame_out.o)
+        # the wire to the successor: made frames and forwarded gathers, frame by frame; the
+        # made gather frames (the chunk this node finishes) also to the host's results
+        made = frame_out.o
+        header_next = Signal(init=1)          # the next beat of ``made`` is a header
+        made_gather = Signal()
+        with m.If(made.valid & made.ready):
+            m.d.sync += header_next.eq(made.payload.last)
+        with m.If(made.valid & made.ready & header_next):
+            m.d.sync += made_gather.eq(made.payload.data[_GATHER_BIT])
+        gather_now = Mux(header_next, made.payload.data[_GATHER_BIT], made_gather)
+        # the copy waits in a queue of its own: its room, a register, is all the wire's
+        # valid reads of it (a valid that waited for the results arbiter's grant, which
+        # waits for a valid, would never rise)
+        copy = stream.Signature(AxisBeat).create(path=("made_copy",))
+        fifo_with_room(m, "made_copy_queue", copy, results_arbiter.i[0], _COPY_DEPTH)
+        m.d.comb += [
+            wire.i[0].payload.eq(made.payload),
+            copy.payload.eq(made.payload),
+            wire.i[0].valid.eq(made.valid & (copy.ready | ~gather_now)),
+            copy.valid.eq(made.valid & gather_now & wire.i[0].ready),
+            made.ready.eq(wire.i[0].ready & (copy.ready | ~gather_now)),
+        ]
         wiring.connect(m, wire.i[1], fork.forward)
         wiring.connect(m, wiring.flipped(self.o), wire.o)
+
+        # the host's results: this node's finished chunk and the gathers it takes
+        wiring.connect(m, results_arbiter.i[1], fork.host)
+        wiring.connect(m, results.i, results_arbiter.o)
+        wiring.connect(m, wiring.flipped(self.results), results.o)
 
         # the frames for the RX lane: bypassed by the checker, overflowed by the adder
         for k, source in enumerate((checker.bypass, adder.overflow)):

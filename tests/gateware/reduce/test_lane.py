@@ -2,8 +2,8 @@
 """Tests of :class:`~squeezenic_hw.gateware.reduce.lane.ReduceLane`: N lanes joined in a ring,
 each fed its host's contribution frames in ring order (with host frames of another kind
 among them), must carry on every link the frames of the reference ring's link byte for
-byte, hand each node the sums and fields of the chunk it finishes and the gather frames it
-takes, pass the other host frames on unchanged, and bypass nothing. Random gaps on the
+byte, deliver to each host the reference's result frames (every chunk's values, section
+8.5), pass the other host frames on unchanged, and bypass nothing. Random gaps on the
 links, random idle cycles on the hosts and random backpressure on every host-side
 output."""
 
@@ -12,16 +12,18 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from amaranth import Elaboratable, Module, Signal
 from amaranth.lib import data
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.gateware.reduce.adder import CONFIG_CYCLES
 from squeezenic_hw.gateware.reduce.lane import ReduceLane
-from squeezenic_hw.gateware.reduce.layouts import ReduceFrameInfo, sums_job_layout
-from squeezenic_hw.reference.allreduce import allreduce, contribution_frames
-from squeezenic_hw.reference.codecs import unpack
+from squeezenic_hw.reference.allreduce import (
+    allreduce,
+    contribution_frames,
+    result_frames,
+)
 from squeezenic_hw.sim.axis import frame_beats
+from squeezenic_hw.sim.reduce_ring import LaneRing, enable_and_start, write_sign_table
 from squeezenic_hw.sim.streams import BeatSender, simulation_of
 from squeezenic_hw.spec.frames import build_host_frame, parse
 from squeezenic_hw.spec.reduce import ReduceFields
@@ -31,7 +33,6 @@ from support.reduce_frames import (
     SETTINGS,
     edge_tensors,
     lane_config,
-    sums_by_frame,
     template_of,
 )
 from support.unused import rejected
@@ -39,31 +40,6 @@ from support.unused import rejected
 _LAST_AT = data.Layout.cast(AxisBeat)["last"].offset
 _SIZE_AT = data.Layout.cast(AxisBeat)["size"].offset
 _DATA_MASK = (1 << 512) - 1
-#: The ``gather`` flag (byte 45, bit 3) in a header beat.
-_GATHER_AT = 45 * 8 + 3
-
-
-class _Ring(Elaboratable):
-    """``size`` lanes, lane r's ``o`` into lane r + 1's ``i`` through a gate that a test
-    closes at random (``gap[r]``: the link idles whatever the lanes offer)."""
-
-    def __init__(self, size, **kwargs):
-        self.lanes = [ReduceLane(**kwargs) for _ in range(size)]
-        self.gap = [Signal(name=f"gap{r}") for r in range(size)]
-
-    def elaborate(self, platform):
-        m = Module()
-        n = len(self.lanes)
-        for r, lane in enumerate(self.lanes):
-            m.submodules[f"node{r}"] = lane
-        for r, lane in enumerate(self.lanes):
-            succ = self.lanes[(r + 1) % n]
-            m.d.comb += [
-                succ.i.valid.eq(lane.o.valid & ~self.gap[r]),
-                succ.i.payload.eq(lane.o.payload),
-                lane.o.ready.eq(succ.i.ready & ~self.gap[r]),
-            ]
-        return m
 
 
 def _fields(frame):
@@ -72,45 +48,29 @@ def _fields(frame):
     return (int(f.gather), f.contributions, f.origin, f.width, h.n, h.offset)
 
 
-def _expected(result, nodes):
-    """Per node: the frames it sends, the (fields, sums) of the gather frames it makes
-    (the chunk it finishes), and the gather frames it takes (fields, payload beats)."""
-    out = []
-    for r in range(nodes):
-        sent = result.links[r]
-        received = result.links[(r - 1) % nodes]
-        finished = []
-        for f in sent:
-            fields = _fields(f)
-            if fields[0] and fields[2] == (r + 1) % nodes:
-                sums = unpack(np.frombuffer(f[64:], np.uint8), fields[3], fields[4])
-                finished.append((fields, [int(s) for s in sums]))
-        gathers = [(_fields(f), [int.from_bytes(f[64 + k:128 + k], "little")
-                                 for k in range(0, len(f) - 64, 64)])
-                   for f in received if _fields(f)[0]]
-        out.append({"sent": sent, "finished": finished, "gathers": gathers})
-    return out
+def _expected(result, nodes, codec, settings, step):
+    """Per node: the frames it sends, and the result frames its host receives."""
+    return [{"sent": result.links[r],
+             "results": result_frames(result, r, codec, max_host_elements=step, **settings)}
+            for r in range(nodes)]
 
 
 def run_ring(case, nodes, elements, *, mtu, link_gap=0.0, idle=0.0, backpressure=0.0,
-             seed=0, build=None, host_step=100):
+             seed=0, build=None, host_step=100, result_step=100):
     rng = np.random.default_rng(seed)
     settings = SETTINGS[case]
     codec = case.split("-")[0]
     xs = edge_tensors(rng, nodes, elements, codec, settings.get("param", 0))
     result = allreduce(xs, codec, seed=seed, mtu=mtu, **settings)
-    expected = _expected(result, nodes)
-    ring = _Ring(nodes, mtu=mtu, **(build or {}))
+    expected = _expected(result, nodes, codec, settings, result_step)
+    ring = LaneRing(nodes, mtu=mtu, max_host_elements=result_step, **(build or {}))
     lanes = ring.lanes
     r_rng = random.Random(seed)
-    out = [{"links": [], "finished": [], "finished_fields": [], "gather_fields": [],
-            "gather_payload": [], "bypass": [], "host_other": []} for _ in range(nodes)]
+    out = [{"links": [], "results": [], "bypass": [], "host_other": []}
+           for _ in range(nodes)]
     expected_other = [None] * nodes
     want = [{"links": sum(len(frame_beats(f)) for f in e["sent"]),
-             "finished": sum(-(-len(s) // 16) for _, s in e["finished"]),
-             "finished_fields": len(e["finished"]),
-             "gather_fields": len(e["gathers"]),
-             "gather_payload": sum(len(p) for _, p in e["gathers"]),
+             "results": sum(len(frame_beats(f)) for f in e["results"]),
              "bypass": 0, "host_other": 0} for e in expected]
     state = {"done": False}
     timeout = 2000 + 8 * elements * nodes
@@ -118,17 +78,13 @@ def run_ring(case, nodes, elements, *, mtu, link_gap=0.0, idle=0.0, backpressure
     async def configure(ctx):
         for r, lane in enumerate(lanes):
             ctx.set(lane.cfg, lane_config(case, nodes, r, elements, seed=seed, enable=False))
-        await ctx.tick().repeat(CONFIG_CYCLES)
+        await write_sign_table(ctx, lanes, nodes, settings.get("scale", 1.0),
+                               settings.get("aux", 1.0))
         for r, lane in enumerate(lanes):
-            ctx.set(lane.cfg, lane_config(case, nodes, r, elements, seed=seed))
             sent = expected[r]["sent"]
             ctx.set(lane.template, template_of(sent[0], r_rng) if sent else 0)
-        await ctx.tick().repeat(CONFIG_CYCLES)
-        for lane in lanes:
-            ctx.set(lane.start, 1)
-        await ctx.tick()
-        for lane in lanes:
-            ctx.set(lane.start, 0)
+        await enable_and_start(ctx, lanes, [lane_config(case, nodes, r, elements, seed=seed)
+                                            for r in range(nodes)])
 
     def host(r):
         frames = contribution_frames(xs[r], r, nodes, codec, max_host_elements=host_step,
@@ -190,25 +146,11 @@ def run_ring(case, nodes, elements, *, mtu, link_gap=0.0, idle=0.0, backpressure
                     for lane in lanes])
         state["done"] = True
 
-    sum_width = lanes[0].sum_width
-
-    def job_of(value):
-        v = data.Const(sums_job_layout(sum_width), value)
-        return [int(v.sums[e]) for e in range(int(v.count))], int(v.last)
-
-    def fields_of(value):
-        v = data.Const(ReduceFrameInfo, value)
-        return (int(v.gather), int(v.contributions), int(v.origin), int(v.width),
-                int(v.n), int(v.offset))
-
     benches = [(configure, True), (links, False), (watch, False)]
     for r in range(nodes):
         benches += [(host(r), True),
                     (sink(r, "host_other", int), False),
-                    (sink(r, "finished", job_of), False),
-                    (sink(r, "finished_fields", fields_of), False),
-                    (sink(r, "gather_fields", fields_of), False),
-                    (sink(r, "gather_payload", int), False),
+                    (sink(r, "results", int), False),
                     (sink(r, "bypass", int), False)]
     simulation_of(ring).run(benches)
     counters = out.pop()
@@ -220,6 +162,14 @@ def run_ring(case, nodes, elements, *, mtu, link_gap=0.0, idle=0.0, backpressure
 def _frame_bytes(beats):
     size = (beats[0] >> _SIZE_AT) & 0xFFFF
     return b"".join(int(b & _DATA_MASK).to_bytes(64, "little") for b in beats)[:size]
+
+
+def _by_chunk(frames):
+    """A host's result frames (as beat lists), in order within each chunk."""
+    out = {}
+    for beats in frames:
+        out.setdefault(ReduceFields.of(parse(_frame_bytes(beats))).origin, []).append(beats)
+    return out
 
 
 def _by_chunk_and_phase(frames):
@@ -246,20 +196,13 @@ def _frames_of(beats):
 def check_ring(out, expected, counters):
     """Every link carries the reference's frames, byte for byte, in the reference's order
     within each chunk and phase (frames of different ones may alternate, section 8.3); every
-    node's host-side outputs and counters are the reference's."""
+    node's host receives the reference's result frames, in the reference's order within each
+    chunk, and the counters are the reference's."""
     for r, (got, exp) in enumerate(zip(out, expected, strict=True)):
         want = _by_chunk_and_phase([frame_beats(f) for f in exp["sent"]])
         assert _by_chunk_and_phase(_frames_of(got["links"])) == want, f"link {r}"
-        assert got["finished_fields"] == [f for f, _ in exp["finished"]], f"node {r}"
-        assert sums_by_frame(got["finished"]) == [s for _, s in exp["finished"]], \
-            f"node {r}: finished sums"
-        # the gathers node r takes are those of its incoming link, in the order they came
-        incoming = _frames_of(out[(r - 1) % len(out)]["links"])
-        gathers = [f for f in incoming if (f[0] >> _GATHER_AT) & 1]
-        assert got["gather_fields"] == [_fields(_frame_bytes(f)) for f in gathers], \
-            f"node {r}: gather fields"
-        assert got["gather_payload"] == [b & _DATA_MASK for f in gathers for b in f[1:]], \
-            f"node {r}: gather payload"
+        want = _by_chunk([frame_beats(f) for f in exp["results"]])
+        assert _by_chunk(_frames_of(got["results"])) == want, f"node {r}: result frames"
         assert got["bypass"] == [], f"node {r}: bypassed"
         overflows, taken = counters[r]
         assert overflows == 0

@@ -13,6 +13,7 @@ from amaranth.lib import data
 from squeezenic_hw.gateware.reduce.layouts import sums_job_layout
 from squeezenic_hw.gateware.reduce.sum_decoder import SumDecoder, decoded_sums_layout
 from squeezenic_hw.reference.allreduce import integer_values
+from squeezenic_hw.sim.reduce_ring import write_sign_table
 from squeezenic_hw.sim.streams import pack_payload, simulation_of
 from squeezenic_hw.spec.codecs import codec_info, f32_bits
 from squeezenic_hw.spec.reduce import partial_width
@@ -51,7 +52,6 @@ def run_decoder(dut, codec, nodes, width, scale, aux, jobs, *, idle=0.0,
                                       "count": len(sums), "width": width,
                                       "last": int(k % 3 == 2)})
              for k, sums in enumerate(jobs)]
-    table = integer_values(np.arange(nodes + 1), "sign", nodes, scale, aux).view(np.uint32)
     got, cycles = [], []
 
     async def source(ctx):
@@ -59,12 +59,7 @@ def run_decoder(dut, codec, nodes, width, scale, aux, jobs, *, idle=0.0,
                           "codec": codec_info(codec).id, "param": 0, "stochastic": 0,
                           "scale": f32_bits(scale), "aux": f32_bits(aux), "elements": 0,
                           "chunk": 0})
-        for k, v in enumerate(table):           # software writes the sign table
-            ctx.set(dut.table_addr, k)
-            ctx.set(dut.table_data, int(v))
-            ctx.set(dut.table_we, 1)
-            await ctx.tick()
-        ctx.set(dut.table_we, 0)
+        await write_sign_table(ctx, [dut], nodes, scale, aux)
         await send_beats(ctx, dut.i, words, idle=idle, rng=random.Random(seed))
 
     async def sink(ctx):

@@ -1,0 +1,48 @@
+# amaranth: UnusedElaboratable=no
+"""Tests of :func:`~squeezenic_hw.sim.reduce_ring.run_ring`, the ring of simulated NICs that
+``squeezenic-hw allreduce`` runs: every host's result, every link's frames and the
+figures, against the numpy reference, with random gaps on the links and idle hosts."""
+
+import numpy as np
+import pytest
+
+from squeezenic_hw.reference.allreduce import allreduce
+from squeezenic_hw.sim.reduce_ring import run_ring
+from squeezenic_hw.spec.frames import parse
+from squeezenic_hw.spec.reduce import ReduceFields
+
+
+def _by_chunk_and_phase(frames):
+    out = {}
+    for f in frames:
+        g = ReduceFields.of(parse(f))
+        out.setdefault((g.origin, g.gather), []).append(f)
+    return out
+
+
+@pytest.mark.parametrize("codec, nodes, elements, settings", [
+    ("sign", 3, 500, {"scale": 0.5, "aux": -0.25}),
+    pytest.param("qsgd", 3, 400, {"param": 4, "scale": 3.0, "aux": 1 / 3, "stochastic": True},
+                 marks=pytest.mark.slow),
+])
+def test_a_ring_with_gaps_and_idle_hosts(codec, nodes, elements, settings):
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(size=elements).astype(np.float32) for _ in range(nodes)]
+    run = run_ring(xs, codec, seed=7, mtu=200, max_host_elements=40, link_gap=0.2,
+                   idle=0.2, rng_seed=1, **settings)
+    ref = allreduce(xs, codec, seed=7, mtu=200, **settings)
+    for r in range(nodes):
+        assert run.results[r].view(np.uint32).tolist() == ref.results[r].view(np.uint32).tolist()
+        assert _by_chunk_and_phase(run.links[r]) == _by_chunk_and_phase(ref.links[r])
+        assert run.host_other[r] == run.bypass[r] == []
+        assert run.counters[r]["reduce_taken"] == len(ref.links[(r - 1) % nodes])
+        assert run.counters[r]["overflows"] == 0
+    assert all(run.complete)
+    assert 0 < run.hop_latency < run.cycles
+    assert run.stream_beats["link"] == max(
+        sum(-(-len(f) // 64) for f in link) for link in ref.links)
+
+
+def test_only_the_integer_codecs():
+    with pytest.raises(ValueError, match="codec"):
+        run_ring([np.zeros(4, np.float32)] * 2, "raw")
