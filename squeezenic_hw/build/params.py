@@ -6,6 +6,7 @@ from squeezenic_hw.spec.codecs import codec_info, parse_codec_spec, resolve_code
 from squeezenic_hw.spec.counters import TRUSTED_TX_COUNTERS, TX_COUNTERS
 from squeezenic_hw.spec.generator import narrow_lane_settings
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT, MAX_PKT_LEN
+from squeezenic_hw.spec.reduce import INTEGER_CODECS
 from squeezenic_hw.spec.scaling import SRC_PORT_BASE, lanes_for
 
 from .codec_choice import default_codec, loopback_lanes
@@ -52,7 +53,9 @@ class PluginParams:
     :func:`~.codec_choice.default_codec`). ``loopback`` adds the RX side:
     ``rx_lanes`` RX lanes, each ending in a frame checker, fed by the wire port
     (:func:`~.codec_choice.loopback_lanes`: as many as the wire needs at the
-    generator codecs' ratio, at most one per generator).
+    generator codecs' ratio, at most one per generator). ``reduce`` (codec specs of the
+    integer codecs ``fixed``, ``qsgd``, ``sign``; default none) puts the reduce lane of the
+    ring all-reduce in front of interface 0's lanes.
 
     A bad parameter raises ``ValueError`` naming it. After construction ``codecs`` is
     the sorted tuple of codec ids and ``gen_codecs`` a tuple of codec specs, and the
@@ -75,6 +78,10 @@ class PluginParams:
     gen_trusted : bool
         Whether the generator lanes are built for a trusted source (no classifier, no
         bypass: :func:`~.codec_choice.gen_lanes_trusted`).
+    reduce_codecs, reduce_params : tuple
+        The reduce lane's integer codecs (names, in ``fixed``, ``qsgd``, ``sign`` order;
+        empty: no lane) and the ``fixed``/``qsgd`` bits it is built for (those ``reduce``
+        gives, else 2 … 16).
     """
     num_intf: int = 1
     host_bw: int = 100
@@ -86,6 +93,7 @@ class PluginParams:
     max_host_elements: int = DEFAULT_HOST_ELEMENTS
     idle_timeout: int = 0           # cycles; 0: never (the register can change it)
     src_port_base: int = SRC_PORT_BASE
+    reduce: tuple = ()
     gen_lanes: int = _resolved()
     rx_lanes: int = _resolved()
     codec_names: tuple = _resolved()
@@ -93,6 +101,8 @@ class PluginParams:
     gen_codec_names: tuple = _resolved()
     gen_held: dict = _resolved()
     gen_trusted: bool = _resolved()
+    reduce_codecs: tuple = _resolved()
+    reduce_params: tuple = _resolved()
 
     def __post_init__(self):
         check_param("num_intf", self.num_intf)
@@ -121,6 +131,7 @@ class PluginParams:
                 or self.src_port_base % 64 or not 0 <= self.src_port_base <= 0xFFC0:
             raise ValueError(f"src_port_base must be a multiple of 64 from 0 to 65472, "
                              f"got {self.src_port_base!r}")
+        reduce_codecs, reduce_params = _reduce_build(self.reduce)
         gen_ids = tuple(sorted({info.id for info, _ in parsed}))
         resolved = {
             "codecs": codecs, "gen_codecs": gen, "gen_lanes": gen_lanes,
@@ -131,6 +142,9 @@ class PluginParams:
             "gen_codec_names": tuple(codec_info(c).name for c in gen_ids),
             "gen_held": narrow_lane_settings(gen) if gen_lanes else None,
             "gen_trusted": not any(info.variable for info, _ in parsed),
+            "reduce": tuple(self.reduce) if not isinstance(self.reduce, str) else (
+                self.reduce,),
+            "reduce_codecs": reduce_codecs, "reduce_params": reduce_params,
         }
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
@@ -154,4 +168,28 @@ class PluginParams:
         """The parameters as given (codecs resolved), then ``gen_lanes`` and ``rx_lanes``."""
         given = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         return given | {"codecs": list(self.codecs), "gen_codecs": list(self.gen_codecs),
-                        "gen_lanes": self.gen_lanes, "rx_lanes": self.rx_lanes}
+                        "reduce": list(self.reduce), "gen_lanes": self.gen_lanes,
+                        "rx_lanes": self.rx_lanes}
+
+
+def _reduce_build(specs):
+    """``(codecs, params)`` of the reduce lane for codec ``specs`` (names, ids or
+    ``"fixed:8"``): the integer codecs named, in :data:`INTEGER_CODECS` order, and the
+    ``fixed``/``qsgd`` bits to build for (those the specs give, else 2 … 16). Empty for
+    no specs; ``ValueError`` naming ``reduce`` for a codec the lane cannot reduce."""
+    if isinstance(specs, (str, int)):
+        specs = (specs,)
+    if not specs:
+        return (), ()
+    try:
+        parsed = [parse_codec_spec(spec) for spec in specs]
+    except ValueError as exc:
+        raise ValueError(f"reduce: {exc}") from None
+    names = {info.name for info, _ in parsed}
+    others = sorted(names - set(INTEGER_CODECS))
+    if others:
+        raise ValueError(f"reduce: the reduce lane reduces {', '.join(INTEGER_CODECS)}, "
+                         f"not {', '.join(others)}")
+    bits = sorted({param for info, param in parsed if info.name != "sign" and param})
+    params = tuple(bits) if bits else tuple(range(2, 17))
+    return tuple(c for c in INTEGER_CODECS if c in names), params

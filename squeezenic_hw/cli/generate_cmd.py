@@ -68,8 +68,9 @@ def run(args):
     else:
         if args.num_intf != 1:
             raise CliError("--num-intf applies to --target opennic only")
-        if args.gen_codecs is not None or args.loopback:
-            raise CliError("--gen-codecs and --loopback apply to --target opennic only")
+        if args.gen_codecs is not None or args.loopback or args.reduce:
+            raise CliError("--gen-codecs, --loopback and --reduce apply to --target opennic "
+                           "only")
         params = plugin_params(args, host_bw)       # checked as for opennic
         host_bw = params.host_bw
         from squeezenic_hw.flows.u280 import write_u280_plan

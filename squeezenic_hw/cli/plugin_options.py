@@ -1,6 +1,7 @@
 """The plugin's build parameters as options, shared by ``generate`` and ``simulate-plugin``:
 ``--host-bw``, ``--num-intf``, ``--codecs``, ``--gen-codecs``, ``--loopback``, ``--mtu``,
-``--port``, ``--max-host-elements`` and ``--idle-timeout``, turned into a ``PluginParams``
+``--port``, ``--max-host-elements``, ``--idle-timeout`` and ``--reduce``, turned into a
+``PluginParams``
 whose complaints name the option."""
 
 from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU, DEFAULT_PORT
@@ -9,7 +10,7 @@ from . import CliError
 from .options import OptionType, codec_list, codec_spec_list, integer, option_message
 
 _PARAMS = ("num_intf", "host_bw", "gen_codecs", "codecs", "mtu", "port", "max_host_elements",
-           "idle_timeout", "loopback")
+           "idle_timeout", "loopback", "reduce")
 
 
 def add_plugin_options(parser, *, host_bw_default):
@@ -41,6 +42,10 @@ def add_plugin_options(parser, *, host_bw_default):
              "run time)")
     add("--max-host-elements", integer, default=DEFAULT_HOST_ELEMENTS, metavar="N",
         help=f"largest RX host frame in fp32 elements (default {DEFAULT_HOST_ELEMENTS})")
+    add("--reduce", codec_spec_list, metavar="C,...", default=(),
+        help="build the reduce lane of the ring all-reduce on interface 0 for these integer "
+             "codecs (fixed, qsgd, sign; fixed:8 builds 8-bit codes only), its registers at "
+             "0x0400 (docs/wire-format.md section 8; default: none)")
     add("--idle-timeout", integer, default=0, metavar="CYCLES",
         help="close an open wire frame after this many idle cycles, 0 = never (reset "
              "value of the idle_timeout register; default 0)")
@@ -64,6 +69,6 @@ def plugin_params(args, host_bw):
                             gen_codecs=args.gen_codecs, loopback=args.loopback,
                             mtu=args.mtu, port=args.port,
                             max_host_elements=args.max_host_elements,
-                            idle_timeout=args.idle_timeout)
+                            idle_timeout=args.idle_timeout, reduce=args.reduce)
     except ValueError as exc:
         raise CliError(option_name(str(exc))) from None

@@ -67,7 +67,8 @@ def add_arguments(parser):
     check.add_argument("--builds", choices=("default", "all"), default="default",
                        help="whole plugins: the default build, or also --host-bw 200 "
                             "--codecs sign, --host-bw 6400 and --host-bw 6400 --loopback "
-                            "(slow: hours of Yosys; default %(default)s)")
+                            "(slow: hours of Yosys, and with the native Yosys only, "
+                            "SQUEEZENIC_HW_YOSYS=native; default %(default)s)")
     check.add_argument("--abc9", action="store_true",
                        help="also synthesise the whole plugins with Yosys's default LUT "
                             "mapping (ABC9) and check their longest paths")
@@ -145,6 +146,7 @@ def _progress(line):
 
 def _run_check(args):
     from squeezenic_hw.cluster import TaskFailed
+    from squeezenic_hw.flows import synth
     from squeezenic_hw.flows.report import DEFAULT_HOST_BWS, BlockSynthesisError
     from squeezenic_hw.flows.report.check import CHECK_COLUMNS, run_gate
 
@@ -156,6 +158,10 @@ def _run_check(args):
     if given:
         raise CliError(f"--check synthesises a fixed set of blocks; {', '.join(given)} "
                        "do not apply to it")
+    if args.builds == "all" and synth.yosys_backend() != "native":
+        raise CliError("--builds all needs the native Yosys (pip install '.[native]' and "
+                       "SQUEEZENIC_HW_YOSYS=native): YoWASP's 4 GiB of memory cannot map "
+                       "the --host-bw 6400 plugins")
     jobs, scheduler = _check_jobs(args)
 
     try:

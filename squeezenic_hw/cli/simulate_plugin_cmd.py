@@ -93,6 +93,9 @@ def run(args):
     from squeezenic_hw.sim import core_model as cm
     from squeezenic_hw.sim.core_script import register_name
 
+    if args.reduce:
+        raise CliError("--reduce: simulate-plugin runs one plugin, and a reduce lane needs a "
+                       "ring; squeezenic-hw allreduce simulates one")
     params = plugin_params(args, 100)
     idle = probability("idle", args.idle)
     backpressure = probability("backpressure", args.backpressure)

@@ -12,6 +12,8 @@ Layout (byte offsets in the plugin's window of the box's BAR2 space):
 0x0000     global: ID, version, build parameters, enable, UDP port,
            idle timeout, TX close, scratch
 0x0100     generator controls (builds with ``host_bw`` > 100)
+0x0400     the reduce lane (builds with ``reduce``): its configuration, header
+           template, ``sign`` table and start, then its counters
 0x1000     host interface ``i`` at ``0x1000 + 0x400·i``: TX lane counters,
            then RX lane counters at ``+0x200``
 0x2000     generator lane ``k`` at ``0x2000 + 0x200·k``: frames sent, TX
@@ -21,19 +23,26 @@ Layout (byte offsets in the plugin's window of the box's BAR2 space):
 """
 
 from squeezenic_hw import __version__
-from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
+from squeezenic_hw.spec.counters import (
+    CONTRIBUTION_COUNTERS,
+    REDUCE_COUNTERS,
+    RX_COUNTERS,
+    TX_COUNTERS,
+)
 from squeezenic_hw.spec.generator import GeneratorConfig, config_values
 
 from .registers import RegisterMap
 
 __all__ = ["plugin_register_map", "held_registers", "PLUGIN_ID", "version_word",
            "GENERATOR_REGISTERS", "generator_settings", "CHECKER_COUNTERS", "GLOBAL_BASE",
-           "GENERATOR_BASE", "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE"]
+           "GENERATOR_BASE", "HOST_BASE", "HOST_STRIDE", "LANE_BASE", "LANE_STRIDE",
+           "REDUCE_BASE", "REDUCE_REGISTERS", "REDUCE_TEMPLATE_WORDS"]
 
 #: Value of the ``id`` register: ASCII "SQZN".
 PLUGIN_ID = 0x53515A4E
 GLOBAL_BASE = 0x0000
 GENERATOR_BASE = 0x0100
+REDUCE_BASE = 0x0400
 HOST_BASE = 0x1000
 HOST_STRIDE = 0x400
 HOST_RX = 0x200
@@ -56,6 +65,28 @@ GENERATOR_REGISTERS = (
     ("flush_every", 16, "set the flush flag every this many frames (0: never)"),
     ("rate_bytes_per_cycle", 16, "frame bytes per 250 MHz cycle, Q8.8 (0x3200 = 100 Gb/s)"),
 )
+
+#: The reduce lane's configuration registers (``docs/wire-format.md`` section 8): (name,
+#: width, doc); each is ``reduce_<name>``, the field of the same name of
+#: :class:`~squeezenic_hw.gateware.reduce.layouts.ReduceConfig`. Write them while
+#: ``reduce_enable`` is 0.
+REDUCE_REGISTERS = (
+    ("enable", 1, "1: the node takes its ring's frames and its host's contributions; "
+                  "0: it passes every frame on and forgets its expected offsets"),
+    ("nodes", 5, "N, the ring's nodes (2 to 16)"),
+    ("rank", 4, "r, this node's place in the ring"),
+    ("codec", 8, "the ring's codec id (a reduce codec of the build)"),
+    ("param", 8, "its parameter (fixed/qsgd bits, else 0)"),
+    ("stochastic", 1, "the stochastic flag the ring's frames carry"),
+    ("scale", 32, "the ring's scale (fp32 bits)"),
+    ("aux", 32, "the ring's aux (fp32 bits)"),
+    ("elements", 32, "E, the tensor's elements"),
+    ("chunk", 32, "C = ceil(E / N)"),
+    ("chunks", 5, "K = ceil(E / C), the non-empty chunks (0 when E = 0)"),
+    ("seed", 32, "this node's encode seed: the ring's seed + r"),
+)
+#: 32-bit words of the reduce lane's header template (one 64-byte header).
+REDUCE_TEMPLATE_WORDS = 16
 
 #: Checker counters of a generator lane: (name, bits).
 CHECKER_COUNTERS = (("frames", 64), ("elements", 64), ("bytes", 64), ("gaps", 64),
@@ -115,6 +146,9 @@ def plugin_register_map(params):
         rm.add("gen_close", access="w1p", width=1, group=g,
                doc="close every generator lane's open wire frame now")
 
+    if p.reduce_codecs:
+        _add_reduce(rm)
+
     for i in range(p.num_intf):
         g = f"host{i}"
         base = HOST_BASE + HOST_STRIDE * i
@@ -142,6 +176,36 @@ def plugin_register_map(params):
             else:
                 rm.add(f"lane{k}_chk_{name}", access="ro", group=g, doc=doc)
     return rm
+
+
+def _add_reduce(rm):
+    g = "reduce"
+    for k, (name, width, doc) in enumerate(REDUCE_REGISTERS):
+        rm.add(f"reduce_{name}", access="rw", width=width, group=g, doc=doc,
+               offset=REDUCE_BASE if k == 0 else None)
+    for k in range(REDUCE_TEMPLATE_WORDS):
+        rm.add(f"reduce_template{k}", access="rw", group=g,
+               doc=f"bytes {4 * k}-{4 * k + 3} of the node's header for its successor and "
+                   "its host's result frames (little-endian; the lane writes lengths, "
+                   "checksum, flags, n and bytes 56-63)")
+    rm.add("reduce_table_addr", access="rw", width=5, group=g,
+           doc="sign table: the entry reduce_table_write writes (n1, 0 to N)")
+    rm.add("reduce_table_data", access="rw", group=g,
+           doc="sign table: the value of n1 1-codes, fl32(fl32(n0*scale) + fl32(n1*aux)) "
+               "(fp32 bits)")
+    rm.add("reduce_table_write", access="w1p", width=1, group=g,
+           doc="write reduce_table_data into entry reduce_table_addr")
+    rm.add("reduce_start", access="w1p", width=1, group=g,
+           doc="an all-reduce begins: the node sends its own chunk first")
+    for name in REDUCE_COUNTERS + CONTRIBUTION_COUNTERS:
+        what, reason = name.split("_", 1)
+        whose = ("reduce frames from the predecessor" if what == "reduce"
+                 else "contribution frames from the host")
+        rm.add(f"count_{name}", access="ro", group=g,
+               doc=f"{whose}: taken" if reason == "taken"
+               else f"{whose}: passed on, reason {reason}")
+    rm.add("count_reduce_overflows", access="ro", group=g,
+           doc="reduce frames bypassed for want of room in the adder's wire queue")
 
 
 def held_registers(params):

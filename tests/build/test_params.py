@@ -63,7 +63,7 @@ def test_resolved_attributes_are_no_parameters():
     assert hash(p) == hash(PluginParams(host_bw=400, loopback=True))
     assert list(p.as_dict()) == ["num_intf", "host_bw", "codecs", "gen_codecs", "loopback",
                                  "mtu", "port", "max_host_elements", "idle_timeout",
-                                 "src_port_base", "gen_lanes", "rx_lanes"]
+                                 "src_port_base", "reduce", "gen_lanes", "rx_lanes"]
     assert p.as_dict()["gen_codecs"] == ["fixed:8"] and p.as_dict()["rx_lanes"] == 4
 
 
@@ -80,3 +80,14 @@ def test_check_param_is_the_constructors_check(name, good, bad):
     assert str(shared.value) == str(built.value)
     with pytest.raises(ValueError, match=name):
         check_param(name, True)
+
+
+def test_reduce_builds_the_integer_codecs_named():
+    p = PluginParams(reduce=["sign", "fixed:8"])
+    assert (p.reduce_codecs, p.reduce_params) == (("fixed", "sign"), (8,))
+    assert PluginParams(reduce="qsgd").reduce_params == tuple(range(2, 17))
+    assert PluginParams().reduce_codecs == () and PluginParams().as_dict()["reduce"] == []
+    with pytest.raises(ValueError, match="^reduce: .*not raw"):
+        PluginParams(reduce=["raw"])
+    with pytest.raises(ValueError, match="^reduce: "):
+        PluginParams(reduce=["fixed:40"])

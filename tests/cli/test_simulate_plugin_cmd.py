@@ -147,3 +147,10 @@ def test_user_errors(tmp_path, capsys, monkeypatch, args, message):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not (tmp_path / "out").exists()
+
+
+def test_reduce_is_for_a_ring(tmp_path, capsys):
+    """One plugin cannot form a ring: ``--reduce`` points to ``allreduce`` (exit 2)."""
+    assert main(["simulate-plugin", "--reduce", "sign", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "allreduce" in err and err.count("\n") == 1

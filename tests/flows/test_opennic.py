@@ -227,7 +227,9 @@ def test_verilator_lints_both_modules(plugin_dirs, n):
     (["--port", "70000"], "--port must be"),
     (["--host-bw", "400", "--gen-codecs", "nope"], "--gen-codecs: codec 'nope'"),
     (["--host-bw", "400", "--gen-codecs", "sign:3"], "--gen-codecs: codec 'sign' takes no"),
-    (["--target", "u280", "--loopback"], "--gen-codecs and --loopback apply to"),
+    (["--target", "u280", "--loopback"], "--gen-codecs, --loopback and --reduce apply to"),
+    (["--target", "u280", "--reduce", "sign"], "--gen-codecs, --loopback and --reduce apply to"),
+    (["--reduce", "raw"], "--reduce: the reduce lane reduces fixed, qsgd, sign, not raw"),
     # the u280 target checks its options as the plugin's build does
     (["--target", "u280", "--port", "0"], "--port must be"),
     (["--target", "u280", "--idle-timeout", "-1"], "--idle-timeout must be"),

@@ -142,3 +142,11 @@ def test_cli_check_rejects_options_it_does_not_take(argv, message, capsys):
     assert main(["report", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_builds_all_needs_the_native_yosys(monkeypatch, capsys):
+    """YoWASP cannot map the 6400 plugins: the gate says so at once instead of hours in."""
+    monkeypatch.setenv("SQUEEZENIC_HW_YOSYS", "yowasp")
+    assert main(["report", "--check", "--builds", "all"]) == 2
+    err = capsys.readouterr().err
+    assert "SQUEEZENIC_HW_YOSYS=native" in err and len(err.strip().splitlines()) == 1

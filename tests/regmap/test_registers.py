@@ -161,3 +161,25 @@ def test_generator_register_docs_say_what_narrow_lanes_hold():
     assert "sign" in sign["gen_codec"].doc and "whatever" not in sign["gen_scale"].doc
     wide = plugin_register_map(PluginParams(host_bw=400, gen_codecs=["fixed:8", "sign"]))
     assert all("whatever" not in wide[f"gen_{n}"].doc for n in ("codec", "param", "scale"))
+
+
+def test_the_reduce_lane_registers_only_in_a_reduce_build():
+    """A ``reduce`` build maps the lane's configuration (every field of ``ReduceConfig``),
+    template, table, start and counters from 0x0400; another build maps none of them."""
+    from amaranth.lib import data
+
+    from squeezenic_hw.gateware.reduce.layouts import ReduceConfig
+    from squeezenic_hw.regmap.plugin import REDUCE_BASE, REDUCE_REGISTERS
+    from squeezenic_hw.spec.counters import CONTRIBUTION_COUNTERS, REDUCE_COUNTERS
+
+    rm = plugin_register_map(PluginParams(reduce=["sign"]))
+    names = {r.name for r in rm}
+    assert {f"reduce_{n}" for n, _, _ in REDUCE_REGISTERS} <= names
+    assert {n for n, _, _ in REDUCE_REGISTERS} == {n for n, _ in data.Layout.cast(
+        ReduceConfig)}
+    assert {f"count_{n}" for n in REDUCE_COUNTERS + CONTRIBUTION_COUNTERS} <= names
+    assert rm["reduce_enable"].offset == REDUCE_BASE
+    assert rm["reduce_start"].access == "w1p"
+    assert all(rm[f"reduce_{n}"].width == w for n, w, _ in REDUCE_REGISTERS)
+    plain = {r.name for r in plugin_register_map(PluginParams())}
+    assert not {n for n in plain if n.startswith(("reduce_", "count_"))}

@@ -8,6 +8,13 @@
                                                    └─► RxArray (M lanes + checkers)
     axil ─► AxiLiteRegisterFile (map: squeezenic_hw.regmap.plugin)
 
+With ``params.reduce``, interface 0 has a
+:class:`~squeezenic_hw.gateware.reduce.lane.ReduceLane` in front of its lanes: ``h2c[0]``
+into its host side (the frames it does not take on to TX lane 0), ``rx[0]`` into its ring
+side (the frames it does not take on to the RX side); its frames for the successor share
+``tx[0]`` with the TX side, and its result frames share ``c2h[0]`` with RX lane 0, a whole
+frame at a time.
+
 The host-facing lanes carry ``params.codecs`` (every codec by default); the N
 generator lanes ``params.gen_codecs`` (the Table 6 codec of ``host_bw`` by
 default). Without ``params.loopback`` the build is TX only, like the paper's Table
@@ -17,7 +24,7 @@ default). Without ``params.loopback`` the build is TX only, like the paper's Tab
 two clocks and its reset.
 """
 
-from amaranth import Module
+from amaranth import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -29,15 +36,23 @@ from squeezenic_hw.gateware.axil.register_file import AxiLiteRegisterFile
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
 from squeezenic_hw.gateware.common.layouts import axis_signature
 from squeezenic_hw.gateware.lane.control import close_when_idle
+from squeezenic_hw.gateware.reduce.lane import ReduceLane
 from squeezenic_hw.gateware.rx.lane import RxLane
 from squeezenic_hw.gateware.tx.lane import TxLane
 from squeezenic_hw.regmap.plugin import (
     CHECKER_COUNTERS,
     GENERATOR_REGISTERS,
+    REDUCE_REGISTERS,
+    REDUCE_TEMPLATE_WORDS,
     build_constants,
     plugin_register_map,
 )
-from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
+from squeezenic_hw.spec.counters import (
+    CONTRIBUTION_COUNTERS,
+    REDUCE_COUNTERS,
+    RX_COUNTERS,
+    TX_COUNTERS,
+)
 
 __all__ = ["SqueezeNicCore", "generator_lane"]
 
@@ -125,11 +140,13 @@ class SqueezeNicCore(wiring.Component):
             for name in RX_COUNTERS:
                 m.d.comb += getattr(regs.ro, f"host{i}_rx_{name}").eq(rx.counters[name])
 
-            wiring.connect(m, wiring.flipped(self.h2c[i]), tx.i)
-            wire_out = tx.o
-            wire_in = rx.i
+            host_in, wire_out, wire_in, host_out = tx.i, tx.o, rx.i, rx.o
             if i == 0 and arrays:
                 wire_out, wire_in = self._arrays(m, regs, tx.o, rx.i)
+            if i == 0 and p.reduce_codecs:
+                host_in, wire_out, wire_in, host_out = self._reduce(
+                    m, regs, host_in, wire_out, wire_in, host_out)
+            wiring.connect(m, wiring.flipped(self.h2c[i]), host_in)
             # The packet adapter drops a frame without bit 6 + port of tuser_dst.
             out = self.tx[i]
             m.d.comb += [out.valid.eq(wire_out.valid), wire_out.ready.eq(out.ready),
@@ -137,9 +154,43 @@ class SqueezeNicCore(wiring.Component):
                          out.payload.dst.eq(1 << (6 + i))]
             wiring.connect(m, wiring.flipped(self.rx[i]), wire_in)
             host = self.c2h[i]
-            m.d.comb += [host.valid.eq(rx.o.valid), rx.o.ready.eq(host.ready),
-                         host.payload.eq(rx.o.payload), host.payload.dst.eq(1 << i)]
+            m.d.comb += [host.valid.eq(host_out.valid), host_out.ready.eq(host.ready),
+                         host.payload.eq(host_out.payload), host.payload.dst.eq(1 << i)]
         return m
+
+    def _reduce(self, m, regs, host_in, wire_out, wire_in, host_out):
+        """The reduce lane in front of interface 0's lanes: returns the streams the
+        interface's ports now connect to (host in, wire out, wire in, host out)."""
+        p = self.params
+        lane = m.submodules.reduce = ReduceLane(
+            codecs=p.reduce_codecs, params=p.reduce_params, mtu=p.mtu, port=p.port,
+            max_host_elements=p.max_host_elements)
+        for name, _, _ in REDUCE_REGISTERS:
+            m.d.comb += getattr(lane.cfg, name).eq(getattr(regs.rw, f"reduce_{name}"))
+        m.d.comb += [
+            lane.cfg_port.eq(regs.rw.udp_port),
+            lane.template.eq(Cat(*(getattr(regs.rw, f"reduce_template{k}")
+                                   for k in range(REDUCE_TEMPLATE_WORDS)))),
+            lane.start.eq(regs.pulse.reduce_start),
+            lane.table_addr.eq(regs.rw.reduce_table_addr),
+            lane.table_data.eq(regs.rw.reduce_table_data),
+            lane.table_we.eq(regs.pulse.reduce_table_write),
+            regs.ro.count_reduce_overflows.eq(lane.overflows),
+        ]
+        for name in REDUCE_COUNTERS:
+            m.d.comb += getattr(regs.ro, f"count_{name}").eq(lane.counters[name])
+        for name in CONTRIBUTION_COUNTERS:
+            m.d.comb += getattr(regs.ro, f"count_{name}").eq(
+                lane.contribution_counters[name])
+        wiring.connect(m, lane.host_other, host_in)
+        wiring.connect(m, lane.bypass, wire_in)
+        m.submodules.reduce_wire_arbiter = wire = FrameArbiter(2)
+        wiring.connect(m, wire.i[0], wire_out)
+        wiring.connect(m, wire.i[1], lane.o)
+        m.submodules.reduce_host_arbiter = host = FrameArbiter(2)
+        wiring.connect(m, host.i[0], host_out)
+        wiring.connect(m, host.i[1], lane.results)
+        return lane.host, wire.o, lane.i, host.o
 
     def _arrays(self, m, regs, host_tx, host_rx):
         """Generator lanes (and with ``loopback`` the checker lanes) on interface 0;

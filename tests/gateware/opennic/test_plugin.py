@@ -13,12 +13,20 @@ from squeezenic_hw.build.params import PluginParams
 from squeezenic_hw.gateware.opennic.core import SqueezeNicCore
 from squeezenic_hw.gateware.opennic.plugin import OpenNicPlugin
 from squeezenic_hw.reference import lane as lr
-from squeezenic_hw.regmap.plugin import PLUGIN_ID, version_word
+from squeezenic_hw.reference.allreduce import (
+    allreduce,
+    contribution_frames,
+    integer_values,
+    result_frames,
+)
+from squeezenic_hw.regmap.plugin import PLUGIN_ID, REDUCE_TEMPLATE_WORDS, version_word
 from squeezenic_hw.sim.axil import OKAY, SLVERR, axil_read, axil_write
 from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset
+from squeezenic_hw.sim.reduce_ring import node_config
 from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
-from squeezenic_hw.spec.frames import Header, build_host_frame
+from squeezenic_hw.spec.frames import Header, build_host_frame, parse
+from squeezenic_hw.spec.reduce import ReduceFields
 
 from support.lane_scenarios import host_stream, mixed_traffic
 from support.unused import rejected
@@ -199,3 +207,83 @@ def test_second_interface_and_runtime_registers():
     assert [f.data for f in sink.frames] == want
     assert all(f.dst == 1 << 7 for f in sink.frames)    # interface 1: adapter bit 6 + 1
     assert got == {"other_port": len(c), "close_idle": 2, "if0": 0}
+
+
+def test_reduce_node_through_opennic_ports():
+    """A ``--reduce sign`` plugin as node 1 of a ring of two, configured over AXI-Lite: its
+    host's contribution frames on H2C and node 0's reduce frames on the wire give node 1's
+    frames of the reference ring on the wire and its host's result frames on C2H."""
+    nodes, rank, elements = 2, 1, 300
+    settings = {"scale": 0.5, "aux": -0.25}
+    params = PluginParams(codecs=["sign"], reduce=["sign"])
+    top = OpenNicPlugin(params)
+    rm = top.regmap
+    rng = np.random.default_rng(11)
+    xs = [rng.normal(size=elements).astype(np.float32) for _ in range(nodes)]
+    result = allreduce(xs, "sign", seed=3, mtu=params.mtu, **settings)
+    h2c = contribution_frames(xs[rank], rank, nodes, "sign", **settings)
+    expected_tx = result.links[rank]
+    expected_c2h = result_frames(result, rank, "sign", **settings)
+    bus = axil_bus(top)
+    start = 4000                        # cycles of 250 MHz: the registers are written by then
+    srcs = [FrameSource(flat_stream(top, "s_axis_qdma_h2c", 0), h2c, idle=0.2, seed=1,
+                        times=[start] + [0] * (len(h2c) - 1)),
+            FrameSource(flat_stream(top, "s_axis_adap_rx_250mhz", 0), result.links[0],
+                        idle=0.2, seed=2, times=[start] + [0] * (len(result.links[0]) - 1))]
+    sinks = {"tx": FrameSink(flat_stream(top, "m_axis_adap_tx_250mhz", 0), backpressure=0.2,
+                             seed=3, n_frames=len(expected_tx), timeout=100_000),
+             "c2h": FrameSink(flat_stream(top, "m_axis_qdma_c2h", 0), backpressure=0.2,
+                              seed=4, n_frames=len(expected_c2h), timeout=100_000)}
+    config = node_config(nodes, rank, "sign", elements, param=0, seed=3, stochastic=False,
+                         **settings)
+    template = int.from_bytes(expected_tx[0][:64], "little")
+    table = integer_values(np.arange(nodes + 1), "sign", nodes, **settings).view(np.uint32)
+    got = {}
+
+    async def bench(ctx):
+        await reset(ctx, top)
+
+        async def write(name, value):
+            assert await axil_write(ctx, bus, _reg(rm, name), int(value),
+                                    domain="axil") == OKAY
+
+        for name, value in config.items():
+            if name != "enable":
+                await write(f"reduce_{name}", value)
+        for k in range(REDUCE_TEMPLATE_WORDS):
+            await write(f"reduce_template{k}", template >> (32 * k) & 0xFFFFFFFF)
+        for k, v in enumerate(table):
+            await write("reduce_table_addr", k)
+            await write("reduce_table_data", v)
+            await write("reduce_table_write", 1)
+        await write("reduce_enable", 1)
+        await write("reduce_start", 1)
+        while len(sinks["tx"].frames) < len(expected_tx) or \
+                len(sinks["c2h"].frames) < len(expected_c2h):
+            await ctx.tick("axil")
+        for _ in range(20):
+            await ctx.tick("axil")
+        got["counters"] = {name: (await axil_read(ctx, bus, _reg(rm, name),
+                                                  domain="axil"))[0]
+                           for name in ("count_reduce_taken", "count_contribution_taken",
+                                        "count_reduce_overflows")}
+
+    sim = Simulator(top)
+    add_clocks(sim, top)
+    for s in srcs + list(sinks.values()):
+        sim.add_testbench(s.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+
+    def by_chunk(frames):
+        out = {}
+        for f in frames:
+            g = ReduceFields.of(parse(f))
+            out.setdefault((g.origin, g.gather), []).append(f)
+        return out
+
+    assert by_chunk([f.data for f in sinks["tx"].frames]) == by_chunk(expected_tx)
+    assert by_chunk([f.data for f in sinks["c2h"].frames]) == by_chunk(expected_c2h)
+    assert got["counters"] == {"count_reduce_taken": len(result.links[0]),
+                               "count_contribution_taken": len(h2c),
+                               "count_reduce_overflows": 0}
