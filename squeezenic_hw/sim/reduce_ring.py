@@ -1,6 +1,6 @@
-"""A ring of simulated NICs doing an all-reduce (``docs/wire-format.md`` section 8): N
-:class:`~squeezenic_hw.gateware.reduce.lane.ReduceLane` s joined in a ring, each fed its
-host's contribution frames, on the Amaranth simulator.
+"""A ring of simulated NICs doing an all-reduce (``docs/wire-format.md`` section 8): N reduce
+lanes (:class:`~squeezenic_hw.gateware.reduce.lane.ReduceLane`) joined in a ring, each fed
+its host's contribution frames, on the Amaranth simulator.
 
 :func:`run_ring` returns what every host received (its result frames, and the values
 they carry), every link's frames, the cycles the all-reduce took, and the beats each
@@ -47,8 +47,8 @@ class LaneRing(Elaboratable):
     """``size`` reduce lanes, lane r's ``o`` into lane r + 1's ``i`` through a gate that a
     testbench may close (``gap[r]``: the link idles whatever the lanes offer).
 
-    ``lane_kwargs`` build every lane (:class:`~squeezenic_hw.gateware.reduce.lane.
-    ReduceLane`)."""
+    ``lane_kwargs`` build every lane
+    (:class:`~squeezenic_hw.gateware.reduce.lane.ReduceLane`)."""
 
     def __init__(self, size, **lane_kwargs):
         self.lanes = [ReduceLane(**lane_kwargs) for _ in range(check_nodes(size))]

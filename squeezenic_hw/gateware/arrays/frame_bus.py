@@ -94,7 +94,7 @@ class FrameBusArbiter(wiring.Component):
     rings, and the n ``last`` bits) and n headers (513 bits; ``show``, ``penult``), the
     lanes' rows registered after its first level (⌈n/6⌉ × 513 flip-flops), the headers'
     whole (the bits of ``head_mask``), the output and skid registers, and the round
-    robin of :class:`~.arbiter.FrameArbiter`.
+    robin of :class:`~squeezenic_hw.gateware.common.frame_arbiter.FrameArbiter`.
     """
 
     def __init__(self, n_inputs, *, head_mask=None, shared_rows=0):

@@ -425,7 +425,8 @@ class TxArray(wiring.Component):
     ``tx_counters`` (per lane, :data:`~squeezenic_hw.spec.counters.TX_COUNTERS`).
 
     Narrow lanes share a frame bus (:class:`~.frame_bus.FrameBusArbiter`, an OR of the
-    lanes) instead of a :class:`~.arbiter.FrameArbiter`, then a
+    lanes) instead of a
+    :class:`~squeezenic_hw.gateware.common.frame_arbiter.FrameArbiter`, then a
     :class:`~.header_finisher.HeaderFinisher`; and where their wire frames are long,
     rings, in clusters of :func:`ring_cluster_size` lanes
     (:class:`~.ring_cluster.RingCluster`).
