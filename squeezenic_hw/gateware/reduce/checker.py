@@ -35,6 +35,8 @@ from squeezenic_hw.spec.reduce import (
 )
 
 from .judging import (
+    MIN_DEPTH,
+    check_depth,
     count_verdicts,
     first_failing,
     header_byte,
@@ -49,8 +51,6 @@ __all__ = ["ReduceChecker", "REDUCIBLE_CODECS", "MIN_DEPTH", "codec_ids"]
 
 #: The codecs a reduce lane can build in (section 8.2), by id.
 REDUCIBLE_CODECS = frozenset(codec_info(c).id for c in INTEGER_CODECS + FLOAT_CODECS)
-#: The smallest ``depth`` at one beat per cycle: the beats the checks' latency holds.
-MIN_DEPTH = 12
 
 #: The checks on a reduce frame's header made before its expected offset, in order.
 _HEADER_CHECKS = (ReduceReason.DISABLED, ReduceReason.LENGTH, ReduceReason.FLAGS,
@@ -164,10 +164,7 @@ class ReduceChecker(wiring.Component):
     def __init__(self, *, port=DEFAULT_PORT, codecs=REDUCIBLE_CODECS, depth=16):
         self.port = check_port(port)
         self.codecs = codec_ids(codecs)
-        if isinstance(depth, bool) or not isinstance(depth, int) or not (
-                MIN_DEPTH <= depth <= 64):
-            raise ValueError(f"depth must be an int from {MIN_DEPTH} to 64, got {depth!r}")
-        self.depth = depth
+        self.depth = check_depth(depth)
         super().__init__({
             "i": In(axis_signature()),
             "take": Out(stream.Signature(CheckedBeat)),

@@ -24,6 +24,8 @@ from squeezenic_hw.spec.reduce import (
 
 from .checker import REDUCIBLE_CODECS, codec_ids
 from .judging import (
+    MIN_DEPTH,
+    check_depth,
     count_verdicts,
     first_failing,
     header_byte,
@@ -39,12 +41,10 @@ from .layouts import (
     contribution_counters_layout,
 )
 
-__all__ = ["ContributionChecker", "CONTRIBUTION_CONFIG_CYCLES"]
+__all__ = ["ContributionChecker", "CONTRIBUTION_CONFIG_CYCLES", "MIN_DEPTH"]
 
 #: Cycles from ``cfg`` written to the host's starting position derived from it.
 CONTRIBUTION_CONFIG_CYCLES = 4
-#: The smallest ``depth`` at one beat per cycle: the beats the checks' latency holds.
-MIN_DEPTH = 12
 
 #: The checks made on the header alone, in order (``offset`` needs the position).
 _HEADER_CHECKS = (ContributionReason.DISABLED, ContributionReason.LENGTH,
@@ -117,10 +117,7 @@ class ContributionChecker(wiring.Component):
     def __init__(self, *, port=DEFAULT_PORT, codecs=REDUCIBLE_CODECS, depth=16):
         self.port = check_port(port)
         self.codecs = codec_ids(codecs)
-        if isinstance(depth, bool) or not isinstance(depth, int) or not (
-                MIN_DEPTH <= depth <= 64):
-            raise ValueError(f"depth must be an int from {MIN_DEPTH} to 64, got {depth!r}")
-        self.depth = depth
+        self.depth = check_depth(depth)
         super().__init__({
             "i": In(axis_signature()),
             "take": Out(stream.Signature(ContributionBeat)),

@@ -10,8 +10,20 @@ from squeezenic_hw.gateware.common.stream import LutramFifo
 from squeezenic_hw.gateware.lane.classifier import FrameClassifier
 from squeezenic_hw.spec.header import FLAG_STOCHASTIC, HDR
 
-__all__ = ["header_byte", "header_flag", "settings_compares", "queued_input",
-           "first_failing", "count_verdicts", "leave_by_verdict"]
+__all__ = ["MIN_DEPTH", "check_depth", "header_byte", "header_flag", "settings_compares",
+           "queued_input", "first_failing", "count_verdicts", "leave_by_verdict"]
+
+#: The smallest input queue of a judge at one beat per cycle: the beats its checks'
+#: latency holds.
+MIN_DEPTH = 12
+
+
+def check_depth(depth):
+    """``depth`` if it is an int from :data:`MIN_DEPTH` to 64, else ``ValueError`` naming
+    it."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or not MIN_DEPTH <= depth <= 64:
+        raise ValueError(f"depth must be an int from {MIN_DEPTH} to 64, got {depth!r}")
+    return depth
 
 
 def header_byte(value, start):
