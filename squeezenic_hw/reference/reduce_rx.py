@@ -22,6 +22,7 @@ from squeezenic_hw.spec.counters import (
 )
 from squeezenic_hw.spec.frames import BypassReason, check_transport, classify_wire_frame
 from squeezenic_hw.spec.header import (
+    DEFAULT_MTU,
     DEFAULT_PORT,
     FLAG_ENCODED,
     FLAG_FLUSH,
@@ -39,9 +40,10 @@ from squeezenic_hw.spec.reduce import (
     ReduceReason,
     check_nodes,
     chunk_bounds,
-    next_host_position,
+    host_segments,
     partial_width,
     reduce_frame_length,
+    sums_per_frame,
 )
 
 __all__ = ["TakenFrame", "ReduceVerdict", "ReduceReceiver", "ContributionVerdict",
@@ -236,27 +238,39 @@ class ContributionReceiver(_Enabled):
     """Node ``rank``'s checks on the frames of its host (section 8.5): which are
     contribution frames it takes, in ring order, and why the others are passed on.
 
-    Parameters and attributes as :class:`ReduceReceiver`'s; ``counters`` are keyed by
-    :data:`~squeezenic_hw.spec.counters.CONTRIBUTION_COUNTERS`, and :attr:`position` is
-    the ``(chunk, offset)`` the node expects next (``(None, 0)`` when every chunk is
-    empty).
+    Parameters and attributes as :class:`ReduceReceiver`'s, and ``mtu``, the ring's
+    reduce frames' (the host's segments are theirs:
+    :func:`~squeezenic_hw.spec.reduce.host_segments`); ``counters`` are keyed by
+    :data:`~squeezenic_hw.spec.counters.CONTRIBUTION_COUNTERS`, :attr:`position` is the
+    ``(chunk, offset)`` the node expects next (``(None, 0)`` when every chunk is empty)
+    and :attr:`segment_end` the end of the segment it lies in.
     """
 
     def __init__(self, nodes, rank, codec, *, elements, param=0, scale=1.0, aux=1.0,
-                 stochastic=False, enabled=True, port=DEFAULT_PORT):
+                 stochastic=False, enabled=True, port=DEFAULT_PORT, mtu=DEFAULT_MTU):
         self._ring = ReduceReceiver(nodes, rank, codec, elements=elements, param=param,
                                     scale=scale, aux=aux, stochastic=stochastic,
                                     enabled=enabled, port=port)
         self.nodes, self.rank, self.elements = nodes, rank, elements
         self.counters = Counter(dict.fromkeys(CONTRIBUTION_COUNTERS, 0))
         self._enabled = bool(enabled)
-        self.position = self._start()
+        self._segments = host_segments(
+            elements, nodes, rank, sums_per_frame(partial_width(codec, param, nodes), mtu))
+        self._forget()
 
-    def _start(self):
-        return next_host_position(self.elements, self.nodes, self.rank, None, 0)
+    @property
+    def position(self):
+        if not self._segments:
+            return None, 0
+        return self._segments[self._segment][0], self._offset
+
+    @property
+    def segment_end(self):
+        return self._segments[self._segment][2] if self._segments else 0
 
     def _forget(self):
-        self.position = self._start()
+        self._segment = 0
+        self._offset = self._segments[0][1] if self._segments else 0
 
     def receive(self, frame, tuser_size=None):
         """Judge one frame from the host and count it; a frame taken moves the expected
@@ -265,8 +279,10 @@ class ContributionReceiver(_Enabled):
         if verdict.reason is not None:
             self.counters[contribution_counter_name(verdict.reason)] += 1
         if verdict.taken:
-            self.position = next_host_position(self.elements, self.nodes, self.rank,
-                                               verdict.chunk, verdict.offset + verdict.n)
+            self._offset = verdict.offset + verdict.n
+            if self._offset == self.segment_end:      # the next segment, after the last the first
+                self._segment = (self._segment + 1) % len(self._segments)
+                self._offset = self._segments[self._segment][1]
         return verdict
 
     def _judge(self, frame, tuser_size):
@@ -289,6 +305,6 @@ class ContributionReceiver(_Enabled):
             return ContributionVerdict(ContributionReason.FIELDS)
         chunk, offset = self.position
         if chunk is None or (f.origin, h.offset) != (chunk, offset) or (
-                h.offset + h.n > chunk_bounds(self.elements, self.nodes, chunk)[1]):
+                h.offset + h.n > self.segment_end):
             return ContributionVerdict(ContributionReason.OFFSET)
         return ContributionVerdict(ContributionReason.NONE, chunk, h.offset, h.n)

@@ -195,8 +195,6 @@ def _add_reduce(rm):
                "(fp32 bits)")
     rm.add("reduce_table_write", access="w1p", width=1, group=g,
            doc="write reduce_table_data into entry reduce_table_addr")
-    rm.add("reduce_start", access="w1p", width=1, group=g,
-           doc="an all-reduce begins: the node sends its own chunk first")
     for name in REDUCE_COUNTERS + CONTRIBUTION_COUNTERS:
         what, reason = name.split("_", 1)
         whose = ("reduce frames from the predecessor" if what == "reduce"

@@ -17,6 +17,7 @@ from amaranth.lib import data
 from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.gateware.reduce.adder import CONFIG_CYCLES
 from squeezenic_hw.gateware.reduce.lane import ReduceLane
+from squeezenic_hw.gateware.reduce.layouts import ReduceConfig
 from squeezenic_hw.reference.allreduce import contribution_frames, integer_values
 from squeezenic_hw.spec.codecs import codec_info, f32_bits
 from squeezenic_hw.spec.frames import Header, build_wire_frame, parse
@@ -74,8 +75,7 @@ async def write_sign_table(ctx, targets, nodes, scale, aux):
     ``table_addr``, ``table_data`` and ``table_we``), as software does when it configures
     a ring of ``nodes`` with ``scale`` and ``aux``: entry n1 is the value of n1 1-codes
     (:func:`~squeezenic_hw.reference.allreduce.integer_values`). Takes N + 1 cycles."""
-    table = integer_values(np.arange(nodes + 1), "sign", nodes, scale, aux).view(np.uint32)
-    for k, v in enumerate(table):
+    for k, v in enumerate(_sign_table(nodes, scale, aux)):
         for t in targets:
             ctx.set(t.table_addr, k)
             ctx.set(t.table_data, int(v))
@@ -85,19 +85,19 @@ async def write_sign_table(ctx, targets, nodes, scale, aux):
         ctx.set(t.table_we, 0)
 
 
+def _sign_table(nodes, scale, aux):
+    """The ``sign`` values' table of a ring: entry n1, the value of n1 1-codes (u32)."""
+    return integer_values(np.arange(nodes + 1), "sign", nodes, scale, aux).view(np.uint32)
+
+
 async def enable_and_start(ctx, lanes, configs):
-    """Let the configuration written settle, write ``configs`` (enabled), let them settle
-    and pulse every lane's ``start``: the all-reduce begins. Takes 2 · ``CONFIG_CYCLES`` +
-    1 cycles."""
+    """Let the configuration written settle, write ``configs`` (enabled) and let them
+    settle: the all-reduce begins with the hosts' first contribution frames. Takes
+    2 · ``CONFIG_CYCLES`` + 1 cycles."""
     await ctx.tick().repeat(CONFIG_CYCLES)
     for lane, cfg in zip(lanes, configs, strict=True):
         ctx.set(lane.cfg, cfg)
-    await ctx.tick().repeat(CONFIG_CYCLES)
-    for lane in lanes:
-        ctx.set(lane.start, 1)
-    await ctx.tick()
-    for lane in lanes:
-        ctx.set(lane.start, 0)
+    await ctx.tick().repeat(CONFIG_CYCLES + 1)
 
 
 def node_config(nodes, rank, codec, elements, *, param, scale, aux, seed, stochastic,
@@ -172,15 +172,22 @@ class RingRun:
 
 def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=False,
              mtu=DEFAULT_MTU, max_host_elements=DEFAULT_HOST_ELEMENTS, link_gap=0.0,
-             idle=0.0, rng_seed=0, max_cycles=None, progress=None):
+             idle=0.0, rng_seed=0, max_cycles=None, progress=None, backend="amaranth",
+             cache_dir=None, jobs=2, build_progress=None):
     """Run the ring all-reduce of ``tensors`` (one per node) through a :class:`LaneRing`.
 
     The lanes are built for this ring alone (its codec, N and ``param``). ``link_gap`` and
     ``idle`` are the probabilities of an idle cycle on each link and before each host
     beat. ``progress(done, total)`` is called every few thousand cycles with the result
-    beats received and expected. Raises ``ValueError`` naming a bad argument, and
-    ``RuntimeError`` when the ring stops short of ``max_cycles`` (default: ten times the
-    beats of the busiest stream, plus 10 000)."""
+    beats received and expected. ``backend`` is ``"amaranth"`` (Amaranth's simulator) or
+    ``"compiled"`` (one Verilator model of the lane, instantiated per node:
+    :mod:`~.ring_model`; ``cache_dir``, ``jobs`` and ``build_progress`` go to its build).
+    The two give the same frames and counters; their cycle figures differ by the random
+    draws (each backend has its own generator). Raises ``ValueError`` naming a bad
+    argument, and ``RuntimeError`` when the ring stops short of ``max_cycles`` (default:
+    ten times the beats of the busiest stream, plus 10 000)."""
+    if backend not in ("amaranth", "compiled"):
+        raise ValueError(f"backend must be amaranth or compiled, got {backend!r}")
     xs = [np.ascontiguousarray(np.asarray(t, dtype=np.float32)).reshape(-1) for t in tensors]
     nodes = check_nodes(len(xs))
     info = codec_info(codec)
@@ -191,18 +198,40 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
     stochastic = bool(stochastic) and info.stochastic
     settings = dict(param=param, scale=scale, aux=aux)
     hosts = [contribution_frames(xs[r], r, nodes, info.name, max_host_elements=max_host_elements,
-                                 stochastic=stochastic, **settings) for r in range(nodes)]
+                                 stochastic=stochastic, mtu=mtu, **settings)
+             for r in range(nodes)]
     host_beats = [[w for f in frames for w in frame_beats(f)] for frames in hosts]
     width = partial_width(info, param, nodes)
     results_expected = _result_beats(elements, nodes, width, mtu, max_host_elements)
     params = [param] if info.name != "sign" else range(2, 17)
-    ring = LaneRing(nodes, codecs=[info.name], nodes=[nodes], params=params, mtu=mtu,
-                    max_host_elements=max_host_elements,
-                    out_depth=max(64, -(-(mtu - HEADER_LEN) // 64)))
-    lanes = ring.lanes
+    lane_kwargs = dict(codecs=[info.name], nodes=[nodes], params=params, mtu=mtu,
+                       max_host_elements=max_host_elements,
+                       out_depth=max(64, -(-(mtu - HEADER_LEN) // 64)))
     busiest = max(max(len(b) for b in host_beats), results_expected)
     max_cycles = max_cycles or 10 * busiest + 10_000
     template = _template(info.name, param, scale, aux)
+    configs = [[node_config(nodes, r, info.name, elements, seed=seed, stochastic=stochastic,
+                            enable=enable, **settings) for r in range(nodes)]
+               for enable in (False, True)]
+    if backend == "compiled":
+        from .ring_model import build_ring_model, run_ring_model
+
+        exe, build = build_ring_model(lane_kwargs, cache_dir=cache_dir, jobs=jobs,
+                                      progress=build_progress)
+        layout = data.Layout.cast(ReduceConfig)
+        got = run_ring_model(
+            exe, build["meta"], host_beats=host_beats,
+            table=[int(v) for v in _sign_table(nodes, scale, aux)],
+            configs_off=[layout.const(c).as_bits() for c in configs[0]],
+            configs_on=[layout.const(c).as_bits() for c in configs[1]],
+            template=template, result_beats=results_expected * nodes, idle=idle,
+            link_gap=link_gap, seed=rng_seed, timeout=max_cycles + nodes + 2 * CONFIG_CYCLES + 4,
+            progress=progress)
+        return _ring_run(got.beats, got.link_cycles, got.counters, host_beats, elements,
+                         nodes, got.last - got.first)
+
+    ring = LaneRing(nodes, **lane_kwargs)
+    lanes = ring.lanes
     state = {"start": None, "last": 0, "done": False}
     out = {name: [[] for _ in range(nodes)] for name in
            ("results", "links", "host_other", "bypass")}
@@ -210,14 +239,11 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
     link_cycles = [[] for _ in range(nodes)]
 
     async def configure(ctx):
-        for r, lane in enumerate(lanes):
-            ctx.set(lane.cfg, node_config(nodes, r, info.name, elements, seed=seed,
-                                          stochastic=stochastic, enable=False, **settings))
+        for lane, cfg in zip(lanes, configs[0], strict=True):
+            ctx.set(lane.cfg, cfg)
             ctx.set(lane.template, template)
         await write_sign_table(ctx, lanes, nodes, scale, aux)
-        await enable_and_start(ctx, lanes, [
-            node_config(nodes, r, info.name, elements, seed=seed, stochastic=stochastic,
-                        **settings) for r in range(nodes)])
+        await enable_and_start(ctx, lanes, configs[1])
 
     setup = nodes + 1 + 2 * CONFIG_CYCLES + 2
 
@@ -284,6 +310,13 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
 
     sim = ReusableSimulation(ring)
     sim.run([(configure, True), (watch, False)] + [(host(r), True) for r in range(nodes)])
+    return _ring_run(out, link_cycles, counters, host_beats, elements, nodes,
+                     state["last"] - (state["start"] or 0))
+
+
+def _ring_run(out, link_cycles, counters, host_beats, elements, nodes, cycles):
+    """The :class:`RingRun` of the beats every stream gave (``out``: per stream name, per
+    node)."""
     frames = {name: [_frames_of(beats) for beats in per_node] for name, per_node in out.items()}
     results, complete = [], []
     for r in range(nodes):
@@ -299,7 +332,7 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
         hop_latency=_hop_latency(out["links"], link_cycles, nodes),
         results=results, result_frames=frames["results"], links=frames["links"],
         host_other=frames["host_other"], bypass=frames["bypass"], complete=complete,
-        cycles=state["last"] - (state["start"] or 0),
+        cycles=cycles,
         stream_beats={"host_in": max(len(b) for b in host_beats),
                       "host_out": max(len(b) for b in out["results"]),
                       "link": max(len(b) for b in out["links"])},

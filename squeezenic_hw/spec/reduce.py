@@ -5,6 +5,7 @@ node bypasses a reduce frame, and the checks a frame alone decides
 (:func:`classify_reduce_frame`)."""
 
 import enum
+import functools
 from dataclasses import dataclass
 
 from .codecs import codec_info, validate_param
@@ -15,7 +16,7 @@ __all__ = [
     "REDUCE_VERSION", "FLAG_GATHER", "REDUCE_FLAGS_RESERVED", "MIN_NODES", "MAX_NODES",
     "INTEGER_CODECS", "FLOAT_CODECS", "ReduceFields", "ReduceReason", "check_nodes",
     "ContributionReason", "HOST_VALUE_WIDTH", "contribution_fields", "result_fields",
-    "host_flags", "next_host_position",
+    "host_flags", "host_segments",
     "reduce_family", "partial_width", "chunk_size", "chunk_bounds", "ring_order",
     "sums_per_frame", "reduce_frame_length", "REDUCE_HDR", "FRAME_REDUCE_REASONS",
     "classify_reduce_frame",
@@ -185,24 +186,32 @@ def host_flags(fields, stochastic):
     return fields.flags(stochastic) & ~FLAG_ENCODED
 
 
-def next_host_position(elements, nodes, rank, chunk, offset):
-    """``(chunk, offset)`` a node expects of its host after ``offset`` in ``chunk``
-    (section 8.5): ``offset`` itself inside the chunk, else the start of the next non-empty
-    chunk in ring order (after the last, the first again). ``chunk`` is ``None`` to ask
-    for the first position of an all-reduce; ``(None, 0)`` when every chunk is empty."""
-    order = ring_order(rank, nodes)
-    if chunk is not None:
-        lo, hi = chunk_bounds(elements, nodes, chunk)
-        if offset < hi:
-            return chunk, offset
-        later = order[order.index(chunk) + 1:]
-    else:
-        later = order
-    for c in later + order:
-        lo, hi = chunk_bounds(elements, nodes, c)
-        if lo < hi:
-            return c, lo
-    return None, 0
+def host_segments(elements, nodes, rank, per_frame):
+    """The segments of the tensor in the order node ``rank``'s host sends them (section
+    8.5), each ``(chunk, lo, hi)``: in rounds j = 0, 1, …, the j-th reduce frame's elements
+    of every chunk that has one, the chunks in ring order (:func:`ring_order`), a chunk's
+    j-th frame being its elements [lo + j·F, min(lo + (j+1)·F, hi)) with F =
+    ``per_frame`` (:func:`sums_per_frame` of the ring's width and MTU). This is the order in
+    which the node's predecessor sends it the partial sums of them, so each host element
+    meets the partial sum of its offset without waiting for a whole chunk."""
+    if isinstance(per_frame, bool) or not isinstance(per_frame, int) or per_frame < 1:
+        raise ValueError(f"per_frame must be a positive int, got {per_frame!r}")
+    return list(_host_segments(int(elements), check_nodes(nodes), int(rank), per_frame))
+
+
+@functools.cache
+def _host_segments(elements, nodes, rank, per_frame):
+    bounds = [chunk_bounds(elements, nodes, c) for c in ring_order(rank, nodes)]
+    out = []
+    start = 0
+    while True:
+        row = [(c, lo + start, min(lo + start + per_frame, hi))
+               for c, (lo, hi) in zip(ring_order(rank, nodes), bounds, strict=True)
+               if lo + start < hi]
+        if not row:
+            return tuple(out)
+        out += row
+        start += per_frame
 
 
 #: The checks of section 8.4 that every node makes alike, whatever its configuration,

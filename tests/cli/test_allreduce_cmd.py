@@ -62,7 +62,6 @@ def test_sign_with_equal_scale_and_aux_warns(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--codec", "threshold", "--reference"], "cannot be reduced"),
     (["--codec", "raw"], "reduces fixed, qsgd, sign so far"),
-    (["--codec", "sign", "--backend", "compiled"], "not built yet"),
     (["--codec", "fixed", "--reference"], "param"),
     (["--codec", "raw", "--reference", "--seed", "-1"], "seed"),
 ])

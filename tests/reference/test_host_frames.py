@@ -19,8 +19,10 @@ from squeezenic_hw.spec.reduce import (
     ContributionReason,
     ReduceFields,
     chunk_bounds,
-    next_host_position,
+    host_segments,
+    partial_width,
     ring_order,
+    sums_per_frame,
 )
 
 from support.reduce_frames import SETTINGS, contribution_mutations
@@ -38,37 +40,53 @@ def _ring(case, nodes, elements, seed=0):
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("nodes, elements, step", [(2, 1000, 363), (3, 7, 2), (4, 2, 1),
-                                                   (5, 101, 9)])
-def test_contributions_cover_the_tensor_in_ring_order(case, nodes, elements, step):
+                                                   (5, 101, 9), (3, 2000, 100)])
+def test_contributions_cover_the_tensor_in_the_hosts_order(case, nodes, elements, step):
     xs, codec, settings, _ = _ring(case, nodes, elements)
+    per_frame = sums_per_frame(partial_width(codec, settings.get("param", 0), nodes), 200)
     for r in range(nodes):
         frames = contribution_frames(xs[r], r, nodes, codec, max_host_elements=step,
-                                     **settings)
-        receiver = ContributionReceiver(nodes, r, codec, elements=elements, **settings)
-        values, chunks = [], []
+                                     mtu=200, **settings)
+        receiver = ContributionReceiver(nodes, r, codec, elements=elements, mtu=200,
+                                        **settings)
+        values, segments = [], []
         for f in frames:
             h = parse(f)
             fields = ReduceFields.of(h)
             assert len(f) == 64 + 4 * h.n and 1 <= h.n <= step
             assert (h.version, h.flags & (FLAG_ENCODED | FLAG_GATHER)) == (2, 0)
             assert (fields.contributions, fields.width, fields.nodes) == (0, 32, nodes)
-            lo, hi = chunk_bounds(elements, nodes, fields.origin)
-            assert lo <= h.offset and h.offset + h.n <= hi
             assert receiver.receive(f).taken
             values.append((h.offset, np.frombuffer(f[64:], np.float32)))
-            if not chunks or chunks[-1] != fields.origin:
-                chunks.append(fields.origin)
-        assert chunks == [c for c in ring_order(r, nodes)
-                          if chunk_bounds(elements, nodes, c)[0]
-                          < chunk_bounds(elements, nodes, c)[1]]
+            if segments and segments[-1][0] == fields.origin and segments[-1][2] == h.offset \
+                    and (h.offset - chunk_bounds(elements, nodes, fields.origin)[0]) % per_frame:
+                segments[-1][2] = h.offset + h.n        # the same segment goes on
+            else:
+                segments.append([fields.origin, h.offset, h.offset + h.n])
+        # segment by segment: each chunk's j-th frame's elements, the chunks in ring order
+        want = [[c, lo, hi] for c, lo, hi in host_segments(elements, nodes, r, per_frame)]
+        assert segments == want
+        assert [c for c, _, _ in want[:nodes]] == [
+            c for c in ring_order(r, nodes)
+            if chunk_bounds(elements, nodes, c)[0] < chunk_bounds(elements, nodes, c)[1]][
+            :len(want[:nodes])]
         got = np.concatenate([v for _, v in sorted(values, key=lambda t: t[0])]) if values \
             else np.zeros(0, np.float32)
         assert got.view(np.uint32).tolist() == xs[r].view(np.uint32).tolist()
         assert receiver.counters["contribution_taken"] == len(frames)
         # a second all-reduce of the same size starts over
-        assert receiver.position == next_host_position(elements, nodes, r, None, 0)
+        assert receiver.position == ((want[0][0], want[0][1]) if want else (None, 0))
         if frames:
             assert receiver.receive(frames[0]).taken
+
+
+def test_the_hosts_segments_interleave_the_chunks():
+    # E = 10, N = 4: chunks [0, 3), [3, 6), [6, 9), [9, 10); frames of 2 sums
+    assert host_segments(10, 4, 1, 2) == [(1, 3, 5), (0, 0, 2), (3, 9, 10), (2, 6, 8),
+                                          (1, 5, 6), (0, 2, 3), (2, 8, 9)]
+    assert host_segments(0, 3, 0, 5) == []
+    with pytest.raises(ValueError, match="per_frame"):
+        host_segments(10, 4, 1, 0)
 
 
 @pytest.mark.parametrize("case", CASES)

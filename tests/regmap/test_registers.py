@@ -179,7 +179,7 @@ def test_the_reduce_lane_registers_only_in_a_reduce_build():
         ReduceConfig)}
     assert {f"count_{n}" for n in REDUCE_COUNTERS + CONTRIBUTION_COUNTERS} <= names
     assert rm["reduce_enable"].offset == REDUCE_BASE
-    assert rm["reduce_start"].access == "w1p"
+    assert rm["reduce_table_write"].access == "w1p"
     assert all(rm[f"reduce_{n}"].width == w for n, w, _ in REDUCE_REGISTERS)
     plain = {r.name for r in plugin_register_map(PluginParams())}
     assert not {n for n in plain if n.startswith(("reduce_", "count_"))}

@@ -171,7 +171,6 @@ class SqueezeNicCore(wiring.Component):
             lane.cfg_port.eq(regs.rw.udp_port),
             lane.template.eq(Cat(*(getattr(regs.rw, f"reduce_template{k}")
                                    for k in range(REDUCE_TEMPLATE_WORDS)))),
-            lane.start.eq(regs.pulse.reduce_start),
             lane.table_addr.eq(regs.rw.reduce_table_addr),
             lane.table_data.eq(regs.rw.reduce_table_data),
             lane.table_we.eq(regs.pulse.reduce_table_write),

@@ -28,10 +28,10 @@ from squeezenic_hw.spec.reduce import (
     MAX_NODES,
     MIN_NODES,
     partial_width,
-    sums_per_frame,
 )
 
 from .code_aligner import CodeAligner, host_codes_layout
+from .host_segments import HostSegments
 from .layouts import (
     CheckedBeat,
     ReduceConfig,
@@ -111,17 +111,16 @@ class ReduceAdder(wiring.Component):
     :class:`~squeezenic_hw.gateware.tx.packer.WirePacker` packs the sums at w bits, and its
     beats leave on ``o``.
 
-    The node's own chunk starts the reduce phase (section 8.1): from a ``start`` pulse,
-    the first codes of the host make the chunk's frames, k = 1, their sums the codes'
-    signed values (the jobs of a frame of zero sums, made here: they need no unpacker),
-    :func:`~squeezenic_hw.spec.reduce.sums_per_frame` sums a frame at the ``mtu``, the
-    last one the rest; the chunk is [r·C, min((r+1)·C, E)) of ``cfg`` (none when empty).
-    Then the wire frames' jobs take the codes that follow. The wire frames that arrive
-    meanwhile (the predecessor's own chunk) wait in the wire queue: with the ring order of
-    section 8.1 it must hold a chunk's payload for the line to keep its rate.
-
-    The host's codes must arrive in the order of the sums they join (the host sends its
-    tensor in ring order, section 8.1): the adder does not compare offsets. A frame
+    The host's codes come segment by segment in the host's order (section 8.5): round by
+    round, each chunk's next frame's elements, the chunks in ring order. A
+    :class:`~.host_segments.HostSegments` walk of the same order says what each segment's
+    codes are for: a segment of the node's own chunk makes a frame, k = 1, of zero sums
+    plus the codes (its jobs made here: they need no unpacker); any other segment's codes
+    join the next wire frame, which the predecessor sends in the same order (its own
+    hops of the round). So a wire frame waits for its codes at most a round's segments,
+    and the wire queue needs to hold a frame or two, not a chunk. The adder does not
+    compare offsets: the contribution checker has checked the host's order, the ring's
+    checker each chunk's. A frame
     arriving when its codes are not there waits in the wire queue; when the queue has no
     room for a frame's payload beats (or :data:`_FRAMES` frames wait), the frame leaves
     whole on ``overflow`` instead, and ``overflows`` counts it; the RX lane then
@@ -167,11 +166,10 @@ class ReduceAdder(wiring.Component):
     overflow : Out(stream.Signature(CheckedBeat))
         The frames the wire queue had no room for, whole and unchanged.
     cfg : In(ReduceConfig)
-        The node's configuration: ``codec``, ``param``, ``nodes``, ``rank``, ``elements``
-        and ``chunk`` are read (into registers, up to :data:`CONFIG_CYCLES` later).
-    start : In(1)
-        A pulse: an all-reduce begins, with the own chunk (at least :data:`CONFIG_CYCLES`
-        cycles after ``cfg`` changes).
+        The node's configuration: ``enable`` (0: the host's segments start again),
+        ``codec``, ``param``, ``nodes``, ``rank``, ``elements``, ``chunk`` and ``chunks``
+        are read (into registers, up to :data:`CONFIG_CYCLES` later: write them while
+        ``enable`` is 0).
     overflows : Out(32)
         Frames sent to ``overflow`` (wrapping; reset to 0).
 
@@ -228,7 +226,6 @@ class ReduceAdder(wiring.Component):
             "finished": Out(stream.Signature(sums_job_layout(self.sum_width))),
             "overflow": Out(stream.Signature(CheckedBeat)),
             "cfg": In(ReduceConfig),
-            "start": In(1),
             "overflows": Out(32),
         })
 
@@ -380,52 +377,31 @@ class ReduceAdder(wiring.Component):
         value = Mux(is_fixed, fixed, Mux(is_qsgd, level, code[0]))
         return value[:sw], is_qsgd & negative
 
-    def _own_chunk(self, m):
-        """The jobs of the node's own chunk, from ``start``: frames of
-        :func:`~squeezenic_hw.spec.reduce.sums_per_frame` sums (the last one the rest), k = 1,
-        zero sums. Returns the generator's signals (``step``: a job taken)."""
+    def _own_frames(self, m):
+        """The host's segments (:class:`~.host_segments.HostSegments`) in turn: a segment of
+        the node's own chunk makes a frame, k = 1, of zero sums; any other is the next wire
+        frame's turn. Returns the generator's signals (``step``: a job of an own frame
+        taken; ``wire``: the head is a wire frame's turn; ``done``: that turn is over)."""
         c = self.cfg
-        nodes_range = range(MAX_NODES + 16)
-        # the configuration's partial width, chunk and frame size, in registers
-        log2 = Array(Const((n - 1).bit_length() if n else 0, 5) for n in nodes_range)
-        bits = Array(Const(n.bit_length(), 5) for n in nodes_range)
-        width = Signal(6)
-        is_sign = (c.codec == _SIGN) if "sign" in self.codecs else 0
+        m.submodules.segments = walk = HostSegments(codecs=self.codecs, mtu=self.mtu)
+        m.d.comb += walk.cfg.eq(c)
+        head = walk.o.payload
+        own_head = Signal()
+        m.d.comb += own_head.eq(walk.o.valid & (head.chunk == c.rank))
+        width = Signal(6)                       # the configured partial sums' width
+        log2 = Array(Const((n - 1).bit_length() if n else 0, 5) for n in range(MAX_NODES + 16))
+        bits = Array(Const(n.bit_length(), 5) for n in range(MAX_NODES + 16))
         if set(self.codecs) == {"sign"}:
             m.d.sync += width.eq(bits[c.nodes])
         else:
+            is_sign = (c.codec == _SIGN) if "sign" in self.codecs else 0
             m.d.sync += width.eq(Mux(is_sign, bits[c.nodes], c.param + log2[c.nodes]))
-        per_frame = Signal(16)
-        m.d.sync += per_frame.eq(Array(
-            Const(sums_per_frame(w, self.mtu) if w else 0, 16) for w in range(64))[width])
-        # the chunk [lo, hi): lo = r·C as two sums of shifted C, then their sum (a stage
-        # each); hi = min(lo + C, E); its sums, 0 when lo ≥ E
-        rank, chunk, elements = (Signal.like(v, name=f"{n}_r") for n, v in
-                                 (("rank", c.rank), ("chunk", c.chunk),
-                                  ("elements", c.elements)))
-        m.d.sync += [rank.eq(c.rank), chunk.eq(c.chunk), elements.eq(c.elements)]
-        halves = [Signal(36, name=f"lo_part{k}") for k in range(2)]
-        for k, half in enumerate(halves):
-            m.d.sync += half.eq(Mux(rank[2 * k], chunk << 2 * k, 0)
-                                + Mux(rank[2 * k + 1], chunk << 2 * k + 1, 0))
-        lo = Signal(32)
-        hi_a = Signal(33)
-        beyond = Signal()
-        hi = Signal(32)
-        total = Signal(32)                  # the own chunk's sums: min(lo + C, E) − lo
-        m.d.sync += [
-            lo.eq(halves[0] + halves[1]),
-            hi_a.eq(lo + chunk), beyond.eq(lo >= elements),
-            hi.eq(Mux(hi_a > elements, elements, hi_a)),
-            total.eq(Mux(beyond, 0, hi - lo)),
-        ]
 
-        active = Signal()
-        wait = Signal(2)                    # cycles of loading a frame
-        off = Signal(32)                    # the current frame's offset, n and sums left
+        wait = Signal(2)                    # 1: loading the frame's n, 2: its jobs
+        loaded = Signal()
+        off = Signal(32)
         n = Signal(16)
         left = Signal(16)
-        rest = Signal(32)                   # the chunk's sums after the current frame
         count = Signal(5)
         last = Signal()
         step = Signal()
@@ -434,23 +410,23 @@ class ReduceAdder(wiring.Component):
             info.gather.eq(0), info.contributions.eq(1), info.origin.eq(c.rank),
             info.width.eq(width), info.n.eq(n), info.offset.eq(off),
         ]
-        with m.If(self.start):
-            m.d.sync += [active.eq(total != 0), wait.eq(1), off.eq(lo), rest.eq(total),
-                         n.eq(0)]
-        with m.Elif(wait == 1):             # the next frame's n
-            m.d.sync += [n.eq(Mux(rest > per_frame, per_frame, rest)), wait.eq(2)]
-        with m.Elif(wait == 2):             # its jobs
-            m.d.sync += [left.eq(n), rest.eq(rest - n), wait.eq(0),
-                         count.eq(Mux(n >= 16, 16, n)), last.eq(n <= 16)]
+        with m.If(~c.enable):
+            m.d.sync += [wait.eq(0), loaded.eq(0)]
+        with m.Elif(own_head & ~loaded & (wait == 0)):   # the frame's n
+            m.d.sync += [n.eq(head.hi - head.lo), off.eq(head.lo), wait.eq(1)]
+        with m.Elif(wait == 1):             # its jobs
+            m.d.sync += [left.eq(n), count.eq(Mux(n >= 16, 16, n)), last.eq(n <= 16),
+                         wait.eq(0), loaded.eq(1)]
         with m.Elif(step):
             rem = left - count
             m.d.sync += [left.eq(rem), count.eq(Mux(rem >= 16, 16, rem)), last.eq(rem <= 16)]
             with m.If(last):
-                m.d.sync += [off.eq(off + n), wait.eq(1)]
-                with m.If(rest == 0):
-                    m.d.sync += [active.eq(0), wait.eq(0)]
-        return {"active": active, "valid": active & (wait == 0), "count": count,
-                "last": last, "info": info, "step": step}
+                m.d.sync += loaded.eq(0)
+        done = Signal()
+        m.d.comb += walk.o.ready.eq((step & last) | done)
+        return {"active": own_head, "valid": own_head & loaded, "count": count,
+                "last": last, "info": info, "step": step,
+                "wire": walk.o.valid & ~own_head, "done": done}
 
     def _sums(self, m, unpacker, order):
         sw, cw = self.sum_width, self.code_width
@@ -480,10 +456,10 @@ class ReduceAdder(wiring.Component):
 
         # the own chunk's jobs first (zero sums: its frames start the chunk), then the
         # wire frames' in their turns: each job takes its codes, or a turn's are dropped
-        own = self._own_chunk(m)
+        own = self._own_frames(m)
         turn = Signal(_ORDER)
         m.d.comb += turn.eq(order.r_data)
-        joins = order.r_rdy & ~turn.skip & ~own["active"]
+        joins = order.r_rdy & ~turn.skip & own["wire"]
         count = Mux(own["active"], own["count"], job.payload.count)
         enough = aligner.level >= count
         fire = Signal()
@@ -499,8 +475,8 @@ class ReduceAdder(wiring.Component):
         left = Signal(16)                   # codes still to drop, after ``want``
         want = Signal(5)                    # codes dropped when the aligner holds them
         drop = Signal()
-        m.d.comb += drop.eq(dropping & ~own["active"] & (aligner.level >= want))
-        with m.If(~dropping & order.r_rdy & turn.skip):
+        m.d.comb += drop.eq(dropping & own["wire"] & (aligner.level >= want))
+        with m.If(~dropping & order.r_rdy & turn.skip & own["wire"]):
             m.d.sync += [dropping.eq(1), want.eq(Mux(turn.n > 16, 16, turn.n)),
                          left.eq(Mux(turn.n > 16, turn.n - 16, 0))]
         with m.If(drop):
@@ -510,6 +486,7 @@ class ReduceAdder(wiring.Component):
         m.d.comb += [
             aligner.pop.eq(Mux(fire, count, 0) | Mux(drop, want, 0)),
             order.r_en.eq((fire_wire & job.payload.frame_last) | (drop & (left == 0))),
+            own["done"].eq(order.r_en),
         ]
 
         # stage 1: the job's sums and the host's codes

@@ -12,8 +12,10 @@ from squeezenic_hw.gateware.common.stream import MAX_FANOUT
 
 __all__ = ["host_codes_layout", "CodeAligner"]
 
-#: Codes the buffer holds: two beats', a power of two for the pointers to wrap.
-SLOTS = 2 * CODES_PER_JOB
+#: Codes the buffer holds: three beats'. With two, a reader of 16 a cycle behind a
+#: buffer holding 12 (a host frame's last beat held 12) takes a beat every other cycle:
+#: it must wait for 16, and the beat that brings them leaves no room for the next.
+SLOTS = 3 * CODES_PER_JOB
 _POINTER = (SLOTS - 1).bit_length()
 _LEVEL = SLOTS.bit_length()
 
@@ -38,11 +40,11 @@ def check_code_width(code_width):
 class CodeAligner(wiring.Component):
     """Turns beats of up to 16 codes into reads of any 0 … 16 codes, in order.
 
-    A circular buffer of :data:`SLOTS` = 32 code registers with a write and a read
+    A circular buffer of :data:`SLOTS` = 48 code registers with a write and a read
     pointer. A beat accepted on ``i`` is written into the slots from the write pointer on
     (slot ``j`` takes the beat's code ``j − wp`` mod 16, a 16:1 multiplexer per slot, when
     that falls inside the beat's ``count``). ``codes[e]`` is
-    slot ``rp + e`` (a 32:1 multiplexer per code, selected by the read-pointer register),
+    slot ``rp + e`` (a 48:1 multiplexer per code, selected by the read-pointer register),
     for the reader's register; ``pop`` codes leave in the cycle the reader sets it.
 
     Parameters
@@ -66,8 +68,9 @@ class CodeAligner(wiring.Component):
     -----
     Latency: 1 cycle from a beat accepted to its codes counted in ``level``. Throughput:
     one beat in and one read of up to 16 codes per cycle. Backpressure: ``i.ready`` is a
-    register, set while the codes held after this cycle's beat and pop are at most 16 (the
-    input's register then needs no ready chain); nothing is dropped or reordered. Only the
+    register, set while the codes held after this cycle's beat and pop are at most 32 (the
+    input's register then needs no ready chain), so a reader of 16 a cycle takes a beat
+    every cycle whatever the codes held; nothing is dropped or reordered. Only the
     pointers, ``level`` and ``i.ready`` are reset; the slots are not.
 
     Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
@@ -98,13 +101,15 @@ class CodeAligner(wiring.Component):
         accept = Signal()
         m.d.comb += [self.i.ready.eq(ready), accept.eq(self.i.valid & ready)]
 
-        # slot j takes the beat's code j − wp (mod 16) when it falls in the beat
+        # slot j takes the beat's code j − wp (mod 16: SLOTS is a multiple of 16) when it
+        # falls in the beat, j − wp (mod SLOTS) < count
         codes = self.i.payload.codes
         count = self.i.payload.count
         added = Signal(5)
         m.d.comb += added.eq(Mux(accept, count, 0))
         for j in range(SLOTS):
-            with m.If(accept & ((j - wp)[:_POINTER] < count)):
+            distance = Mux(wp <= j, j - wp, j + SLOTS - wp)[:_POINTER]
+            with m.If(accept & (distance < count)):
                 choices = Array(codes[(j - s) % CODES_PER_JOB] for s in range(CODES_PER_JOB))
                 m.d.sync += slots[j].eq(choices[wp[:4]])
         # the codes held after this cycle, and the room for a beat after it: the pop
@@ -112,10 +117,11 @@ class CodeAligner(wiring.Component):
         held = Signal(_LEVEL + 1)
         next_level = Signal(_LEVEL)
         m.d.comb += [held.eq(self.level + added), next_level.eq(held - self.pop)]
+        wp_sum, rp_sum = wp + added, rp + self.pop
         m.d.sync += [
-            wp.eq(wp + added),
+            wp.eq(Mux(wp_sum >= SLOTS, wp_sum - SLOTS, wp_sum)),
             self.level.eq(next_level),
-            rp.eq(rp + self.pop),
+            rp.eq(Mux(rp_sum >= SLOTS, rp_sum - SLOTS, rp_sum)),
         ]
         m.d.sync += ready.eq(held <= SLOTS - CODES_PER_JOB + self.pop)
 

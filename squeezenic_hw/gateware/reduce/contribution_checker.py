@@ -12,7 +12,14 @@ from amaranth.lib.wiring import In, Out
 from squeezenic_hw.gateware.common.layouts import axis_signature, field_le
 from squeezenic_hw.gateware.common.stream import Stager
 from squeezenic_hw.spec.counters import contribution_counter_name
-from squeezenic_hw.spec.header import DEFAULT_PORT, FLAG_ENCODED, HDR, HEADER_LEN, check_port
+from squeezenic_hw.spec.header import (
+    DEFAULT_MTU,
+    DEFAULT_PORT,
+    FLAG_ENCODED,
+    HDR,
+    HEADER_LEN,
+    check_port,
+)
 from squeezenic_hw.spec.reduce import (
     FLAG_GATHER,
     HOST_VALUE_WIDTH,
@@ -23,6 +30,7 @@ from squeezenic_hw.spec.reduce import (
 )
 
 from .checker import REDUCIBLE_CODECS, codec_ids
+from .host_segments import SEGMENTS_CONFIG_CYCLES, HostSegments
 from .judging import (
     MIN_DEPTH,
     check_depth,
@@ -44,7 +52,7 @@ from .layouts import (
 __all__ = ["ContributionChecker", "CONTRIBUTION_CONFIG_CYCLES", "MIN_DEPTH"]
 
 #: Cycles from ``cfg`` written to the host's starting position derived from it.
-CONTRIBUTION_CONFIG_CYCLES = 4
+CONTRIBUTION_CONFIG_CYCLES = SEGMENTS_CONFIG_CYCLES
 
 #: The checks made on the header alone, in order (``offset`` needs the position).
 _HEADER_CHECKS = (ContributionReason.DISABLED, ContributionReason.LENGTH,
@@ -64,13 +72,14 @@ class ContributionChecker(wiring.Component):
     ``encoded`` is 1 is not a contribution frame: it leaves on ``other`` with no counter
     moved.
 
-    The host's expected position (section 8.5) is a chunk, its start and end, and the
-    offset expected next: registers, set to the node's own chunk (the last non-empty one
-    when its own is empty) while ``cfg.enable`` is 0. A frame taken moves the offset to
-    its end; at the chunk's end the position moves to the next chunk in ring order, which
-    skips the empty chunks: from chunk c > 0 to c − 1, from chunk 0 to chunk K − 1, the
-    last non-empty one (K = ``cfg.chunks``). The next chunk's start and end are kept
-    ready in registers (from chunk c to c − 1 the end is c's start, the start c's less C).
+    The host's expected position (section 8.5) is the head of a
+    :class:`~.host_segments.HostSegments` walk of the host's segments, and the offset
+    expected in it (the segment's start, then each taken frame's end). A frame taken that
+    ends the segment takes the walk's next one; the walk starts again, at the node's own
+    chunk's first segment, while ``cfg.enable`` is 0. The node takes contribution frames
+    once the walk has its first segment, four cycles after ``enable`` rises; a frame judged
+    before then is passed on as ``disabled`` (software enables the ring before its hosts
+    send).
 
     Parameters
     ----------
@@ -81,6 +90,9 @@ class ContributionChecker(wiring.Component):
         fails ``settings``, whatever ``cfg.codec`` says.
     depth : int
         Beats the input queue holds, :data:`MIN_DEPTH` … 64 (default 16).
+    mtu : int
+        The ring's reduce frames' MTU, 144 … 9600 (default 1518): the host's segments are
+        their sums.
 
     Attributes
     ----------
@@ -91,9 +103,10 @@ class ContributionChecker(wiring.Component):
     other : Out(axis_signature())
         Every other frame's beats, for the TX lane.
     cfg : In(ReduceConfig)
-        The node's configuration; ``rank``, ``chunk``, ``chunks`` and ``elements`` give
-        the starting position, :data:`CONTRIBUTION_CONFIG_CYCLES` cycles after they are
-        written (write them while ``enable`` is 0).
+        The node's configuration; ``rank``, ``chunk``, ``chunks``, ``elements`` and the
+        partial sums' width (``codec``, ``param``, ``nodes``) give the segments,
+        :data:`CONTRIBUTION_CONFIG_CYCLES` cycles after they are written (write them while
+        ``enable`` is 0).
     cfg_port : In(16), init ``port``
     counters : Out(contribution_counters_layout())
         Frames taken (``contribution_taken``) and passed on per reason, 32 bits, wrapping.
@@ -114,10 +127,13 @@ class ContributionChecker(wiring.Component):
 
     LATENCY = 9
 
-    def __init__(self, *, port=DEFAULT_PORT, codecs=REDUCIBLE_CODECS, depth=16):
+    def __init__(self, *, port=DEFAULT_PORT, codecs=REDUCIBLE_CODECS, depth=16,
+                 mtu=DEFAULT_MTU):
         self.port = check_port(port)
         self.codecs = codec_ids(codecs)
         self.depth = check_depth(depth)
+        self._walk = HostSegments(codecs=self.codecs, mtu=mtu)   # checks mtu
+        self.mtu = mtu
         super().__init__({
             "i": In(axis_signature()),
             "take": Out(stream.Signature(ContributionBeat)),
@@ -150,7 +166,7 @@ class ContributionChecker(wiring.Component):
         hit6 = st.reg((fields["origin"] == position["chunk"])
                       & (fields["offset"] == position["offset"])
                       & (end5 <= position["hi"]) & position["any"], name="position_hit_s6")
-        completes6 = st.reg(end5 == position["hi"], name="completes_chunk_s6")
+        completes6 = st.reg(end5 == position["hi"], name="completes_segment_s6")
         end6 = st.reg(end5[:32], name="end_s6")
 
         # ---- stage 6: the verdict; the position moves on -----------------------------------
@@ -242,59 +258,24 @@ class ContributionChecker(wiring.Component):
         return flags5, fields
 
     def _position(self, m):
-        """The host's expected position and the registers it moves to; returns its
-        registers and the signals that move it (``move``, ``completes``, ``end``)."""
+        """The host's expected position: the head of the walk of its segments
+        (:class:`~.host_segments.HostSegments`) and the offset expected in it; returns its
+        signals and those that move it (``move``, ``completes``, ``end``)."""
         c = self.cfg
-        # ---- what the configuration gives (registered stages) ------------------------------
-        self._enable = enable = Signal(name="cfg_enable_q")
-        kmax = Signal(4, name="cfg_last_chunk")         # K − 1
-        any_chunk = Signal(name="cfg_any_chunk")        # K ≠ 0
-        start_chunk = Signal(4, name="cfg_start_chunk")
-        m.d.sync += [
-            enable.eq(c.enable),
-            kmax.eq(c.chunks - 1),
-            any_chunk.eq(c.chunks != 0),
-            start_chunk.eq(Mux(c.rank < c.chunks, c.rank, c.chunks - 1)),
-        ]
-
-        def times_chunk(m, index, name):
-            """``index`` · C in two registered stages (sums of shifted C, no multiplier)."""
-            half_a, half_b = Signal(36, name=f"{name}_a"), Signal(36, name=f"{name}_b")
-            m.d.sync += [
-                half_a.eq(Mux(index[0], c.chunk, 0) + Mux(index[1], c.chunk << 1, 0)),
-                half_b.eq(Mux(index[2], c.chunk << 2, 0) + Mux(index[3], c.chunk << 3, 0)),
-            ]
-            total = Signal(32, name=name)
-            m.d.sync += total.eq(half_a + half_b)
-            return total
-
-        start_lo = times_chunk(m, start_chunk, "cfg_start_lo")
-        last_lo = times_chunk(m, kmax, "cfg_last_lo")
-        start_hi = Signal(33, name="cfg_start_hi")
-        m.d.sync += start_hi.eq(Mux(start_chunk == kmax, c.elements, start_lo + c.chunk))
-
-        # ---- the position, and the next chunk's, kept ready ---------------------------------
-        chunk = Signal(4, name="position_chunk")
-        lo = Signal(32, name="position_lo")
-        offset = Signal(32, name="position_offset")
-        hi = Signal(33, name="position_hi")
-        next_chunk = Signal(4, name="next_chunk")
-        next_lo = Signal(32, name="next_lo")
-        next_hi = Signal(33, name="next_hi")
-        at_zero = chunk == 0
-        m.d.sync += [
-            next_chunk.eq(Mux(at_zero, kmax, chunk - 1)),
-            next_lo.eq(Mux(at_zero, last_lo, lo - c.chunk)),
-            next_hi.eq(Mux(at_zero, c.elements, lo)),
-        ]
+        m.submodules.segments = walk = self._walk
+        m.d.comb += walk.cfg.eq(c)
+        # enabled once the walk has its first segment (or there is none): a frame judged
+        # before then is passed on as the node's while disabled
+        self._enable = enable = Signal(name="enabled")
+        m.d.sync += enable.eq(c.enable & (enable | walk.o.valid | (c.chunks == 0)))
+        head = walk.o.payload
+        fresh = Signal(init=1, name="position_fresh")      # at the head segment's start
+        progress = Signal(32, name="position_offset")
         move, completes, end = Signal(), Signal(), Signal(32)
-        with m.If(~enable):
-            m.d.sync += [chunk.eq(start_chunk), lo.eq(start_lo), offset.eq(start_lo),
-                         hi.eq(start_hi)]
-        with m.Elif(move & completes):
-            m.d.sync += [chunk.eq(next_chunk), lo.eq(next_lo), offset.eq(next_lo),
-                         hi.eq(next_hi)]
+        m.d.comb += walk.o.ready.eq(move & completes)
+        with m.If(~enable | (move & completes)):
+            m.d.sync += fresh.eq(1)
         with m.Elif(move):
-            m.d.sync += offset.eq(end)
-        return {"chunk": chunk, "offset": offset, "hi": hi, "any": any_chunk,
-                "move": move, "completes": completes, "end": end}
+            m.d.sync += [fresh.eq(0), progress.eq(end)]
+        return {"chunk": head.chunk, "offset": Mux(fresh, head.lo, progress), "hi": head.hi,
+                "any": walk.o.valid, "move": move, "completes": completes, "end": end}

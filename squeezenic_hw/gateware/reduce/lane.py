@@ -110,8 +110,6 @@ class ReduceLane(wiring.Component):
         its result frames'.
     table_addr, table_data, table_we : In(5), In(32), In(1)
         The ``sign`` values' table (:class:`~.sum_decoder.SumDecoder`).
-    start : In(1)
-        A pulse: an all-reduce begins (the adder's).
     counters : Out(reduce_counters_layout())
         The receive checks' counters.
     contribution_counters : Out(contribution_counters_layout())
@@ -150,7 +148,8 @@ class ReduceLane(wiring.Component):
                                   wire_depth=wire_depth, host_depth=host_depth, mtu=mtu)
         self._checker = ReduceChecker(port=port, codecs=self._adder.codecs)
         self._frame_out = ReduceFrameOut(depth=out_depth)
-        self._contributions = ContributionChecker(port=port, codecs=self._adder.codecs)
+        self._contributions = ContributionChecker(port=port, codecs=self._adder.codecs,
+                                                 mtu=mtu)
         self._encoder = ContributionEncoder(codecs=self._adder.codecs,
                                             code_width=self._adder.code_width)
         self._results = ResultFrames(codecs=self._adder.codecs, nodes=nodes, params=params,
@@ -168,7 +167,6 @@ class ReduceLane(wiring.Component):
             "cfg": In(ReduceConfig),
             "cfg_port": In(16, init=self._checker.port),
             "template": In(BEAT_BITS),
-            "start": In(1),
             "table_addr": In(5),
             "table_data": In(32),
             "table_we": In(1),
@@ -202,7 +200,6 @@ class ReduceLane(wiring.Component):
             contributions.cfg_port.eq(self.cfg_port),
             self.contribution_counters.eq(contributions.counters),
             frame_out.template.eq(self.template),
-            adder.start.eq(self.start),
             self.counters.eq(checker.counters),
             self.overflows.eq(adder.overflows),
         ]

@@ -221,7 +221,7 @@ def test_reduce_node_through_opennic_ports():
     rng = np.random.default_rng(11)
     xs = [rng.normal(size=elements).astype(np.float32) for _ in range(nodes)]
     result = allreduce(xs, "sign", seed=3, mtu=params.mtu, **settings)
-    h2c = contribution_frames(xs[rank], rank, nodes, "sign", **settings)
+    h2c = contribution_frames(xs[rank], rank, nodes, "sign", mtu=params.mtu, **settings)
     expected_tx = result.links[rank]
     expected_c2h = result_frames(result, rank, "sign", **settings)
     bus = axil_bus(top)
@@ -257,7 +257,6 @@ def test_reduce_node_through_opennic_ports():
             await write("reduce_table_data", v)
             await write("reduce_table_write", 1)
         await write("reduce_enable", 1)
-        await write("reduce_start", 1)
         while len(sinks["tx"].frames) < len(expected_tx) or \
                 len(sinks["c2h"].frames) < len(expected_c2h):
             await ctx.tick("axil")

@@ -29,7 +29,12 @@ from squeezenic_hw.reference.codecs import encode, unpack
 from squeezenic_hw.sim.axis import frame_beats
 from squeezenic_hw.sim.streams import BeatSender, pack_payload, simulation_of
 from squeezenic_hw.spec.frames import parse
-from squeezenic_hw.spec.reduce import ReduceFields
+from squeezenic_hw.spec.reduce import (
+    ReduceFields,
+    host_segments,
+    partial_width,
+    sums_per_frame,
+)
 
 from support.checked_sink import CheckedSink, max_streak
 from support.reduce_frames import SETTINGS, edge_tensors, lane_config, sums_by_frame
@@ -42,24 +47,35 @@ _LAST_AT = _LAYOUT["beat"].offset + data.Layout.cast(AxisBeat)["last"].offset
 
 
 def hop_case(case, nodes, elements, rank, *, mtu=200, seed=0):
-    """``(frames, codes, hops, settings)``: the reduce-phase frames node ``rank`` receives,
-    its codes of each, and the reference's hop of each."""
+    """``(frames, codes, expected, settings)`` of node ``rank`` in a reference ring, in its
+    host's order (:func:`~squeezenic_hw.spec.reduce.host_segments`): the reduce-phase
+    frames it receives, its codes of every segment, and per segment ``(frame, out)``, the
+    frame received (``None`` for the node's own chunk) and the frame the adder makes of it
+    (the reference's hop, or the own chunk's frame the node sends)."""
     rng = np.random.default_rng(seed)
     settings = SETTINGS[case]
     codec = case.split("-")[0]
     xs = edge_tensors(rng, nodes, elements, codec, settings.get("param", 0))
     result = allreduce(xs, codec, seed=seed, mtu=mtu, **settings)
-    frames, codes, hops = [], [], []
-    for f in result.links[(rank - 1) % nodes]:
+    def key(f):
         h = parse(f)
-        if ReduceFields.of(h).gather:
-            continue
-        c = encode(xs[rank][h.offset:h.offset + h.n], codec, seed=seed + rank,
-                   offset=h.offset, **settings)
-        frames.append(f)
-        codes.append([int(v) for v in c])
-        hops.append(integer_hop(f, c))
-    return frames, codes, hops, settings
+        return ReduceFields.of(h).origin, h.offset
+    incoming = {key(f): f for f in result.links[(rank - 1) % nodes]
+                if not ReduceFields.of(parse(f)).gather}
+    own = {key(f): f for f in result.links[rank]
+           if not ReduceFields.of(parse(f)).gather and key(f)[0] == rank}
+    per_frame = sums_per_frame(partial_width(codec, settings.get("param", 0), nodes), mtu)
+    frames, codes, expected = [], [], []
+    for c, lo, hi in host_segments(elements, nodes, rank, per_frame):
+        code = encode(xs[rank][lo:hi], codec, seed=seed + rank, offset=lo, **settings)
+        codes.append([int(v) for v in code])
+        if c == rank:
+            expected.append((None, own[c, lo]))
+        else:
+            f = incoming[c, lo]
+            frames.append(f)
+            expected.append((f, integer_hop(f, code)))
+    return frames, codes, expected, settings
 
 
 def checked_beats(frame):
@@ -88,37 +104,16 @@ def out_fields(frame):
     return (int(f.gather), f.contributions, f.origin, f.width, h.n, h.offset)
 
 
-def own_case(case, nodes, elements, rank, *, mtu=200, seed=0):
-    """``(frames, codes)``: the frames node ``rank`` starts its own chunk with (k = 1) in
-    the reference ring of :func:`hop_case`, and its codes of each."""
-    rng = np.random.default_rng(seed)
-    settings = SETTINGS[case]
-    codec = case.split("-")[0]
-    xs = edge_tensors(rng, nodes, elements, codec, settings.get("param", 0))
-    result = allreduce(xs, codec, seed=seed, mtu=mtu, **settings)
-    frames, codes = [], []
-    for f in result.links[rank]:
-        h = parse(f)
-        fields = ReduceFields.of(h)
-        if fields.origin == rank and not fields.gather:
-            frames.append(f)
-            codes.append([int(v) for v in encode(
-                xs[rank][h.offset:h.offset + h.n], codec, seed=seed + rank, offset=h.offset,
-                **settings)])
-    return frames, codes
-
-
-def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpressure=0.0,
-              seed=0, own=None, rank=0, elements=0):
-    """Run ``frames`` and their ``codes`` through ``dut``; a frame is offered once the host
-    has sent all but ``lead`` codes before it (``None``: at once). Returns the payload
-    beats, the outgoing fields, the frames overflowed (beats), the counter, the cycles the
-    host's beats were taken and those of ``o``'s beats."""
+def run_adder(dut, case, nodes, frames, codes, expected, *, lead, idle=(0.0, 0.0),
+              backpressure=0.0, seed=0, rank=0, elements=0):
+    """Run ``frames`` and the host's ``codes`` (:func:`hop_case`) through ``dut``; a frame
+    is offered once the host has sent all but ``lead`` codes before it (``None``: at
+    once). Returns the payload beats, the outgoing fields, the frames overflowed (beats),
+    the counter, the cycles the host's beats were taken and those of ``o``'s beats."""
     rng = random.Random(seed)
     cw = dut.code_width
     host_layout = host_codes_layout(cw)
-    own_frames, own_codes = own or ([], [])
-    flat = [c for cs in own_codes + codes for c in cs]
+    flat = [c for cs in codes for c in cs]
     host_beats = []
     k = 0
     while k < len(flat):
@@ -126,20 +121,18 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
         host_beats.append((n, pack_payload(host_layout, {
             "codes": flat[k:k + n] + [0] * (16 - n), "count": n})))
         k += n
-    before = sum(len(c) for c in own_codes) + np.cumsum([0] + [len(c) for c in codes])
-    total_frames = len(frames) + len(own_frames)
+    starts = np.cumsum([0] + [len(c) for c in codes])
+    before = [int(starts[j]) for j, (f, _) in enumerate(expected) if f is not None]
+    total_frames = len(expected)
     state = {"sent": 0, "done": False}
     out = {"o": [], "desc": [], "overflow": [], "finished": [], "o_cycles": [],
            "host_cycles": []}
 
     async def wire(ctx):
-        ctx.set(dut.cfg, lane_config(case, nodes, rank, elements))
+        ctx.set(dut.cfg, lane_config(case, nodes, rank, elements, enable=False))
         sender = BeatSender(ctx, dut.i, idle=idle[0], rng=random.Random(seed + 1))
         await sender.wait_until(CONFIG_CYCLES)      # the derived configuration's registers
-        if own is not None:
-            ctx.set(dut.start, 1)
-            await sender.wait_until(CONFIG_CYCLES + 1)
-            ctx.set(dut.start, 0)
+        ctx.set(dut.cfg, lane_config(case, nodes, rank, elements))
         for j, f in enumerate(frames):
             while lead is not None and state["sent"] < before[j] - lead:
                 await sender.wait_until(sender.t + 1)
@@ -149,7 +142,7 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
 
     async def host(ctx):
         sender = BeatSender(ctx, dut.host, idle=idle[1], rng=random.Random(seed + 2))
-        await sender.wait_until(CONFIG_CYCLES + 1)
+        await sender.wait_until(CONFIG_CYCLES + 2)
         for n, word in host_beats:
             out["host_cycles"].append(await sender.send(word))
             state["sent"] += n
@@ -199,9 +192,10 @@ def run_adder(dut, case, nodes, frames, codes, *, lead, idle=(0.0, 0.0), backpre
     return out
 
 
-def check_outputs(out, frames, hops, own=()):
-    """The ``own`` frames first, then every frame the reference's hop on ``o``/``desc``
-    or unchanged on ``overflow``, in order; returns how many overflowed."""
+def check_outputs(out, expected):
+    """Every segment's frame in order (``expected`` of :func:`hop_case`): the reference's
+    hop (or the own chunk's frame) on ``o``/``desc``, or the frame received unchanged on
+    ``overflow``; returns how many overflowed."""
     overflowed, current = [], []
     for b in out["overflow"]:
         current.append(b & _BEAT_MASK)
@@ -209,33 +203,28 @@ def check_outputs(out, frames, hops, own=()):
             overflowed.append(current)
             current = []
     beats, fields = list(out["o"]), list(out["desc"])
-    for f in own:
-        assert fields and fields.pop(0) == out_fields(f), parse(f)
-        expected = payload_beats(f)
-        assert beats[:len(expected)] == expected, parse(f)
-        del beats[:len(expected)]
     oi = 0
-    for f, hop in zip(frames, hops, strict=True):
-        if oi < len(overflowed) and overflowed[oi] == frame_beats(f):
+    for f, made in expected:
+        if f is not None and oi < len(overflowed) and overflowed[oi] == frame_beats(f):
             oi += 1
             continue
-        assert fields and fields.pop(0) == out_fields(hop), parse(f)
-        expected = payload_beats(hop)
-        assert beats[:len(expected)] == expected, parse(f)
-        del beats[:len(expected)]
+        assert fields and fields.pop(0) == out_fields(made), parse(made)
+        want = payload_beats(made)
+        assert beats[:len(want)] == want, parse(made)
+        del beats[:len(want)]
     assert oi == len(overflowed) and not beats and not fields
     assert out["counter"] == oi
     # the gather frames' sums, frame by frame, on finished
     finished = sums_by_frame(out["finished"])
     gathers = [list(unpack(h[64:], ReduceFields.of(parse(h)).width, parse(h).n))
-               for f, h in zip(frames, hops, strict=True)
+               for f, h in expected
                if ReduceFields.of(parse(h)).gather and not _overflowed(f, overflowed)]
     assert finished == gathers
     return oi
 
 
 def _overflowed(frame, overflowed):
-    return frame_beats(frame) in overflowed
+    return frame is not None and frame_beats(frame) in overflowed
 
 
 CASES = [("fixed", 2, 203, (0.3, 0.2), 0.3), ("qsgd-stochastic", 3, 500, (0.1, 0.5), 0.2),
@@ -247,48 +236,50 @@ CASES = [("fixed", 2, 203, (0.3, 0.2), 0.3), ("qsgd-stochastic", 3, 500, (0.1, 0
 
 @pytest.mark.parametrize("case, nodes, elements, idle, backpressure", CASES)
 def test_hops_as_the_reference(case, nodes, elements, idle, backpressure):
-    """Every frame a node takes comes out as the reference's hop, under random stalls; no
-    frame overflows while the wire runs at most a frame ahead of the host."""
+    """Every frame a node takes comes out as the reference's hop, and every segment of its
+    own chunk as its frame, in the host's order, under random stalls; no frame overflows
+    while the wire runs at most a frame ahead of the host."""
     rank = nodes - 1
-    frames, codes, hops, _ = hop_case(case, nodes, elements, rank, seed=nodes + elements)
+    frames, codes, expected, _ = hop_case(case, nodes, elements, rank, seed=nodes + elements)
     assert frames
-    dut = shared(ReduceAdder)
-    out = run_adder(dut, case, nodes, frames, codes, lead=300, idle=idle,
-                    backpressure=backpressure, seed=nodes)
-    assert check_outputs(out, frames, hops) == 0
+    dut = shared(ReduceAdder, mtu=200)
+    out = run_adder(dut, case, nodes, frames, codes, expected, lead=300, idle=idle,
+                    backpressure=backpressure, seed=nodes, rank=rank, elements=elements)
+    assert check_outputs(out, expected) == 0
 
 
 def test_a_sign_only_build():
-    frames, codes, hops, _ = hop_case("sign", 3, 600, 1, seed=4)
-    dut = shared(ReduceAdder, codecs=["sign"], wire_depth=16, host_depth=16)
+    frames, codes, expected, _ = hop_case("sign", 3, 600, 1, seed=4)
+    dut = shared(ReduceAdder, codecs=["sign"], wire_depth=16, host_depth=16, mtu=200)
     assert dut.code_width == 1 and dut.widths == (2, 3, 4, 5)
-    out = run_adder(dut, "sign", 3, frames, codes, lead=100, idle=(0.2, 0.2),
-                    backpressure=0.3, seed=4)
-    assert check_outputs(out, frames, hops) == 0
+    out = run_adder(dut, "sign", 3, frames, codes, expected, lead=100, idle=(0.2, 0.2),
+                    backpressure=0.3, seed=4, rank=1, elements=600)
+    assert check_outputs(out, expected) == 0
 
 
 def test_frames_overflow_when_the_host_lags():
     """The wire runs ahead with a small wire queue: some frames overflow, whole and
     counted, their codes dropped; the others still hop as the reference."""
-    frames, codes, hops, _ = hop_case("fixed", 4, 2000, 2, mtu=300, seed=7)
+    frames, codes, expected, _ = hop_case("fixed", 4, 2000, 2, mtu=300, seed=7)
     dut = shared(ReduceAdder, codecs=["fixed"], params=[8], nodes=[4], wire_depth=8,
-                 host_depth=8)
-    out = run_adder(dut, "fixed", 4, frames, codes, lead=None, idle=(0.0, 0.6),
-                    backpressure=0.2, seed=7)
-    over = check_outputs(out, frames, hops)
+                 host_depth=8, mtu=300)
+    out = run_adder(dut, "fixed", 4, frames, codes, expected, lead=None, idle=(0.0, 0.6),
+                    backpressure=0.2, seed=7, rank=2, elements=2000)
+    over = check_outputs(out, expected)
     assert 0 < over < len(frames)
 
 
 def test_full_rate():
     """With nothing stalled, the host's codes go in at one beat per cycle and the sums'
     beats leave back to back."""
-    frames, codes, hops, _ = hop_case("fixed", 2, 4000, 1, mtu=1518, seed=3)
+    frames, codes, expected, _ = hop_case("fixed", 2, 4000, 1, mtu=1518, seed=3)
     dut = shared(ReduceAdder)
-    out = run_adder(dut, "fixed", 2, frames, codes, lead=600, seed=3)
-    assert check_outputs(out, frames, hops) == 0
+    out = run_adder(dut, "fixed", 2, frames, codes, expected, lead=600, seed=3, rank=1,
+                    elements=4000)
+    assert check_outputs(out, expected) == 0
     host = out["host_cycles"]
     # the host's beats: one a cycle but where the frames' partial jobs put a few back
-    assert host[-1] - host[0] <= len(host) + 2 * len(frames)
+    assert host[-1] - host[0] <= len(host) + 2 * len(expected)
     assert max_streak(host) >= 60
 
 
@@ -308,27 +299,26 @@ def test_bad_parameters(kwargs, name):
                                              (16, 1500)])
 def test_hops_of_every_codec_and_ring(case, nodes, elements):
     """Every rank of every ring, under random stalls."""
-    dut = shared(ReduceAdder)
+    dut = shared(ReduceAdder, mtu=200)
     for rank in range(nodes):
-        frames, codes, hops, _ = hop_case(case, nodes, elements, rank, seed=rank)
-        if not frames:
+        frames, codes, expected, _ = hop_case(case, nodes, elements, rank, seed=rank)
+        if not expected:
             continue
-        out = run_adder(dut, case, nodes, frames, codes, lead=300, idle=(0.3, 0.3),
-                        backpressure=0.3, seed=rank)
-        assert check_outputs(out, frames, hops) == 0
+        out = run_adder(dut, case, nodes, frames, codes, expected, lead=300,
+                        idle=(0.3, 0.3), backpressure=0.3, seed=rank, rank=rank,
+                        elements=elements)
+        assert check_outputs(out, expected) == 0
 
 
 @pytest.mark.parametrize("case, nodes, elements, rank", [
     ("fixed-stochastic", 3, 1000, 1), ("sign", 4, 2001, 3), ("qsgd", 2, 3, 0),
     pytest.param("fixed", 8, 700, 6, marks=pytest.mark.slow), ("sign", 4, 3, 3)])
-def test_own_chunk_then_hops(case, nodes, elements, rank):
-    """From ``start``, the node's own chunk's frames (k = 1, its codes' signed values)
-    as the reference sends them, then its hops, under random stalls."""
-    own = own_case(case, nodes, elements, rank, seed=rank)
-    frames, codes, hops, _ = hop_case(case, nodes, elements, rank, seed=rank)
+def test_own_chunk_between_hops(case, nodes, elements, rank):
+    """The node's own chunk's frames (k = 1, its codes' signed values) where its host's
+    order puts them, between its hops, under random stalls."""
+    frames, codes, expected, _ = hop_case(case, nodes, elements, rank, seed=rank)
     dut = shared(ReduceAdder, mtu=200)
-    out = run_adder(dut, case, nodes, frames, codes, lead=300 + sum(map(len, own[1])),
-                    idle=(0.2, 0.2), backpressure=0.2, seed=rank, own=own, rank=rank,
-                    elements=elements)
-    assert check_outputs(out, frames, hops, own=own[0]) == 0
-    assert own[0] or elements < nodes
+    out = run_adder(dut, case, nodes, frames, codes, expected, lead=300, idle=(0.2, 0.2),
+                    backpressure=0.2, seed=rank, rank=rank, elements=elements)
+    assert check_outputs(out, expected) == 0
+    assert any(f is None for f, _ in expected) or elements < nodes

@@ -88,7 +88,7 @@ def run_ring(case, nodes, elements, *, mtu, link_gap=0.0, idle=0.0, backpressure
 
     def host(r):
         frames = contribution_frames(xs[r], r, nodes, codec, max_host_elements=host_step,
-                                     **settings)
+                                     mtu=mtu, **settings)
         others = [build_host_frame(replace(parse(f), version=1, flags=0, seed=0),
                                    np.frombuffer(f[64:], np.float32))
                   for f in frames[::3]]           # not contributions: on to the TX lane
@@ -103,7 +103,7 @@ def run_ring(case, nodes, elements, *, mtu, link_gap=0.0, idle=0.0, backpressure
         async def bench(ctx):
             sender = BeatSender(ctx, lanes[r].host, idle=idle,
                                 rng=random.Random(seed + 20 + r))
-            await sender.wait_until(CONFIG_CYCLES + 2)
+            await sender.wait_until(nodes + 3 * CONFIG_CYCLES + 4)   # the lanes enabled
             for f in sent:
                 for word in frame_beats(f):
                     await sender.send(word)
