@@ -46,23 +46,24 @@ def test_a_ring_with_gaps_and_idle_hosts(codec, nodes, elements, settings):
 
 @pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler here")
 def test_the_compiled_ring_gives_the_same_frames():
-    """One Verilator model of the lane per node (the C++ bench joins them): the same
-    results, links and counters as the Amaranth ring and the reference, with gaps on the
-    links and idle hosts."""
+    """One Verilator model of the lane per node (the C++ bench joins them): the results,
+    links and counters of the reference, with gaps on the links and idle hosts, for a
+    tensor of several rounds of MTU-long frames on four nodes (where each gather is
+    forwarded twice: nodes forwarding to each other must not all wait on one another)."""
     rng = np.random.default_rng(5)
-    xs = [rng.normal(size=700).astype(np.float32) for _ in range(3)]
+    nodes, elements = 4, 20_000
+    xs = [rng.normal(size=elements).astype(np.float32) for _ in range(nodes)]
     settings = {"scale": 0.5, "aux": -0.25}
-    kwargs = dict(seed=7, mtu=200, max_host_elements=40, link_gap=0.2, idle=0.2, rng_seed=2,
-                  **settings)
-    compiled = run_ring(xs, "sign", backend="compiled", **kwargs)
-    ref = allreduce(xs, "sign", seed=7, mtu=200, **settings)
-    for r in range(3):
+    compiled = run_ring(xs, "sign", backend="compiled", seed=7, link_gap=0.1, idle=0.1,
+                        rng_seed=2, **settings)
+    ref = allreduce(xs, "sign", seed=7, **settings)
+    for r in range(nodes):
         assert compiled.results[r].view(np.uint32).tolist() == \
             ref.results[r].view(np.uint32).tolist()
         assert _by_chunk_and_phase(compiled.links[r]) == _by_chunk_and_phase(ref.links[r])
         assert compiled.host_other[r] == compiled.bypass[r] == []
-        assert compiled.counters[r]["reduce_taken"] == len(ref.links[(r - 1) % 3])
-        assert compiled.counters[r]["contribution_taken"] > 0
+        assert compiled.counters[r]["reduce_taken"] == len(ref.links[(r - 1) % nodes])
+        assert compiled.counters[r]["overflows"] == 0
     assert all(compiled.complete) and 0 < compiled.hop_latency < compiled.cycles
 
 

@@ -7,15 +7,16 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
-from squeezenic_hw.gateware.common.stream import MAX_FANOUT, LutramFifo
+from squeezenic_hw.gateware.common.stream import MAX_FANOUT, BlockRamFifo, LutramFifo
+from squeezenic_hw.spec.header import DEFAULT_MTU
 
 from .layouts import CheckedBeat, ReduceConfig
 
 __all__ = ["GatherFork"]
 
-#: Entries of each output's queue; the input moves while every queue has room for the
-#: beat in the input register and the one behind it.
-_DEPTH = 8
+#: Fewest entries of an output's queue; the input moves while every queue has room for
+#: the beat in the input register and the one behind it.
+_DEPTH = 16
 
 
 class GatherFork(wiring.Component):
@@ -26,6 +27,13 @@ class GatherFork(wiring.Component):
     that is ``origin`` ≡ r + 2: the gather has then gone round, and the frame is not
     forwarded.
 
+    Parameters
+    ----------
+    mtu : int
+        The longest gather frame, 144 … 9600 bytes (default 1518): each output's queue
+        holds three (:attr:`depth` beats; block RAM from 64), so that nodes forwarding to
+        each other round the ring never all wait on one another with frames half sent.
+
     Attributes
     ----------
     i : In(stream.Signature(CheckedBeat))
@@ -34,6 +42,8 @@ class GatherFork(wiring.Component):
         The frames for the successor.
     host : Out(axis_signature())
         Every frame, for the host's result frames.
+
+    Both outputs offer a frame once it is whole in their queue (store and forward).
     cfg : In(ReduceConfig)
         ``nodes`` and ``rank`` are read (into a register, a cycle later).
 
@@ -51,7 +61,12 @@ class GatherFork(wiring.Component):
     (the queues), 1 946 FF, 0 BRAM, 0 DSP; estimated 2.45 ns, at most 4 LUT levels.
     """
 
-    def __init__(self):
+    def __init__(self, *, mtu=DEFAULT_MTU):
+        if isinstance(mtu, bool) or not isinstance(mtu, int) or not 144 <= mtu <= 9600:
+            raise ValueError(f"mtu must be an int from 144 to 9600, got {mtu!r}")
+        self.mtu = mtu
+        #: Beats each output's queue holds: three of the longest frames.
+        self.depth = max(_DEPTH, 3 * -(-mtu // 64))
         super().__init__({
             "i": In(stream.Signature(CheckedBeat)),
             "forward": Out(axis_signature()),
@@ -67,17 +82,25 @@ class GatherFork(wiring.Component):
         plus2 = c.rank + 2
         m.d.sync += finished_by_next.eq(Mux(plus2 >= c.nodes, plus2 - c.nodes, plus2))
 
-        queues = {name: LutramFifo(width=data.Layout.cast(AxisBeat).size, depth=_DEPTH)
-                  for name in ("forward", "host")}
-        for name, q in queues.items():
-            m.submodules[f"{name}_queue"] = q
+        # each output's frames leave whole: one is offered once its last beat is queued, so
+        # a reader granted it never waits on the other output, nor on the input
+        width = data.Layout.cast(AxisBeat).size
+        kind = BlockRamFifo if self.depth >= 64 else LutramFifo
+        queues, frames = {}, {}
+        for name in ("forward", "host"):
+            q = queues[name] = m.submodules[f"{name}_queue"] = kind(width=width,
+                                                                   depth=self.depth)
             out = getattr(self, name)
-            m.d.comb += [out.valid.eq(q.r_rdy), out.payload.eq(q.r_data),
-                         q.r_en.eq(out.ready)]
+            count = frames[name] = Signal(range(self.depth + 1), name=f"{name}_frames")
+            head = Signal(AxisBeat, name=f"{name}_head")
+            complete = count != 0
+            m.d.comb += [head.eq(q.r_data), out.payload.eq(head),
+                         out.valid.eq(q.r_rdy & complete), q.r_en.eq(out.ready & complete)]
+            frames[name] = (count, out.valid & out.ready & head.last)
 
         advance = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})
-        m.d.sync += advance.eq(
-            (queues["forward"].level <= _DEPTH - 3) & (queues["host"].level <= _DEPTH - 3))
+        m.d.sync += advance.eq((queues["forward"].level <= self.depth - 3)
+                               & (queues["host"].level <= self.depth - 3))
         m.d.comb += self.i.ready.eq(advance)
         valid = Signal()
         beat = Signal(CheckedBeat, reset_less=True)
@@ -95,4 +118,6 @@ class GatherFork(wiring.Component):
             queues["host"].w_en.eq(moves),
             queues["host"].w_data.eq(beat.beat),
         ]
+        for name, (count, read_last) in frames.items():
+            m.d.sync += count.eq(count + (queues[name].w_en & beat.beat.last) - read_last)
         return m

@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
 from squeezenic_hw.gateware.common.layouts import BEAT_BITS, AxisBeat, axis_signature
-from squeezenic_hw.gateware.common.stream import fifo_with_room
+from squeezenic_hw.gateware.common.stream import whole_frame_queue
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     DEFAULT_MTU,
@@ -36,8 +36,6 @@ from .result_frames import ResultFrames
 
 __all__ = ["ReduceLane"]
 
-#: Beats of the made gather frames' copy for the results.
-_COPY_DEPTH = 8
 #: The ``gather`` flag's bit in a header beat's data.
 _GATHER_BIT = 8 * HDR.FLAGS[0] + FLAG_GATHER.bit_length() - 1
 
@@ -131,7 +129,10 @@ class ReduceLane(wiring.Component):
     queues' room). A taken frame waits while the adder or the fork is not ready (``take`` is
     ready while both are); ``o``, ``bypass`` and the host-side outputs hold their beat
     while not ready, and fill the queues behind them. Nothing is dropped or reordered
-    within an output.
+    within an output. The results' two sources (the fork's frames for the host, the copy
+    of the gather frames the node makes) each queue two whole frames and offer a frame
+    only once it is whole, so the result frames never wait on the wire to the successor:
+    a ring whose every node waited for its successor would never move again.
     """
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
@@ -154,6 +155,10 @@ class ReduceLane(wiring.Component):
                                             code_width=self._adder.code_width)
         self._results = ResultFrames(codecs=self._adder.codecs, nodes=nodes, params=params,
                                      max_host_elements=max_host_elements)
+        # the copy of the gather frames the node makes queues two whole ones (section
+        # 8.3's longest: ⌈mtu/64⌉ beats), so the results never wait on the wire to the
+        # successor (the fork's frames for the host are queued whole too: GatherFork)
+        self._frame_depth = max(16, 2 * -(-self._adder.mtu // 64))
         self.codecs = self._adder.codecs
         self.code_width = self._adder.code_width
         self.sum_width = self._adder.sum_width
@@ -179,7 +184,7 @@ class ReduceLane(wiring.Component):
         m = Module()
         m.submodules.checker = checker = self._checker
         m.submodules.adder = adder = self._adder
-        m.submodules.fork = fork = GatherFork()
+        m.submodules.fork = fork = GatherFork(mtu=self._adder.mtu)
         m.submodules.frame_out = frame_out = self._frame_out
         m.submodules.wire_arbiter = wire = FrameArbiter(2)
         m.submodules.bypass_arbiter = bypass = FrameArbiter(2)
@@ -245,7 +250,8 @@ class ReduceLane(wiring.Component):
         # valid reads of it (a valid that waited for the results arbiter's grant, which
         # waits for a valid, would never rise)
         copy = stream.Signature(AxisBeat).create(path=("made_copy",))
-        fifo_with_room(m, "made_copy_queue", copy, results_arbiter.i[0], _COPY_DEPTH)
+        whole_frame_queue(m, "made_copy_queue", copy, results_arbiter.i[0],
+                          self._frame_depth, block_ram=self._frame_depth >= 64)
         m.d.comb += [
             wire.i[0].payload.eq(made.payload),
             copy.payload.eq(made.payload),
