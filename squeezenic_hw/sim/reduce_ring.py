@@ -155,8 +155,9 @@ class RingRun:
     counters : list of dict
         Per node: the receive checks', the contribution checks' and ``overflows``.
     hop_latency : int
-        The fewest cycles from a reduce frame's first beat on a link to its hop's first
-        beat on the next link.
+        A hop's pipeline latency: the fewest cycles from a gather frame's first beat on a
+        link to its first beat on the next, forwarded (in a ring of two, a reduce frame's
+        to its hop's).
     """
     results: list
     result_frames: list
@@ -340,9 +341,10 @@ def _ring_run(out, link_cycles, counters, host_beats, elements, nodes, cycles):
 
 
 def _hop_latency(links, cycles, nodes):
-    """The fewest cycles from a reduce-phase frame's first beat on link r to the first beat
-    of its hop (the same chunk and offset, one contribution more) on link r + 1: a hop's
-    latency when nothing waits (its host's codes there, the link free)."""
+    """A hop's pipeline latency: the fewest cycles from a gather frame's first beat on
+    link r to its first beat on link r + 1, forwarded (the same chunk and offset), which
+    waits for nothing but the node's pipeline; in a ring of two, which forwards none, from
+    a reduce-phase frame's first beat to its hop's (one contribution more)."""
     first = {}
     for r in range(nodes):
         start = True
@@ -353,10 +355,13 @@ def _hop_latency(links, cycles, nodes):
                 k, origin = d >> (8 * 56) & 0xFF, d >> (8 * 59) & 0xFF
                 first[r, origin, k, offset] = t
             start = bool((word >> _LAST_AT) & 1)
-    gaps = sorted(t_next - t for (r, origin, k, offset), t in first.items()
-                  if k < nodes and (t_next := first.get(((r + 1) % nodes, origin, k + 1,
-                                                         offset))) is not None)
-    return gaps[0] if gaps else 0
+
+    def gaps(same_k):
+        return [t_next - t for (r, origin, k, offset), t in first.items()
+                if (k == nodes) == same_k and (t_next := first.get(
+                    ((r + 1) % nodes, origin, k if same_k else k + 1, offset))) is not None]
+    found = gaps(True) or gaps(False)
+    return min(found) if found else 0
 
 
 def _int(payload):

@@ -188,12 +188,14 @@ def host_flags(fields, stochastic):
 
 def host_segments(elements, nodes, rank, per_frame):
     """The segments of the tensor in the order node ``rank``'s host sends them (section
-    8.5), each ``(chunk, lo, hi)``: in rounds j = 0, 1, …, the j-th reduce frame's elements
-    of every chunk that has one, the chunks in ring order (:func:`ring_order`), a chunk's
-    j-th frame being its elements [lo + j·F, min(lo + (j+1)·F, hi)) with F =
-    ``per_frame`` (:func:`sums_per_frame` of the ring's width and MTU). This is the order in
-    which the node's predecessor sends it the partial sums of them, so each host element
-    meets the partial sum of its offset without waiting for a whole chunk."""
+    8.5), each ``(chunk, lo, hi)``. Chunk c's j-th segment is the elements of its j-th
+    reduce frame, [lo + j·F, min(lo + (j+1)·F, hi)) with F = ``per_frame``
+    (:func:`sums_per_frame` of the ring's width and MTU), and it is the node's k-th hop
+    of the chunk, k = (``rank`` − c) mod N. In round R = 0, 1, … the node takes, over the
+    non-empty chunks in ring order (:func:`ring_order`), each chunk's segment j = R − k
+    where there is one; the rounds are counted from the first chunk's k. So a hop's
+    segment comes a round after the predecessor's hop of the same segment, which has then
+    arrived: the ring runs at the host's rate, the wire waiting at most a round."""
     if isinstance(per_frame, bool) or not isinstance(per_frame, int) or per_frame < 1:
         raise ValueError(f"per_frame must be a positive int, got {per_frame!r}")
     return list(_host_segments(int(elements), check_nodes(nodes), int(rank), per_frame))
@@ -201,17 +203,20 @@ def host_segments(elements, nodes, rank, per_frame):
 
 @functools.cache
 def _host_segments(elements, nodes, rank, per_frame):
-    bounds = [chunk_bounds(elements, nodes, c) for c in ring_order(rank, nodes)]
+    walk = [(k, c, *chunk_bounds(elements, nodes, c))
+            for k, c in enumerate(ring_order(rank, nodes))
+            if chunk_bounds(elements, nodes, c)[0] < chunk_bounds(elements, nodes, c)[1]]
+    if not walk:
+        return ()
     out = []
-    start = 0
-    while True:
-        row = [(c, lo + start, min(lo + start + per_frame, hi))
-               for c, (lo, hi) in zip(ring_order(rank, nodes), bounds, strict=True)
-               if lo + start < hi]
-        if not row:
-            return tuple(out)
-        out += row
-        start += per_frame
+    first = walk[0][0]
+    for rnd in range(first, first + 2**32):
+        for k, c, lo, hi in walk:
+            j = rnd - k
+            if j >= 0 and lo + j * per_frame < hi:
+                out.append((c, lo + j * per_frame, min(lo + (j + 1) * per_frame, hi)))
+        if (rnd - walk[-1][0]) * per_frame >= max(hi - lo for _, _, lo, hi in walk):
+            return tuple(out)          # the last chunk's segment is past every chunk's end
 
 
 #: The checks of section 8.4 that every node makes alike, whatever its configuration,

@@ -21,7 +21,6 @@ from squeezenic_hw.spec.reduce import (
     chunk_bounds,
     host_segments,
     partial_width,
-    ring_order,
     sums_per_frame,
 )
 
@@ -66,10 +65,11 @@ def test_contributions_cover_the_tensor_in_the_hosts_order(case, nodes, elements
         # segment by segment: each chunk's j-th frame's elements, the chunks in ring order
         want = [[c, lo, hi] for c, lo, hi in host_segments(elements, nodes, r, per_frame)]
         assert segments == want
-        assert [c for c, _, _ in want[:nodes]] == [
-            c for c in ring_order(r, nodes)
-            if chunk_bounds(elements, nodes, c)[0] < chunk_bounds(elements, nodes, c)[1]][
-            :len(want[:nodes])]
+        # a hop's segment comes a round after the predecessor's of it: in round j + k
+        first = min((r - c) % nodes for c, _, _ in want)
+        rounds = [(lo - chunk_bounds(elements, nodes, c)[0]) // per_frame + (r - c) % nodes
+                  - first for c, lo, _ in want]
+        assert rounds == sorted(rounds)
         got = np.concatenate([v for _, v in sorted(values, key=lambda t: t[0])]) if values \
             else np.zeros(0, np.float32)
         assert got.view(np.uint32).tolist() == xs[r].view(np.uint32).tolist()
@@ -80,13 +80,23 @@ def test_contributions_cover_the_tensor_in_the_hosts_order(case, nodes, elements
             assert receiver.receive(frames[0]).taken
 
 
-def test_the_hosts_segments_interleave_the_chunks():
-    # E = 10, N = 4: chunks [0, 3), [3, 6), [6, 9), [9, 10); frames of 2 sums
-    assert host_segments(10, 4, 1, 2) == [(1, 3, 5), (0, 0, 2), (3, 9, 10), (2, 6, 8),
-                                          (1, 5, 6), (0, 2, 3), (2, 8, 9)]
+def test_the_hosts_segments_follow_the_hops():
+    # E = 10, N = 4: chunks [0, 3), [3, 6), [6, 9), [9, 10); frames of 2 sums. Node 1
+    # meets chunk 1 (k = 0), 0 (k = 1), 3 (k = 2), 2 (k = 3): segment j of the chunk with
+    # k in round j + k
+    assert host_segments(10, 4, 1, 2) == [(1, 3, 5), (1, 5, 6), (0, 0, 2), (0, 2, 3),
+                                          (3, 9, 10), (2, 6, 8), (2, 8, 9)]
     assert host_segments(0, 3, 0, 5) == []
     with pytest.raises(ValueError, match="per_frame"):
         host_segments(10, 4, 1, 0)
+
+
+@pytest.mark.parametrize("elements, nodes, rank, per_frame", [
+    (10, 4, 1, 2), (100, 3, 2, 7), (37, 16, 5, 3), (5, 16, 9, 1), (1000, 8, 3, 50),
+    (20, 16, 0, 5), (1, 2, 1, 1)])
+def test_the_hosts_segments_cover_the_tensor_once(elements, nodes, rank, per_frame):
+    segments = host_segments(elements, nodes, rank, per_frame)
+    assert sorted(i for _, lo, hi in segments for i in range(lo, hi)) == list(range(elements))
 
 
 @pytest.mark.parametrize("case", CASES)

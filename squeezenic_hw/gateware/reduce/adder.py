@@ -116,9 +116,10 @@ class ReduceAdder(wiring.Component):
     :class:`~.host_segments.HostSegments` walk of the same order says what each segment's
     codes are for: a segment of the node's own chunk makes a frame, k = 1, of zero sums
     plus the codes (its jobs made here: they need no unpacker); any other segment's codes
-    join the next wire frame, which the predecessor sends in the same order (its own
-    hops of the round). So a wire frame waits for its codes at most a round's segments,
-    and the wire queue needs to hold a frame or two, not a chunk. The adder does not
+    join the next wire frame, which the predecessor sends in the same order (its hops of
+    the round before). So a wire frame has arrived a round before its codes, and waits
+    for them a round at most: the wire queue holds a round's frames, not a chunk's, and
+    no hop waits for the wire. The adder does not
     compare offsets: the contribution checker has checked the host's order, the ring's
     checker each chunk's. A frame
     arriving when its codes are not there waits in the wire queue; when the queue has no
@@ -137,8 +138,10 @@ class ReduceAdder(wiring.Component):
     params : iterable of int
         The ``fixed``/``qsgd`` bits to build for, 2 … 16 (default all).
     wire_depth : int
-        Payload beats the wire queue holds, 2 … 4096 (default 64; block RAM from 64):
-        a frame longer than this always overflows.
+        Payload beats the wire queue holds, 2 … 4096 (default 512; block RAM from 64, and
+        a 512-bit queue takes eight RAMB36 from 64 to 512 entries alike): a frame longer
+        than this always overflows. A round of the predecessor's frames waits here, so at
+        the host's rate it must hold N − 1 frames, ⌈(MTU − 64)/64⌉ beats each.
     host_depth : int
         Beats of codes the host queue holds, 2 … 4096 (default 64; block RAM from 64).
     mtu : int
@@ -205,7 +208,7 @@ class ReduceAdder(wiring.Component):
     LATENCY = 1 + 3 + 6 + 1 + _SUM_STAGES + 2 + WirePacker.LATENCY + 2
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
-                 params=range(2, 17), wire_depth=64, host_depth=64, mtu=DEFAULT_MTU):
+                 params=range(2, 17), wire_depth=512, host_depth=64, mtu=DEFAULT_MTU):
         self.codecs = integer_codecs(codecs)
         if isinstance(mtu, bool) or not isinstance(mtu, int) or not 144 <= mtu <= 9600:
             raise ValueError(f"mtu must be an int from 144 to 9600, got {mtu!r}")

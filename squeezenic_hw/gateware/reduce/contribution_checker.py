@@ -77,7 +77,7 @@ class ContributionChecker(wiring.Component):
     expected in it (the segment's start, then each taken frame's end). A frame taken that
     ends the segment takes the walk's next one; the walk starts again, at the node's own
     chunk's first segment, while ``cfg.enable`` is 0. The node takes contribution frames
-    once the walk has its first segment, four cycles after ``enable`` rises; a frame judged
+    once the walk has its first segment, seven cycles after ``enable`` rises; a frame judged
     before then is passed on as ``disabled`` (software enables the ring before its hosts
     send).
 

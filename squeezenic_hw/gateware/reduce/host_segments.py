@@ -3,7 +3,7 @@ section 8.5): round by round, each chunk's next reduce frame's elements, the chu
 order. The contribution checker follows them to judge the host's frames, and the adder to
 know which codes make the node's own frames and which join a frame from the ring."""
 
-from amaranth import Array, Const, Module, Mux, ResetInserter, Signal, unsigned
+from amaranth import Array, Const, Module, Mux, ResetInserter, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -33,14 +33,16 @@ class HostSegments(wiring.Component):
 
     The walk visits the non-empty chunks in ring order from the node's own (the last
     non-empty one when its own is empty), one a cycle: from chunk c > 0 to c − 1, from
-    chunk 0 to chunk K − 1 (K = ``cfg.chunks``), back at the first it starts the next
-    round, each round's segments F = :func:`~squeezenic_hw.spec.reduce.sums_per_frame`
-    elements further into the chunks; a chunk whose elements end before the round's
-    start gives no segment (only the last chunk, which may be shorter, is ever so).
-    After the last round it starts again at round 0, ready for the next all-reduce of the
-    same tensor size. A chunk's bounds move by C (``cfg.chunk``) from one chunk to the
-    next, so the walk needs no multiplier: the starting chunk's lo and the last chunk's
-    are two sums of shifted C each, while ``cfg.enable`` is 0.
+    chunk 0 to chunk K − 1 (K = ``cfg.chunks``); back at the first, it starts the next
+    round. A chunk k places after the own one in ring order (the node's k-th hop of it)
+    gives, in round R, its segment R − k, which starts (R − k)·F elements into the chunk
+    (F = :func:`~squeezenic_hw.spec.reduce.sums_per_frame`): one F less than the chunk
+    before it in the walk, (N − K + 1)·F less across the empty chunks after chunk 0, and
+    none when R − k is negative or past the chunk's end. After the round whose last chunk
+    is past every chunk's end it starts again at round 0, ready for the next all-reduce of
+    the same tensor size. A chunk's bounds move by C (``cfg.chunk``) from one chunk to
+    the next, so the walk needs no multiplier: the starting chunk's lo and the last
+    chunk's, and (N − K + 1)·F, are sums of shifted C and F, while ``cfg.enable`` is 0.
 
     Parameters
     ----------
@@ -62,12 +64,15 @@ class HostSegments(wiring.Component):
 
     Notes
     -----
-    Latency: 4 cycles from ``enable`` to the first segment on ``o``. Throughput: one step
-    of the walk a cycle, a segment in each but a round's step at a shorter last chunk:
-    at least one segment every two cycles, as fast as a consumer of whole frames (a
-    segment takes a frame, at least two beats). Backpressure: the walk stops while the
-    queue has fewer than four free entries. Only the walk's state, valid bits and the
-    queue's pointers are reset.
+    Latency: 6 cycles from ``enable`` to the first segment on ``o``. Throughput: one step
+    of the walk a cycle. A round ends at the first chunk whose segment is rounds away (the
+    chunks after it are further away still) and the next starts at the round's first
+    chunk not past its end, rounds without a segment skipped, so a round wastes at most
+    three steps (its end, a chunk newly past its end, a shorter last chunk past its end):
+    ahead of a consumer of whole frames, which a segment takes, at least two beats, with
+    the queue filled meanwhile.
+    Backpressure: the walk stops while the queue has fewer than five free entries. Only
+    the walk's state, valid bits and the queue's pointers are reset.
     """
 
     def __init__(self, *, codecs=INTEGER_CODECS, mtu=DEFAULT_MTU, depth=16):
@@ -89,13 +94,12 @@ class HostSegments(wiring.Component):
         enable = Signal(name="cfg_enable_q")
         kmax = Signal(4, name="cfg_last_chunk")           # K − 1
         any_chunk = Signal(name="cfg_any_chunk")          # K ≠ 0
-        single = Signal(name="cfg_single_chunk")          # K = 1
         start = Signal(4, name="cfg_start_chunk")
         elements = Signal(32, name="cfg_elements")
         size = Signal(32, name="cfg_chunk")
         m.d.sync += [
             enable.eq(c.enable), kmax.eq(c.chunks - 1), any_chunk.eq(c.chunks != 0),
-            single.eq(c.chunks == 1), start.eq(Mux(c.rank < c.chunks, c.rank, c.chunks - 1)),
+            start.eq(Mux(c.rank < c.chunks, c.rank, c.chunks - 1)),
             elements.eq(c.elements), size.eq(c.chunk),
         ]
         # F of the configured width
@@ -132,63 +136,93 @@ class HostSegments(wiring.Component):
         last_size = Signal(32, name="cfg_last_size")      # the last chunk's elements
         m.d.sync += last_size.eq(elements - last_lo)
 
+        # (N − K + 1)·F: how far the segments move back from chunk 0 to chunk K − 1, N − K
+        # empty chunks between them in ring order (sums of shifted F)
+        gap = Signal(5, name="cfg_wrap_chunks")
+        m.d.sync += gap.eq(c.nodes - kmax)
+        wrap_parts = [Signal(21, name=f"cfg_wrap_delta_{k}") for k in range(2)]
+        m.d.sync += [
+            wrap_parts[0].eq(Mux(gap[0], per_frame, 0) + Mux(gap[1], per_frame << 1, 0)
+                             + Mux(gap[2], per_frame << 2, 0)),
+            wrap_parts[1].eq(Mux(gap[3], per_frame << 3, 0) + Mux(gap[4], per_frame << 4, 0)),
+        ]
+        wrap_delta = Signal(21, name="cfg_wrap_delta")
+        m.d.sync += wrap_delta.eq(wrap_parts[0] + wrap_parts[1])
+
         # ---- the walk ---------------------------------------------------------------------
         chunk = Signal(4, name="walk_chunk")
         lo = Signal(32, name="walk_lo")                   # the chunk's first element
-        base = Signal(32, name="walk_base")               # the round's start in a chunk
-        base_next = Signal(33, name="walk_base_next")     # the next round's: base + F
-        in_full = Signal(name="walk_in_full")             # base < C
-        in_last = Signal(name="walk_in_last")             # base < the last chunk's size
+        base = Signal(signed(34), name="walk_base")       # (round − k)·F: its segment's start
+        # the round's first chunk not past its end, where the next round starts
+        found = Signal(name="walk_found")
+        first_chunk = Signal(4, name="walk_first_chunk")
+        first_lo = Signal(32, name="walk_first_lo")
+        first_base = Signal(signed(34), name="walk_first_base")
 
         q = m.submodules.queue = ResetInserter(~enable)(
             LutramFifo(width=data.Layout.cast(Segment).size, depth=self.depth))
-        # a step now, the two in the stages and the write of the one before them are not in
-        # the level of a cycle ago: room while it leaves four entries
+        # a step now, the three in the stages and the write of the one before them are not
+        # in the level of a cycle ago: room while it leaves five entries
         room = Signal(name="walk_room")
-        m.d.sync += room.eq(q.level <= self.depth - 4)
+        m.d.sync += room.eq(q.level <= self.depth - 5)
         step = Signal(name="walk_step")
         m.d.comb += step.eq(enable & any_chunk & room)
 
         at_last = chunk == kmax
-        has = Mux(at_last, in_last, in_full)
+        ahead = base[-1]                                  # its first segment is rounds away
+        past = ~ahead & (base[:33] >= Mux(at_last, last_size, size))
+        has = ~ahead & ~past
         next_chunk = Mux(chunk == 0, kmax, chunk - 1)
         next_lo = Mux(chunk == 0, last_lo, lo - size)
-        round_end = next_chunk == start
-        more_full = base_next < size
-        more_last = base_next < last_size
-        done = ~more_last & (single | ~more_full)
+        # the chunks after one whose segment is rounds away are further away still: the
+        # round ends there, or after the last chunk in ring order
+        round_end = ahead | (next_chunk == start)
+        done = round_end & ~found & past                  # every chunk past its end
+        n_chunk = Mux(found, first_chunk, chunk)
+        n_lo = Mux(found, first_lo, lo)
+        n_base = Mux(found, first_base, base) + per_frame
         with m.If(~enable):
-            m.d.sync += [chunk.eq(start), lo.eq(start_lo), base.eq(0),
-                         base_next.eq(per_frame), in_full.eq(1), in_last.eq(1)]
+            m.d.sync += [chunk.eq(start), lo.eq(start_lo), base.eq(0), found.eq(0)]
         with m.Elif(step):
-            m.d.sync += [chunk.eq(next_chunk), lo.eq(next_lo)]
             with m.If(round_end & done):
-                m.d.sync += [base.eq(0), base_next.eq(per_frame), in_full.eq(1),
-                             in_last.eq(1)]
+                m.d.sync += [chunk.eq(start), lo.eq(start_lo), base.eq(0), found.eq(0)]
             with m.Elif(round_end):
-                m.d.sync += [base.eq(base_next), base_next.eq(base_next + per_frame),
-                             in_full.eq(more_full), in_last.eq(more_last)]
+                # rounds in which that chunk's segment is still ahead have none: skipped
+                m.d.sync += [chunk.eq(n_chunk), lo.eq(n_lo),
+                             base.eq(Mux(n_base < 0, 0, n_base)), found.eq(0)]
+            with m.Else():
+                m.d.sync += [chunk.eq(next_chunk), lo.eq(next_lo),
+                             base.eq(base - Mux(chunk == 0, wrap_delta, per_frame))]
+                with m.If(~found & ~past):
+                    m.d.sync += [found.eq(1), first_chunk.eq(chunk), first_lo.eq(lo),
+                                 first_base.eq(base)]
 
-        # ---- the segment, in two stages ----------------------------------------------------
+        # ---- the segment, in three stages --------------------------------------------------
         valid1 = Signal(name="segment_valid_s1")
         chunk1 = Signal(4, name="segment_chunk_s1", reset_less=True)
         lo1 = Signal(32, name="segment_lo_s1", reset_less=True)
-        end1 = Signal(33, name="segment_end_s1", reset_less=True)
         hi1 = Signal(33, name="segment_chunk_hi_s1", reset_less=True)
         m.d.sync += [
-            valid1.eq(step & has & enable),
-            chunk1.eq(chunk), lo1.eq(lo + base), end1.eq(lo + base_next),
+            valid1.eq(step & has),
+            chunk1.eq(chunk), lo1.eq(lo + base[:32]),
             hi1.eq(Mux(at_last, elements, lo + size)),
         ]
-        seg = Signal(Segment, reset_less=True)
         valid2 = Signal(name="segment_valid_s2")
+        chunk2 = Signal(4, name="segment_chunk_s2", reset_less=True)
+        lo2 = Signal(32, name="segment_lo_s2", reset_less=True)
+        end2 = Signal(33, name="segment_end_s2", reset_less=True)
+        hi2 = Signal(33, name="segment_chunk_hi_s2", reset_less=True)
+        m.d.sync += [valid2.eq(valid1 & enable), chunk2.eq(chunk1), lo2.eq(lo1),
+                     end2.eq(lo1 + per_frame), hi2.eq(hi1)]
+        seg = Signal(Segment, reset_less=True)
+        valid3 = Signal(name="segment_valid_s3")
         m.d.sync += [
-            valid2.eq(valid1 & enable),
-            seg.chunk.eq(chunk1), seg.lo.eq(lo1),
-            seg.hi.eq(Mux(end1 < hi1, end1, hi1)),
+            valid3.eq(valid2 & enable),
+            seg.chunk.eq(chunk2), seg.lo.eq(lo2),
+            seg.hi.eq(Mux(end2 < hi2, end2, hi2)),
         ]
         m.d.comb += [
-            q.w_en.eq(valid2), q.w_data.eq(seg),
+            q.w_en.eq(valid3), q.w_data.eq(seg),
             self.o.valid.eq(q.r_rdy), self.o.payload.eq(q.r_data), q.r_en.eq(self.o.ready),
         ]
         return m

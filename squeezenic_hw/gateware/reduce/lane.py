@@ -136,7 +136,7 @@ class ReduceLane(wiring.Component):
     """
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
-                 params=range(2, 17), wire_depth=64, host_depth=64, mtu=DEFAULT_MTU,
+                 params=range(2, 17), wire_depth=512, host_depth=64, mtu=DEFAULT_MTU,
                  port=DEFAULT_PORT, out_depth=64, max_host_elements=DEFAULT_HOST_ELEMENTS):
         check_port(port)             # checked before any part is made
         integer_codecs(codecs)
