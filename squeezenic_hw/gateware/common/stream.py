@@ -10,7 +10,6 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["MAX_FANOUT", "stage_enable", "Stager", "load_or_clear", "SkidBuffer", "LutramBuffer",
            "LutramQueue", "LutramFifo", "BlockRamFifo", "lutram_delay", "lutram_delay_each",
            "split_like", "skid_between", "fifo_between", "fifo_with_room", "ROOM_SLACK",
-           "whole_frame_queue",
            "check_fifo_depth", "merge_in_order"]
 
 
@@ -567,26 +566,6 @@ def fifo_with_room(m, name, source, sink, depth, *, block_ram=False):
             sink.valid.eq(q.r_rdy),
             q.r_en.eq(sink.ready),
         ]
-    return q
-
-
-def whole_frame_queue(m, name, source, sink, depth, *, block_ram=False):
-    """A :func:`fifo_with_room` of ``depth`` beats from AXI-Stream ``source`` to ``sink``
-    that offers a frame only once its last beat is in (store and forward): a reader
-    granted its first beat never waits inside it, whatever stalls the writer. ``depth``
-    must hold the longest frame, or that frame never leaves. Returns the FIFO."""
-    q = fifo_with_room(m, name, source, None, depth, block_ram=block_ram)
-    frames = Signal(range(depth + ROOM_SLACK + 1), name=f"{name}_frames")
-    head = Signal.like(sink.payload)
-    wrote_last = q.w_en & source.payload.last
-    read_last = sink.valid & sink.ready & head.last
-    m.d.sync += frames.eq(frames + wrote_last - read_last)
-    m.d.comb += [
-        head.eq(q.r_data),
-        sink.payload.eq(head),
-        sink.valid.eq(q.r_rdy & (frames != 0)),
-        q.r_en.eq(sink.ready & (frames != 0)),
-    ]
     return q
 
 

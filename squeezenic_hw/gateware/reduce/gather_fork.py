@@ -1,74 +1,88 @@
-"""The gather phase at a node that does not finish the chunk (``docs/wire-format.md``
-section 8.1): each gather frame taken goes to the host's result frames and, unless the
-successor finished the chunk, on to the successor unchanged."""
+"""The gather phase (``docs/wire-format.md`` section 8.1): each gather frame a node takes,
+and each one it makes (the chunk it finishes), goes to its host's result frames and, unless
+the successor finished the chunk, on to the successor unchanged."""
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.layouts import AxisBeat, axis_signature
-from squeezenic_hw.gateware.common.stream import MAX_FANOUT, BlockRamFifo, LutramFifo
+from squeezenic_hw.gateware.common.stream import BlockRamFifo, LutramFifo
 from squeezenic_hw.spec.header import DEFAULT_MTU
 
 from .layouts import CheckedBeat, ReduceConfig
 
 __all__ = ["GatherFork"]
 
-#: Fewest entries of an output's queue; the input moves while every queue has room for
-#: the beat in the input register and the one behind it.
-_DEPTH = 16
+#: Beats of a queue beyond its whole frames: what the one-cycle-old level misses.
+_SLACK = 4
+
+
+def _frame_beats(mtu):
+    """Beats of the longest frame of ``mtu`` bytes."""
+    return -(-mtu // 64)
 
 
 class GatherFork(wiring.Component):
-    """Sends each gather frame taken, whole and unchanged, to the host's result frames and,
-    when the successor is not the chunk's finisher, to the successor.
+    """Sends each gather frame, whole and unchanged, to the host's result frames and, when
+    the successor is not the chunk's finisher, to the successor: those the checker takes
+    (``i``, in transit) and those the node makes (``made``, which start a chunk's gather).
 
     The successor r + 1 finished chunk ``origin`` when r + 1 ≡ ``origin`` − 1 (mod N),
     that is ``origin`` ≡ r + 2: the gather has then gone round, and the frame is not
-    forwarded.
+    forwarded. A frame the node makes is always forwarded.
+
+    The gathers round the ring wait only in these queues, so the forward queue is the
+    ring's buffer at this node, and the fork admits frames to it as bubble flow control
+    does: a frame in transit when the queue has room for it, a frame the node makes only
+    when the queue has room for two. Then the queues round the ring are never all full,
+    and the gathers always move: a ring of nodes forwarding to each other, each waiting
+    for its successor's room, would never move again. Each output offers a frame once it
+    is whole in its queue (store and forward), so a reader of it never waits on the other
+    output or on the inputs.
 
     Parameters
     ----------
     mtu : int
-        The longest gather frame, 144 … 9600 bytes (default 1518): each output's queue
-        holds three (:attr:`depth` beats; block RAM from 64), so that nodes forwarding to
-        each other round the ring never all wait on one another with frames half sent.
+        The longest gather frame, 144 … 9600 bytes (default 1518), L = ⌈mtu/64⌉ beats:
+        the forward queue holds three such frames, the host's two (:attr:`forward_depth`,
+        :attr:`host_depth`; block RAM from 64 beats).
 
     Attributes
     ----------
     i : In(stream.Signature(CheckedBeat))
         The gather-phase frames the checker takes.
+    made : In(axis_signature())
+        The gather frames the node makes.
     forward : Out(axis_signature())
         The frames for the successor.
     host : Out(axis_signature())
         Every frame, for the host's result frames.
-
-    Both outputs offer a frame once it is whole in their queue (store and forward).
     cfg : In(ReduceConfig)
         ``nodes`` and ``rank`` are read (into a register, a cycle later).
 
     Notes
     -----
-    Latency: 1 cycle (the input register), then each output queue's two.
-    Throughput: one beat per cycle. Backpressure: ``i.ready`` is a register, set while
-    every output queue had room for two beats in the cycle before; an output not ready
-    fills its queue and then stops the input. Nothing is dropped or reordered. Only valid
-    bits, pointers and the frame's forward flag are reset.
-
-    Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
-    squeezenic_hw.gateware.reduce.gather_fork import GatherFork;
-    print(synth.synthesize(GatherFork(), timing=True).summary())"``: 78 LUT, 87 LUTRAM
-    (the queues), 1 946 FF, 0 BRAM, 0 DSP; estimated 2.45 ns, at most 4 LUT levels.
+    Latency: 2 cycles from a frame's header offered to its first beat taken (the
+    admission, then the input register), then the queues' two, and a frame leaves once
+    its last beat is in. Throughput: one beat per cycle within a frame, a cycle between
+    frames. Backpressure: ``i.ready`` and ``made.ready`` are registers, set for the
+    admitted input while its frame lasts; a frame is admitted at its header when both its
+    queues have the room above (transit first when both wait and the last admitted was
+    made, else the other). Nothing is dropped or reordered. Only valid bits, pointers,
+    frame counts and the admission state are reset.
     """
 
     def __init__(self, *, mtu=DEFAULT_MTU):
         if isinstance(mtu, bool) or not isinstance(mtu, int) or not 144 <= mtu <= 9600:
             raise ValueError(f"mtu must be an int from 144 to 9600, got {mtu!r}")
         self.mtu = mtu
-        #: Beats each output's queue holds: three of the longest frames.
-        self.depth = max(_DEPTH, 3 * -(-mtu // 64))
+        self.frame_beats = _frame_beats(mtu)
+        self.forward_depth = 3 * self.frame_beats + _SLACK
+        self.host_depth = 2 * self.frame_beats + _SLACK
         super().__init__({
             "i": In(stream.Signature(CheckedBeat)),
+            "made": In(axis_signature()),
             "forward": Out(axis_signature()),
             "host": Out(axis_signature()),
             "cfg": In(ReduceConfig),
@@ -77,47 +91,79 @@ class GatherFork(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         c = self.cfg
+        frame = self.frame_beats
         # the chunk the successor finished: rank + 2 (mod N)
         finished_by_next = Signal(4)
         plus2 = c.rank + 2
         m.d.sync += finished_by_next.eq(Mux(plus2 >= c.nodes, plus2 - c.nodes, plus2))
 
-        # each output's frames leave whole: one is offered once its last beat is queued, so
-        # a reader granted it never waits on the other output, nor on the input
+        # the queues; each output offers a frame once its last beat is in
         width = data.Layout.cast(AxisBeat).size
-        kind = BlockRamFifo if self.depth >= 64 else LutramFifo
-        queues, frames = {}, {}
-        for name in ("forward", "host"):
-            q = queues[name] = m.submodules[f"{name}_queue"] = kind(width=width,
-                                                                   depth=self.depth)
+        queues, counts = {}, {}
+        for name, depth in (("forward", self.forward_depth), ("host", self.host_depth)):
+            kind = BlockRamFifo if depth >= 64 else LutramFifo
+            q = queues[name] = m.submodules[f"{name}_queue"] = kind(width=width, depth=depth)
             out = getattr(self, name)
-            count = frames[name] = Signal(range(self.depth + 1), name=f"{name}_frames")
+            count = Signal(range(depth + 1), name=f"{name}_frames")
             head = Signal(AxisBeat, name=f"{name}_head")
             complete = count != 0
             m.d.comb += [head.eq(q.r_data), out.payload.eq(head),
                          out.valid.eq(q.r_rdy & complete), q.r_en.eq(out.ready & complete)]
-            frames[name] = (count, out.valid & out.ready & head.last)
+            counts[name] = (count, out.valid & out.ready & head.last)
 
-        advance = Signal(init=1, attrs={"max_fanout": MAX_FANOUT})
-        m.d.sync += advance.eq((queues["forward"].level <= self.depth - 3)
-                               & (queues["host"].level <= self.depth - 3))
-        m.d.comb += self.i.ready.eq(advance)
-        valid = Signal()
-        beat = Signal(CheckedBeat, reset_less=True)
-        with m.If(advance):
-            m.d.sync += [valid.eq(self.i.valid), beat.eq(self.i.payload)]
-        moves = valid & advance
-        # the frame's choice, from its header beat
-        forwarding = Signal()
-        forward_now = Mux(beat.first, beat.info.origin != finished_by_next, forwarding)
-        with m.If(moves & beat.first):
-            m.d.sync += forwarding.eq(forward_now)
-        m.d.comb += [
-            queues["forward"].w_en.eq(moves & forward_now),
-            queues["forward"].w_data.eq(beat.beat),
-            queues["host"].w_en.eq(moves),
-            queues["host"].w_data.eq(beat.beat),
+        # the room, from the levels of a cycle ago: a frame in transit, two frames made
+        fwd_level, host_level = queues["forward"].level, queues["host"].level
+        room_one = Signal(name="forward_room_one")
+        room_two = Signal(name="forward_room_two")
+        host_room = Signal(name="host_room")
+        m.d.sync += [
+            room_one.eq(fwd_level <= self.forward_depth - _SLACK - frame),
+            room_two.eq(fwd_level <= self.forward_depth - _SLACK - 2 * frame),
+            host_room.eq(host_level <= self.host_depth - _SLACK - frame),
         ]
-        for name, (count, read_last) in frames.items():
-            m.d.sync += count.eq(count + (queues[name].w_en & beat.beat.last) - read_last)
+
+        # the admission: a frame at a time, from its header
+        active = Signal(name="admitted")                 # a frame is admitted and passing
+        from_made = Signal(name="admitted_made")         # ... from ``made``
+        last_made = Signal(name="last_admitted_made")
+        transit_fwd = self.i.payload.info.origin != finished_by_next
+        transit_ok = self.i.valid & host_room & (room_one | ~transit_fwd)
+        made_ok = self.made.valid & host_room & room_two
+        take_made = made_ok & (~transit_ok | ~last_made)
+        done = Signal()
+        with m.If(~active):
+            with m.If(transit_ok | made_ok):
+                m.d.sync += [active.eq(1), from_made.eq(take_made), last_made.eq(take_made)]
+        with m.Elif(done):
+            m.d.sync += active.eq(0)
+
+        ready_i = Signal(name="i_ready")
+        ready_made = Signal(name="made_ready")
+        m.d.comb += [ready_i.eq(active & ~from_made), ready_made.eq(active & from_made),
+                     self.i.ready.eq(ready_i), self.made.ready.eq(ready_made)]
+        beat = Signal(AxisBeat, name="admitted_beat")
+        m.d.comb += beat.eq(Mux(from_made, self.made.payload, self.i.payload.beat))
+        moved = Mux(from_made, self.made.valid, self.i.valid) & active
+        first_beat = Signal(init=1)                      # the admitted frame's next is its first
+        with m.If(moved):
+            m.d.sync += first_beat.eq(beat.last)
+        m.d.comb += done.eq(moved & beat.last)
+        forwarding = Signal()
+        forward_now = Mux(first_beat, from_made | transit_fwd, forwarding)
+        with m.If(moved & first_beat):
+            m.d.sync += forwarding.eq(forward_now)
+
+        # the input register, then the queues
+        valid = Signal(name="beat_valid")
+        to_forward = Signal(name="beat_to_forward")
+        held = Signal(AxisBeat, reset_less=True)
+        m.d.sync += [valid.eq(moved), to_forward.eq(moved & forward_now), held.eq(beat)]
+        m.d.comb += [
+            queues["forward"].w_en.eq(to_forward),
+            queues["forward"].w_data.eq(held),
+            queues["host"].w_en.eq(valid),
+            queues["host"].w_data.eq(held),
+        ]
+        for name, (count, read_last) in counts.items():
+            m.d.sync += count.eq(count + (queues[name].w_en & held.last) - read_last)
         return m

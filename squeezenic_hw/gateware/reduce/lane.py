@@ -5,12 +5,11 @@ gather frame forked to the host and on, and everything the node does not take pa
 the TX or the RX lane."""
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, AxisBeat, axis_signature
-from squeezenic_hw.gateware.common.stream import whole_frame_queue
+from squeezenic_hw.gateware.common.layouts import BEAT_BITS, axis_signature
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     DEFAULT_MTU,
@@ -51,20 +50,19 @@ class ReduceLane(wiring.Component):
 
         host ─► contribution checker ─┬─ take ─► contribution encoder ─► adder (codes)
                                       └─ other ─► host_other (the TX lane)
-        i ─► checker ─┬─ take, reduce phase ─► adder ─► frame out ─┬──────┬─► arbiter ─► o
-                      │  take, gather phase ─► gather fork ─ forward ──────┘
-                      │                             └─ host ─┐   │ its gather frames
-                      │                                      ▼   ▼
-                      │                               arbiter ─► result frames ─► results
+        i ─► checker ─┬─ reduce phase ─► adder ─► frame out ─┬─ reduce phase ─┬─► arbiter ─► o
+                      │                                     └─ gather ─┐      │
+                      │  gather phase ───────────────────► gather fork ─ forward
+                      │                                          └─ host ─► result frames
                       └─ bypass ──────────────────► arbiter ─► bypass
                          adder overflow ─────────┘
 
     A frame taken goes by its phase (``gather``, on its header beat) to the adder or to the
-    fork. The frames the adder makes and those the fork forwards share the wire to the
-    successor, a whole frame at a time (round robin); the gather frames the node makes
-    (the chunk it finishes) and those it takes share the result frames' input; the frames
-    the checker bypasses and those the adder overflows share ``bypass``, whole and
-    unchanged, for the RX lane.
+    fork. The adder's reduce-phase frames and the frames the fork forwards share the wire
+    to the successor, a whole frame at a time (round robin); the gather frames the adder
+    makes (the chunk the node finishes) go to the fork beside those taken, which sends
+    every gather to the result frames and on; the frames the checker bypasses and those
+    the adder overflows share ``bypass``, whole and unchanged, for the RX lane.
 
     Parameters
     ----------
@@ -126,13 +124,13 @@ class ReduceLane(wiring.Component):
     :class:`~.result_frames.ResultFrames`' latency.
     Throughput: one beat per cycle on ``i``, on ``o`` and on ``host`` (16 elements).
     Backpressure: ``i.ready`` and ``host.ready`` are registers (the two checkers'
-    queues' room). A taken frame waits while the adder or the fork is not ready (``take`` is
-    ready while both are); ``o``, ``bypass`` and the host-side outputs hold their beat
-    while not ready, and fill the queues behind them. Nothing is dropped or reordered
-    within an output. The results' two sources (the fork's frames for the host, the copy
-    of the gather frames the node makes) each queue two whole frames and offer a frame
-    only once it is whole, so the result frames never wait on the wire to the successor:
-    a ring whose every node waited for its successor would never move again.
+    queues' room). A taken frame waits while its stage is not ready (the adder, or the
+    fork, which is ready for a gather it has admitted); ``o``, ``bypass`` and the
+    host-side outputs hold their beat while not ready, and fill the queues behind them.
+    Nothing is dropped or reordered within an output. The gathers wait only in the
+    fork's queues, which admit them as bubble flow control does
+    (:class:`~.gather_fork.GatherFork`), so a ring of nodes forwarding gathers to each
+    other always moves.
     """
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
@@ -155,10 +153,6 @@ class ReduceLane(wiring.Component):
                                             code_width=self._adder.code_width)
         self._results = ResultFrames(codecs=self._adder.codecs, nodes=nodes, params=params,
                                      max_host_elements=max_host_elements)
-        # the copy of the gather frames the node makes queues two whole ones (section
-        # 8.3's longest: ⌈mtu/64⌉ beats), so the results never wait on the wire to the
-        # successor (the fork's frames for the host are queued whole too: GatherFork)
-        self._frame_depth = max(16, 2 * -(-self._adder.mtu // 64))
         self.codecs = self._adder.codecs
         self.code_width = self._adder.code_width
         self.sum_width = self._adder.sum_width
@@ -190,7 +184,6 @@ class ReduceLane(wiring.Component):
         m.submodules.bypass_arbiter = bypass = FrameArbiter(2)
         m.submodules.contributions = contributions = self._contributions
         m.submodules.encoder = encoder = self._encoder
-        m.submodules.results_arbiter = results_arbiter = FrameArbiter(2)
         m.submodules.results = results = self._results
         for stage in (checker, adder, fork, frame_out, contributions, encoder, results):
             m.d.comb += stage.cfg.eq(self.cfg)
@@ -221,12 +214,13 @@ class ReduceLane(wiring.Component):
         gather = Mux(take.payload.first, take.payload.info.gather, to_fork)
         with m.If(take.valid & take.ready & take.payload.first):
             m.d.sync += to_fork.eq(take.payload.info.gather)
-        both_ready = adder.i.ready & fork.i.ready
+        # (the fork is ready only for a gather it has admitted: a reduce-phase frame must
+        # not wait for it)
         m.d.comb += [
-            take.ready.eq(both_ready),
-            adder.i.valid.eq(take.valid & ~gather & fork.i.ready),
+            take.ready.eq(Mux(gather, fork.i.ready, adder.i.ready)),
+            adder.i.valid.eq(take.valid & ~gather),
             adder.i.payload.eq(take.payload),
-            fork.i.valid.eq(take.valid & gather & adder.i.ready),
+            fork.i.valid.eq(take.valid & gather),
             fork.i.payload.eq(take.payload),
         ]
 
@@ -236,8 +230,9 @@ class ReduceLane(wiring.Component):
         wiring.connect(m, frame_out.payload, adder.o)
         m.d.comb += adder.finished.ready.eq(1)
 
-        # the wire to the successor: made frames and forwarded gathers, frame by frame; the
-        # made gather frames (the chunk this node finishes) also to the host's results
+        # the wire to the successor: the adder's reduce-phase frames, and the gathers the
+        # fork forwards, frame by frame; the gather frames the adder makes (the chunk this
+        # node finishes) start their gather at the fork
         made = frame_out.o
         header_next = Signal(init=1)          # the next beat of ``made`` is a header
         made_gather = Signal()
@@ -246,25 +241,18 @@ class ReduceLane(wiring.Component):
         with m.If(made.valid & made.ready & header_next):
             m.d.sync += made_gather.eq(made.payload.data[_GATHER_BIT])
         gather_now = Mux(header_next, made.payload.data[_GATHER_BIT], made_gather)
-        # the copy waits in a queue of its own: its room, a register, is all the wire's
-        # valid reads of it (a valid that waited for the results arbiter's grant, which
-        # waits for a valid, would never rise)
-        copy = stream.Signature(AxisBeat).create(path=("made_copy",))
-        whole_frame_queue(m, "made_copy_queue", copy, results_arbiter.i[0],
-                          self._frame_depth, block_ram=self._frame_depth >= 64)
         m.d.comb += [
             wire.i[0].payload.eq(made.payload),
-            copy.payload.eq(made.payload),
-            wire.i[0].valid.eq(made.valid & (copy.ready | ~gather_now)),
-            copy.valid.eq(made.valid & gather_now & wire.i[0].ready),
-            made.ready.eq(wire.i[0].ready & (copy.ready | ~gather_now)),
+            fork.made.payload.eq(made.payload),
+            wire.i[0].valid.eq(made.valid & ~gather_now),
+            fork.made.valid.eq(made.valid & gather_now),
+            made.ready.eq(Mux(gather_now, fork.made.ready, wire.i[0].ready)),
         ]
         wiring.connect(m, wire.i[1], fork.forward)
         wiring.connect(m, wiring.flipped(self.o), wire.o)
 
-        # the host's results: this node's finished chunk and the gathers it takes
-        wiring.connect(m, results_arbiter.i[1], fork.host)
-        wiring.connect(m, results.i, results_arbiter.o)
+        # the host's results: every gather frame, taken or made, from the fork
+        wiring.connect(m, results.i, fork.host)
         wiring.connect(m, wiring.flipped(self.results), results.o)
 
         # the frames for the RX lane: bypassed by the checker, overflowed by the adder
