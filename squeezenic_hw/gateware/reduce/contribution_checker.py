@@ -54,6 +54,11 @@ __all__ = ["ContributionChecker", "CONTRIBUTION_CONFIG_CYCLES", "MIN_DEPTH"]
 #: Cycles from ``cfg`` written to the host's starting position derived from it.
 CONTRIBUTION_CONFIG_CYCLES = SEGMENTS_CONFIG_CYCLES
 
+#: Segments the host's walk must hold for the input to take a beat: one for each frame
+#: the pipeline holds before its verdict (frames of two beats in the nine stages), and one
+#: more.
+_WALK_AHEAD = 6
+
 #: The checks made on the header alone, in order (``offset`` needs the position).
 _HEADER_CHECKS = (ContributionReason.DISABLED, ContributionReason.LENGTH,
                   ContributionReason.FLAGS, ContributionReason.SETTINGS,
@@ -145,8 +150,14 @@ class ContributionChecker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # a frame is judged against the walk's head some cycles after its header came in:
+        # the input waits while the walk holds fewer segments than the frames that fit in
+        # the pipeline (it runs ahead; only a burst of tiny frames meets this)
+        hold = Signal(name="hold_for_walk")
+        m.d.sync += hold.eq(self.cfg.enable & (self.cfg.chunks != 0)
+                            & (self._walk.level < _WALK_AHEAD))
         beats, classifier = queued_input(m, self.i, port=self.port, depth=self.depth,
-                                         cfg_port=self.cfg_port)
+                                         cfg_port=self.cfg_port, hold=hold)
         st = Stager(m, Const(1), reset_less=True)
         position = self._position(m)
         flags5, fields = self._header_checks(m, st)

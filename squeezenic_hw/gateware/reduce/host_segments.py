@@ -57,6 +57,8 @@ class HostSegments(wiring.Component):
     ----------
     o : Out(stream.Signature(Segment))
         The segments in order; a consumer takes one (``ready``) when it is done with it.
+    level : Out(range(depth + 1))
+        Segments the queue holds (``o`` 's among them).
     cfg : In(ReduceConfig)
         ``enable`` (0: the walk and its queue start again), ``nodes``, ``rank``,
         ``codec``, ``param``, ``elements``, ``chunk``, ``chunks``; written while ``enable``
@@ -64,13 +66,15 @@ class HostSegments(wiring.Component):
 
     Notes
     -----
-    Latency: 6 cycles from ``enable`` to the first segment on ``o``. Throughput: one step
-    of the walk a cycle. A round ends at the first chunk whose segment is rounds away (the
-    chunks after it are further away still) and the next starts at the round's first
-    chunk not past its end, rounds without a segment skipped, so a round wastes at most
-    three steps (its end, a chunk newly past its end, a shorter last chunk past its end):
-    ahead of a consumer of whole frames, which a segment takes, at least two beats, with
-    the queue filled meanwhile.
+    Latency: 7 cycles from ``enable`` to the first segment on ``o``. Throughput: one step
+    of the walk every two cycles (its decisions are registers). A round ends at the first
+    chunk whose segment is rounds away (the chunks after it are further away still) and
+    the next starts at the round's first chunk not past its end, rounds without a segment
+    skipped, so a round wastes at most three steps (its end, a chunk newly past its end, a
+    shorter last chunk past its end): ahead of a consumer of long segments, the queue
+    filled meanwhile; a consumer of segments shorter than a few beats each may find it
+    empty, and waits (the contribution checker takes a beat only while the queue holds a
+    segment for every frame its pipeline may hold).
     Backpressure: the walk stops while the queue has fewer than five free entries. Only
     the walk's state, valid bits and the queue's pointers are reset.
     """
@@ -84,6 +88,7 @@ class HostSegments(wiring.Component):
         self.mtu, self.depth = mtu, depth
         super().__init__({
             "o": Out(stream.Signature(Segment)),
+            "level": Out(range(depth + 1)),
             "cfg": In(ReduceConfig),
         })
 
@@ -168,22 +173,38 @@ class HostSegments(wiring.Component):
         step = Signal(name="walk_step")
         m.d.comb += step.eq(enable & any_chunk & room)
 
+        # a step takes two cycles: its decisions into registers, then the move
+        deciding = Signal(init=1, name="walk_deciding")
+        decide = step & deciding
+        move = step & ~deciding
+        with m.If(~enable):
+            m.d.sync += deciding.eq(1)
+        with m.Elif(step):
+            m.d.sync += deciding.eq(~deciding)
+
         at_last = chunk == kmax
-        ahead = base[-1]                                  # its first segment is rounds away
-        past = ~ahead & (base[:33] >= Mux(at_last, last_size, size))
-        has = ~ahead & ~past
         next_chunk = Mux(chunk == 0, kmax, chunk - 1)
+        ahead = Signal(name="walk_ahead")                 # its first segment is rounds away
+        past = Signal(name="walk_past")                   # past its chunk's end
+        wrap = Signal(name="walk_wrap")                   # the last chunk in ring order
+        with m.If(decide):
+            m.d.sync += [
+                ahead.eq(base[-1]),
+                past.eq(~base[-1] & (base[:33] >= Mux(at_last, last_size, size))),
+                wrap.eq(next_chunk == start),
+            ]
+        has = ~ahead & ~past
         next_lo = Mux(chunk == 0, last_lo, lo - size)
         # the chunks after one whose segment is rounds away are further away still: the
         # round ends there, or after the last chunk in ring order
-        round_end = ahead | (next_chunk == start)
+        round_end = ahead | wrap
         done = round_end & ~found & past                  # every chunk past its end
         n_chunk = Mux(found, first_chunk, chunk)
         n_lo = Mux(found, first_lo, lo)
         n_base = Mux(found, first_base, base) + per_frame
         with m.If(~enable):
             m.d.sync += [chunk.eq(start), lo.eq(start_lo), base.eq(0), found.eq(0)]
-        with m.Elif(step):
+        with m.Elif(move):
             with m.If(round_end & done):
                 m.d.sync += [chunk.eq(start), lo.eq(start_lo), base.eq(0), found.eq(0)]
             with m.Elif(round_end):
@@ -203,7 +224,7 @@ class HostSegments(wiring.Component):
         lo1 = Signal(32, name="segment_lo_s1", reset_less=True)
         hi1 = Signal(33, name="segment_chunk_hi_s1", reset_less=True)
         m.d.sync += [
-            valid1.eq(step & has),
+            valid1.eq(move & has),
             chunk1.eq(chunk), lo1.eq(lo + base[:32]),
             hi1.eq(Mux(at_last, elements, lo + size)),
         ]
@@ -224,5 +245,6 @@ class HostSegments(wiring.Component):
         m.d.comb += [
             q.w_en.eq(valid3), q.w_data.eq(seg),
             self.o.valid.eq(q.r_rdy), self.o.payload.eq(q.r_data), q.r_en.eq(self.o.ready),
+            self.level.eq(q.level),
         ]
         return m

@@ -49,20 +49,22 @@ def settings_compares(data, cfg):
     ]
 
 
-def queued_input(m, i, *, port, depth, cfg_port):
+def queued_input(m, i, *, port, depth, cfg_port, hold=None):
     """The input of a judge: every beat of stream ``i`` into a beat queue of ``depth`` as it
-    is accepted (``i.ready`` is the queue's room, a flip-flop), and into a
+    is accepted (``i.ready`` is the queue's room, a flip-flop, and not ``hold``, a
+    flip-flop too when given), and into a
     :class:`~squeezenic_hw.gateware.lane.classifier.FrameClassifier` without codecs (section
     7's checks before ``version``) beside it, which never stalls. Returns the queue and the
     classifier, whose output is five stages behind the input."""
     m.submodules.beat_queue = beats = LutramFifo(width=len(i.payload.as_value()), depth=depth)
     m.submodules.classifier = classifier = FrameClassifier("rx", port=port, codecs=())
     accept = Signal()
+    ready = beats.w_rdy if hold is None else beats.w_rdy & ~hold
     m.d.comb += [
-        i.ready.eq(beats.w_rdy),
-        beats.w_en.eq(i.valid),
+        i.ready.eq(ready),
+        beats.w_en.eq(i.valid & ready),
         beats.w_data.eq(i.payload),
-        accept.eq(i.valid & beats.w_rdy),
+        accept.eq(i.valid & ready),
         classifier.i.valid.eq(accept),
         classifier.i.payload.eq(i.payload),
         classifier.o.ready.eq(1),
