@@ -174,9 +174,16 @@ class ContributionChecker(wiring.Component):
         pre6 = st.reg(pre, name="header_check_s6")
         pre_ok6 = st.reg(pre == ContributionCheck.NONE, name="header_ok_s6")
         end5 = fields["end"]
-        hit6 = st.reg((fields["origin"] == position["chunk"])
-                      & (fields["offset"] == position["offset"])
-                      & (end5 <= position["hi"]) & position["any"], name="position_hit_s6")
+        # the position's compares each into a register, ANDed after them (the frame's end
+        # comes out of a shift register, slow to its carry chain)
+        hits6 = [
+            st.reg((fields["origin"] == position["chunk"]) & position["any"],
+                   name="position_chunk_hit_s6"),
+            st.reg(Mux(position["fresh"], fields["offset"] == position["lo"],
+                       fields["offset"] == position["progress"]), name="position_offset_hit_s6"),
+            st.reg(end5 <= position["hi"], name="position_end_hit_s6"),
+        ]
+        hit6 = hits6[0] & hits6[1] & hits6[2]
         completes6 = st.reg(end5 == position["hi"], name="completes_segment_s6")
         end6 = st.reg(end5[:32], name="end_s6")
 
@@ -288,5 +295,6 @@ class ContributionChecker(wiring.Component):
             m.d.sync += fresh.eq(1)
         with m.Elif(move):
             m.d.sync += [fresh.eq(0), progress.eq(end)]
-        return {"chunk": head.chunk, "offset": Mux(fresh, head.lo, progress), "hi": head.hi,
+        return {"chunk": head.chunk, "fresh": fresh, "lo": head.lo, "progress": progress,
+                "hi": head.hi,
                 "any": walk.o.valid, "move": move, "completes": completes, "end": end}
