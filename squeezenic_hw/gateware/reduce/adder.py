@@ -389,8 +389,15 @@ class ReduceAdder(wiring.Component):
         m.submodules.segments = walk = HostSegments(codecs=self.codecs, mtu=self.mtu)
         m.d.comb += walk.cfg.eq(c)
         head = walk.o.payload
+        # whose the head is, a register: a cycle behind the head, so the cycle after a
+        # segment is taken does nothing
+        popped = Signal()
+        own_r, wire_r = Signal(), Signal()
+        m.d.sync += [popped.eq(walk.o.valid & walk.o.ready),
+                     own_r.eq(walk.o.valid & (head.chunk == c.rank)),
+                     wire_r.eq(walk.o.valid & (head.chunk != c.rank))]
         own_head = Signal()
-        m.d.comb += own_head.eq(walk.o.valid & (head.chunk == c.rank))
+        m.d.comb += own_head.eq(own_r & ~popped)
         width = Signal(6)                       # the configured partial sums' width
         log2 = Array(Const((n - 1).bit_length() if n else 0, 5) for n in range(MAX_NODES + 16))
         bits = Array(Const(n.bit_length(), 5) for n in range(MAX_NODES + 16))
@@ -429,7 +436,7 @@ class ReduceAdder(wiring.Component):
         m.d.comb += walk.o.ready.eq((step & last) | done)
         return {"active": own_head, "valid": own_head & loaded, "count": count,
                 "last": last, "info": info, "step": step,
-                "wire": walk.o.valid & ~own_head, "done": done}
+                "wire": wire_r & ~popped, "done": done}
 
     def _sums(self, m, unpacker, order):
         sw, cw = self.sum_width, self.code_width
