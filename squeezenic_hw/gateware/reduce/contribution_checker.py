@@ -124,10 +124,17 @@ class ContributionChecker(wiring.Component):
     length compare; three stages of delay), the first failing check and the position's
     compares (stage 6), the verdict and the position's move (7), then the tag queue's
     write and registered read. Throughput: one beat per cycle, back-to-back frames of
-    any length. Backpressure: as the ring's checker's: ``i.ready`` is the beat queue's
-    room, a flip-flop; a stalled output fills the queues. Nothing is dropped or
+    any length (while the walk keeps ahead). Backpressure: ``i.ready`` is the beat
+    queue's room and the walk holding enough segments, two flip-flops; a stalled output
+    fills the queues. Nothing is dropped or
     reordered. Only valid bits, the position, the queues' pointers and the counters are
     reset.
+
+    Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
+    squeezenic_hw.gateware.reduce.contribution_checker import ContributionChecker;
+    print(synth.synthesize(ContributionChecker(), timing=True).summary())"``: 1 443 LUT,
+    51 LUTRAM and 84 SRL, 2 152 FF, 0 BRAM, 0 DSP; estimated 3.08 ns at 5 LUT levels (the
+    walk's last chunk → its decision).
     """
 
     LATENCY = 9

@@ -77,6 +77,11 @@ class HostSegments(wiring.Component):
     segment for every frame its pipeline may hold).
     Backpressure: the walk stops while the queue has fewer than five free entries. Only
     the walk's state, valid bits and the queue's pointers are reset.
+
+    Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
+    squeezenic_hw.gateware.reduce.host_segments import HostSegments;
+    print(synth.synthesize(HostSegments(), timing=True).summary())"``: 956 LUT, 5 LUTRAM
+    (the queue), 839 FF, 0 BRAM, 0 DSP; estimated 2.73 ns at 3 LUT levels.
     """
 
     def __init__(self, *, codecs=INTEGER_CODECS, mtu=DEFAULT_MTU, depth=16):
