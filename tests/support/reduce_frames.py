@@ -29,7 +29,7 @@ from squeezenic_hw.spec.reduce import (
 
 __all__ = ["SETTINGS", "RingCase", "ring_case", "Frame", "MUTATIONS", "mutate",
            "not_reduce_frames", "node_stream", "template_of", "edge_tensors", "lane_config",
-           "sums_by_frame", "contribution_mutations"]
+           "contribution_mutations"]
 
 #: Codec settings of every reducible family (the codec is the name before any "-").
 SETTINGS = {
@@ -298,18 +298,6 @@ def lane_config(case, nodes, rank=0, elements=0, *, seed=0, enable=True):
             "scale": f32_bits(s.get("scale", 1.0)), "aux": f32_bits(s.get("aux", 1.0)),
             "elements": elements, "chunk": chunk,
             "chunks": -(-elements // chunk) if chunk else 0, "seed": (seed + rank) % 2**32}
-
-
-def sums_by_frame(jobs):
-    """The sums of a stream of sums jobs ``(sums, last)``, one list per frame."""
-    frames, frame = [], []
-    for sums, last in jobs:
-        frame += sums
-        if last:
-            frames.append(frame)
-            frame = []
-    assert frame == [], "a frame's last job is missing"
-    return frames
 
 
 def contribution_mutations(frame):

@@ -162,10 +162,6 @@ class ReduceAdder(wiring.Component):
         Each outgoing frame's fields, offered once its last sums are added (before its
         last beats leave on ``o``): ``contributions`` k + 1, ``gather`` when k + 1 = N,
         the rest as the incoming frame's.
-    finished : Out(stream.Signature(sums_job_layout(sum_width)))
-        The sums of the gather frames (k + 1 = N: this node finishes their chunk), job by
-        job, for the host's values (a :class:`~.sum_decoder.SumDecoder`); the sums stop
-        while it is not read. ``sum_width`` = :attr:`sum_width`.
     overflow : Out(stream.Signature(CheckedBeat))
         The frames the wire queue had no room for, whole and unchanged.
     cfg : In(ReduceConfig)
@@ -189,7 +185,7 @@ class ReduceAdder(wiring.Component):
     Backpressure: ``i.ready`` and ``host.ready`` are registers. ``i.ready`` falls only
     while the ``overflow`` queue is nearly full or :data:`_FRAMES` frames wait for their
     codes (a frame that goes to the wire queue has its room reserved at its first beat);
-    ``host.ready`` while the host queue is full. ``o``, ``desc`` and ``finished`` hold
+    ``host.ready`` while the host queue is full. ``o`` and ``desc`` hold
     their beat while not ready; their queues fill and the sums' stages stop, then the
     unpacker, then the wire queue fills and frames overflow.
     Nothing is dropped or reordered. Only valid bits, pointers, levels, the reserved
@@ -226,7 +222,6 @@ class ReduceAdder(wiring.Component):
             "host": In(stream.Signature(host_codes_layout(self.code_width))),
             "o": Out(stream.Signature(unsigned(BEAT_BITS))),
             "desc": Out(stream.Signature(ReduceFrameInfo)),
-            "finished": Out(stream.Signature(sums_job_layout(self.sum_width))),
             "overflow": Out(stream.Signature(CheckedBeat)),
             "cfg": In(ReduceConfig),
             "overflows": Out(32),
@@ -459,10 +454,7 @@ class ReduceAdder(wiring.Component):
             width=data.Layout.cast(ReduceFrameInfo).size, depth=_SUMS_DEPTH)
         room = Signal()
         limit = _SUMS_DEPTH - _SUM_STAGES - 2
-        finished_q = m.submodules.finished_queue = LutramFifo(
-            width=data.Layout.cast(sums_layout).size, depth=_SUMS_DEPTH)
-        m.d.sync += room.eq((sums_q.level <= limit) & (desc_q.level <= limit)
-                            & (finished_q.level <= limit))
+        m.d.sync += room.eq((sums_q.level <= limit) & (desc_q.level <= limit))
 
         # the own chunk's jobs first (zero sums: its frames start the chunk), then the
         # wire frames' in their turns: each job takes its codes, or a turn's are dropped
@@ -539,11 +531,6 @@ class ReduceAdder(wiring.Component):
         m.d.comb += [
             sums_q.w_en.eq(v[-1]), sums_q.w_data.eq(out3),
             desc_q.w_en.eq(v[-1] & out3.last), desc_q.w_data.eq(info3),
-            # the gather frame's sums are the finished chunk: the host's too
-            finished_q.w_en.eq(v[-1] & info3.gather), finished_q.w_data.eq(out3),
-            self.finished.valid.eq(finished_q.r_rdy),
-            self.finished.payload.eq(finished_q.r_data),
-            finished_q.r_en.eq(self.finished.ready),
             self.desc.valid.eq(desc_q.r_rdy), self.desc.payload.eq(desc_q.r_data),
             desc_q.r_en.eq(self.desc.ready),
         ]

@@ -224,11 +224,9 @@ class ReduceLane(wiring.Component):
             fork.i.payload.eq(take.payload),
         ]
 
-        # the adder's frames to the frame out (the finished sums in them: the adder's own
-        # finished output is not read)
+        # the adder's frames to the frame out
         wiring.connect(m, frame_out.desc, adder.desc)
         wiring.connect(m, frame_out.payload, adder.o)
-        m.d.comb += adder.finished.ready.eq(1)
 
         # the wire to the successor: the adder's reduce-phase frames, and the gathers the
         # fork forwards, frame by frame; the gather frames the adder makes (the chunk this
