@@ -195,7 +195,8 @@ class HostSegments(wiring.Component):
         with m.If(decide):
             m.d.sync += [
                 ahead.eq(base[-1]),
-                past.eq(~base[-1] & (base[:33] >= Mux(at_last, last_size, size))),
+                # both compares, then the choice: a level less than choosing first
+                past.eq(~base[-1] & Mux(at_last, base[:33] >= last_size, base[:33] >= size)),
                 wrap.eq(next_chunk == start),
             ]
         has = ~ahead & ~past
