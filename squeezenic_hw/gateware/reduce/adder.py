@@ -119,10 +119,12 @@ class ReduceAdder(wiring.Component):
     join the next wire frame, which the predecessor sends in the same order (its hops of
     the round before). So a wire frame has arrived a round before its codes, and waits
     for them a round at most: the wire queue holds a round's frames, not a chunk's, and
-    no hop waits for the wire. The adder does not
-    compare offsets: the contribution checker has checked the host's order, the ring's
-    checker each chunk's. A frame
-    arriving when its codes are not there waits in the wire queue; when the queue has no
+    no hop waits for the wire. The adder does not compare offsets: the contribution
+    checker has checked the host's order, the ring's checker each chunk's. (A frame lost
+    before the node, after which the ring's checker bypasses the rest of its chunk as
+    ``offset`` errors, leaves its segment's codes to the next frame taken: that ring's
+    sums are then wrong, and the ``offset`` counter is what tells.) A frame arriving when
+    its codes are not there waits in the wire queue; when the queue has no
     room for a frame's payload beats (or :data:`_FRAMES` frames wait), the frame leaves
     whole on ``overflow`` instead, and ``overflows`` counts it; the RX lane then
     delivers it to the host unchanged, as any bypassed frame (nothing is dropped).
