@@ -465,13 +465,15 @@ class ReduceAdder(wiring.Component):
         m.d.comb += turn.eq(order.r_data)
         joins = order.r_rdy & ~turn.skip & own["wire"]
         count = Mux(own["active"], own["count"], job.payload.count)
-        enough = aligner.level >= count
+        # each side's compare, not one of the chosen count: whose the head is comes late
+        enough_own = aligner.level >= own["count"]
+        enough_wire = aligner.level >= job.payload.count
         fire = Signal()
         fire_wire = Signal()
         m.d.comb += [
-            job.ready.eq(enough & room & joins),
-            fire_wire.eq(job.valid & enough & room & joins),
-            own["step"].eq(own["valid"] & enough & room),
+            job.ready.eq(enough_wire & room & joins),
+            fire_wire.eq(job.valid & enough_wire & room & joins),
+            own["step"].eq(own["valid"] & enough_own & room),
             fire.eq(fire_wire | own["step"]),
         ]
         # dropping: 16 codes a cycle, then the rest
@@ -488,7 +490,8 @@ class ReduceAdder(wiring.Component):
                          left.eq(Mux(left > 16, left - 16, 0)),
                          dropping.eq(left != 0)]
         m.d.comb += [
-            aligner.pop.eq(Mux(fire, count, 0) | Mux(drop, want, 0)),
+            aligner.pop.eq(Mux(own["step"], own["count"], 0) | Mux(fire_wire, job.payload.count, 0)
+                           | Mux(drop, want, 0)),
             order.r_en.eq((fire_wire & job.payload.frame_last) | (drop & (left == 0))),
             own["done"].eq(order.r_en),
         ]

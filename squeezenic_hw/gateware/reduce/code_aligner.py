@@ -3,7 +3,7 @@ up to 16 (a host frame's last beat holds the rest), and the partial sums they jo
 by the reduce frames, whose last job holds the rest of a frame: neither side's beats line
 up with the other's."""
 
-from amaranth import Array, Module, Mux, Signal, unsigned
+from amaranth import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -117,11 +117,17 @@ class CodeAligner(wiring.Component):
         held = Signal(_LEVEL + 1)
         next_level = Signal(_LEVEL)
         m.d.comb += [held.eq(self.level + added), next_level.eq(held - self.pop)]
-        wp_sum, rp_sum = wp + added, rp + self.pop
+        # a pointer is its beat (0 … 2) above its code in the beat: a move of at most 16
+        # carries into the beat at most once, and the beat wraps after the third
+        def advanced(pointer, by):
+            low = pointer[:4] + by
+            beat = pointer[4:]
+            return Cat(low[:4], Mux(low[4], Mux(beat == SLOTS // CODES_PER_JOB - 1, 0,
+                                                beat + 1), beat))
         m.d.sync += [
-            wp.eq(Mux(wp_sum >= SLOTS, wp_sum - SLOTS, wp_sum)),
+            wp.eq(advanced(wp, added)),
             self.level.eq(next_level),
-            rp.eq(Mux(rp_sum >= SLOTS, rp_sum - SLOTS, rp_sum)),
+            rp.eq(advanced(rp, self.pop)),
         ]
         m.d.sync += ready.eq(held <= SLOTS - CODES_PER_JOB + self.pop)
 
