@@ -75,7 +75,7 @@ class CodeAligner(wiring.Component):
 
     Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
     squeezenic_hw.gateware.reduce.code_aligner import CodeAligner;
-    print(synth.synthesize(CodeAligner(16), timing=True).summary())"``: 3 188 LUT (the
+    print(synth.synthesize(CodeAligner(16), timing=True).summary())"``: 3 179 LUT (the
     read multiplexers 16 × 16 × 48:1, the write ones 48 × 16 × 16:1), 787 FF, 0 BRAM,
     0 DSP, estimated 3.19 ns at 5 LUT levels (the write pointer → a slot); ``code_width``
     1: 563 LUT, 67 FF, 3.14 ns. ``codes`` are outputs here: the reader's register behind

@@ -71,6 +71,12 @@ class GatherFork(wiring.Component):
     queues have the room above (transit first when both wait and the last admitted was
     made, else the other). Nothing is dropped or reordered. Only valid bits, pointers,
     frame counts and the admission state are reset.
+
+    Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
+    squeezenic_hw.gateware.reduce.gather_fork import GatherFork;
+    print(synth.synthesize(GatherFork(), timing=True).summary())"``: 760 LUT, 90 LUTRAM
+    (the host queue), 1 964 FF, 9 BRAM36 (the forward queue, 76 beats of 625 bits), 0
+    DSP; estimated 2.45 ns, at most 4 LUT levels.
     """
 
     def __init__(self, *, mtu=DEFAULT_MTU):
