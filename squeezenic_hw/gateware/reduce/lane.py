@@ -5,11 +5,12 @@ gather frame forked to the host and on, and everything the node does not take pa
 the TX or the RX lane."""
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
-from squeezenic_hw.gateware.common.layouts import BEAT_BITS, axis_signature
+from squeezenic_hw.gateware.common.layouts import BEAT_BITS, AxisBeat, axis_signature
+from squeezenic_hw.gateware.common.stream import skid_between
 from squeezenic_hw.spec.header import (
     DEFAULT_HOST_ELEMENTS,
     DEFAULT_MTU,
@@ -231,7 +232,10 @@ class ReduceLane(wiring.Component):
         # the wire to the successor: the adder's reduce-phase frames, and the gathers the
         # fork forwards, frame by frame; the gather frames the adder makes (the chunk this
         # node finishes) start their gather at the fork
-        made = frame_out.o
+        # (through a skid buffer: the choice reads the beat, and must not reach back into
+        # the frame out's queue)
+        made = stream.Signature(AxisBeat).create(path=("made",))
+        skid_between(m, "made_skid", frame_out.o, made)
         header_next = Signal(init=1)          # the next beat of ``made`` is a header
         made_gather = Signal()
         with m.If(made.valid & made.ready):
