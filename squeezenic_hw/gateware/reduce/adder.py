@@ -195,12 +195,12 @@ class ReduceAdder(wiring.Component):
 
     Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
     squeezenic_hw.gateware.reduce.adder import ReduceAdder;
-    print(synth.synthesize(ReduceAdder(), timing=True).summary())"``: 16 664 LUT, 187
-    LUTRAM and 169 SRL, 15 962 FF, 11.5 BRAM36 (the wire queue 8, the host queue), 1 DSP
-    (n·w); estimated 3.16 ns (the own chunk's ``active`` → the aligner's read pointer), at
-    most 5 LUT levels. The unpacker's and the packer's logic per width is most of it (19
-    widths, 2 … 20). ``codecs=["sign"]`` (widths 2 … 5, 1-bit codes): 5 702 LUT, 153
-    LUTRAM, 169 SRL, 9 869 FF, 8 BRAM36, 1 DSP, 3.03 ns, 5 levels.
+    print(synth.synthesize(ReduceAdder(), timing=True).summary())"``: 16 902 LUT, 167
+    LUTRAM and 173 SRL, 15 475 FF, 11.5 BRAM36 (the wire queue 8, the host queue), 1 DSP
+    (n·w); estimated 3.19 ns (the aligner's write pointer → a slot), at most 5 LUT levels.
+    The unpacker's and the packer's logic per width is most of it (19 widths, 2 … 20).
+    ``codecs=["sign"]`` (widths 2 … 5, 1-bit codes): 6 431 LUT, 150 LUTRAM, 173 SRL,
+    10 066 FF, 8 BRAM36, 1 DSP, 3.00 ns, 5 levels.
     """
 
     LATENCY = 1 + 3 + 6 + 1 + _SUM_STAGES + 2 + WirePacker.LATENCY + 2

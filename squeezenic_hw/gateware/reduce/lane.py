@@ -132,6 +132,14 @@ class ReduceLane(wiring.Component):
     fork's queues, which admit them as bubble flow control does
     (:class:`~.gather_fork.GatherFork`), so a ring of nodes forwarding gathers to each
     other always moves.
+
+    Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
+    squeezenic_hw.gateware.reduce.lane import ReduceLane;
+    print(synth.synthesize(ReduceLane(codecs=['sign']), timing=True).summary())"``:
+    15 042 LUT, 506 LUTRAM and 375 SRL, 26 400 FF, 32 BRAM36 (the adder's wire queue 8,
+    the fork's forward queue 9, the frame out's and the result frames' queues), 5 DSP;
+    estimated 3.10 ns, at most 6 LUT levels. The all-codec adder alone
+    (``ReduceAdder()``) is 16 902 LUT, 3.19 ns.
     """
 
     def __init__(self, *, codecs=INTEGER_CODECS, nodes=range(MIN_NODES, MAX_NODES + 1),
