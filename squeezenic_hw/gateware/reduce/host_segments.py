@@ -80,7 +80,7 @@ class HostSegments(wiring.Component):
 
     Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
     squeezenic_hw.gateware.reduce.host_segments import HostSegments;
-    print(synth.synthesize(HostSegments(), timing=True).summary())"``: 956 LUT, 5 LUTRAM
+    print(synth.synthesize(HostSegments(), timing=True).summary())"``: 934 LUT, 5 LUTRAM
     (the queue), 839 FF, 0 BRAM, 0 DSP; estimated 2.73 ns at 3 LUT levels.
     """
 
