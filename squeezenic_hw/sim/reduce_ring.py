@@ -214,6 +214,11 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
     configs = [[node_config(nodes, r, info.name, elements, seed=seed, stochastic=stochastic,
                             enable=enable, **settings) for r in range(nodes)]
                for enable in (False, True)]
+    # the configuration's schedule (configure() below): the sign table from cycle 0, a
+    # cycle an entry, the enabled configuration once it has settled, the hosts' first
+    # beats once that has
+    enable_at = nodes + 1 + CONFIG_CYCLES
+    setup = enable_at + CONFIG_CYCLES + 2
     if backend == "compiled":
         from .ring_model import build_ring_model, run_ring_model
 
@@ -221,13 +226,13 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
                                       progress=build_progress)
         layout = data.Layout.cast(ReduceConfig)
         got = run_ring_model(
-            exe, build["meta"], host_beats=host_beats,
+            exe, build["meta"], host_frames=hosts,
             table=[int(v) for v in _sign_table(nodes, scale, aux)],
             configs_off=[layout.const(c).as_bits() for c in configs[0]],
             configs_on=[layout.const(c).as_bits() for c in configs[1]],
-            template=template, result_beats=results_expected * nodes, idle=idle,
-            link_gap=link_gap, seed=rng_seed, timeout=max_cycles + nodes + 2 * CONFIG_CYCLES + 4,
-            progress=progress)
+            template=template, enable_at=enable_at, setup=setup,
+            result_beats=results_expected * nodes, idle=idle, link_gap=link_gap,
+            seed=rng_seed, timeout=max_cycles + setup, progress=progress)
         return _ring_run(got.beats, got.link_cycles, got.counters, host_beats, elements,
                          nodes, got.last - got.first)
 
@@ -245,8 +250,6 @@ def run_ring(tensors, codec, *, param=0, scale=1.0, aux=1.0, seed=0, stochastic=
             ctx.set(lane.template, template)
         await write_sign_table(ctx, lanes, nodes, scale, aux)
         await enable_and_start(ctx, lanes, configs[1])
-
-    setup = nodes + 1 + 2 * CONFIG_CYCLES + 2
 
     def host(r):
         async def bench(ctx):

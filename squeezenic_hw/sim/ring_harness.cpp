@@ -2,21 +2,21 @@
 // ReduceLane, lane r's o into lane r + 1's i, driven cycle by cycle with no Python in the
 // loop (squeezenic_hw/sim/ring_model.py builds it and reads what it writes).
 //
-// It does what squeezenic_hw/sim/reduce_ring.py's Amaranth testbenches do: configures every
-// lane (its configuration disabled, the template, the sign values' table one entry a cycle,
-// then the configuration enabled, each step settled for CONFIG_CYCLES);
-// then each host offers its contribution frames from cycle SETUP on, a random idle cycle
-// before each beat (probability `idle`); each link idles in a cycle with probability
-// `link_gap` whatever its lanes offer; the host-side outputs are always ready. The run ends
-// 50 cycles after the last expected result beat, or fails (exit 3, its output written)
-// after `timeout` cycles.
+// It does what squeezenic_hw/sim/reduce_ring.py's Amaranth testbenches do, on the schedule
+// the input gives: every lane's configuration disabled and the template from cycle 0, the
+// sign values' table one entry a cycle from cycle 0, the configuration enabled at cycle
+// ENABLE_AT; then each host offers its contribution frames from cycle SETUP on, a random
+// idle cycle before each beat (probability `idle`); each link idles in a cycle with
+// probability `link_gap` whatever its lanes offer; the host-side outputs are always ready.
+// The run ends 50 cycles after the last expected result beat, or fails (exit 3, its output
+// written) after `timeout` cycles.
 // Its random numbers are its own (a seeded std::mt19937_64): cycle numbers differ from the
 // Amaranth run's, frames and counters do not.
 //
 // argv: input file, output file, idle, link_gap, seed, quiet (unused), timeout, result
 // beats expected in all.
-// Input (little-endian): u64 nodes; u64 table entries and each as u32; per node
-// CFG_WORDS u32 of its disabled and CFG_WORDS of its enabled configuration;
+// Input (little-endian): u64 nodes, ENABLE_AT, SETUP; u64 table entries and each as u32;
+// per node CFG_WORDS u32 of its disabled and CFG_WORDS of its enabled configuration;
 // TEMPLATE_WORDS u32 of the template; per node its host frames (bench_io.h).
 // Output: u64 cycles; u64 first cycle a host offered a beat; per node and stream (results,
 // link to the successor, host_other, bypass) the beats as OutputFile::beats writes them;
@@ -35,12 +35,6 @@
 #include "ring_ports.h"
 #include "verilated.h"
 
-struct Host {
-  std::vector<InputFrame> frames;
-  size_t frame = 0, beat = 0;
-  bool offering = false, done = false;
-};
-
 // What one node's outputs gave: the beats and their cycles, per stream.
 struct Taken {
   std::vector<uint64_t> cycles;
@@ -58,18 +52,17 @@ int main(int argc, char **argv) {
   const uint64_t expected = strtoull(argv[8], nullptr, 10);
 
   const size_t n = read_u64(in);
+  const uint64_t enable_at = read_u64(in), setup = read_u64(in);
   std::vector<uint32_t> table(read_u64(in));
   std::vector<uint32_t> cfg_off(n * CFG_WORDS), cfg_on(n * CFG_WORDS), tmpl(TEMPLATE_WORDS);
-  if (fread(table.data(), 4, table.size(), in) != table.size()) { fprintf(stderr, "short input file\n"); return 2; }
+  read_words(in, table.data(), table.size());
   for (size_t r = 0; r < n; r++) {
-    if (fread(&cfg_off[r * CFG_WORDS], 4, CFG_WORDS, in) != CFG_WORDS ||
-        fread(&cfg_on[r * CFG_WORDS], 4, CFG_WORDS, in) != CFG_WORDS) {
-      fprintf(stderr, "short input file\n"); return 2;
-    }
+    read_words(in, &cfg_off[r * CFG_WORDS], CFG_WORDS);
+    read_words(in, &cfg_on[r * CFG_WORDS], CFG_WORDS);
   }
-  if (fread(tmpl.data(), 4, TEMPLATE_WORDS, in) != TEMPLATE_WORDS) { fprintf(stderr, "short input file\n"); return 2; }
-  std::vector<Host> hosts(n);
-  for (auto &h : hosts) { h.frames = read_frames(in, PAYLOAD_WORDS); h.done = h.frames.empty(); }
+  read_words(in, tmpl.data(), TEMPLATE_WORDS);
+  std::vector<Source> hosts(n);
+  for (auto &h : hosts) h.read(in, PAYLOAD_WORDS);
   fclose(in);
 
   VerilatedContext ctx;
@@ -84,14 +77,13 @@ int main(int argc, char **argv) {
     for (int k = 0; k < N_OUT; k++) set_output_ready(top, k, true);
     top.clk = 0; top.eval();
   }
-  // the configuration's schedule: the table from cycle 0, then two settled steps
-  const uint64_t entries = table.size(), enable_at = entries + 1 + CONFIG_CYCLES,
-                 settled = enable_at + CONFIG_CYCLES, setup = settled + 2;
+  const uint64_t entries = table.size();
 
   std::mt19937_64 rng(run.seed);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   std::vector<std::vector<Taken>> taken(n, std::vector<Taken>(N_OUT + 1));  // N_OUT: the link
   std::vector<char> gap(n, 0), link_valid(n, 0), link_ready(n, 0);
+  std::vector<char> took(n);
   uint32_t w[PAYLOAD_WORDS];
   uint64_t t = 0, first = 0, got = 0, end_at = 0;
   bool started = false, stopped = false;
@@ -103,11 +95,10 @@ int main(int argc, char **argv) {
       top.table_addr = (uint32_t)(t < entries ? t : 0);
       top.table_data = t < entries ? table[t] : 0;
       if (t == enable_at) set_cfg(top, &cfg_on[r * CFG_WORDS]);
-      Host &h = hosts[r];
+      Source &h = hosts[r];
       if (!h.offering && !h.done && t >= setup)
         h.offering = !(run.idle > 0 && uniform(rng) < run.idle);
-      set_host(top, h.offering, h.offering ? &h.frames[h.frame].words[h.beat * PAYLOAD_WORDS]
-                                           : nullptr);
+      set_host(top, h.offering, h.offering ? h.words(PAYLOAD_WORDS) : nullptr);
       gap[r] = run.backpressure > 0 && uniform(rng) < run.backpressure;
     }
     if (!started) {
@@ -131,7 +122,6 @@ int main(int argc, char **argv) {
       if (pass == 8) { fprintf(stderr, "the links do not settle at cycle %llu\n", (unsigned long long)t); return 4; }
       for (auto &lane : lanes) { lane->clk = 0; lane->eval(); }
     }
-    std::vector<char> took(n);
     for (size_t r = 0; r < n; r++) {
       Vtop &top = *lanes[r];
       took[r] = hosts[r].offering && host_ready(top);
@@ -148,15 +138,8 @@ int main(int argc, char **argv) {
     }
     for (auto &lane : lanes) { lane->clk = 1; lane->eval(); }
     t++;
-    for (size_t r = 0; r < n; r++) {
-      Host &h = hosts[r];
-      if (!took[r]) continue;
-      h.offering = false;
-      if (++h.beat == h.frames[h.frame].beats) {
-        h.beat = 0;
-        if (++h.frame == h.frames.size()) h.done = true;
-      }
-    }
+    for (size_t r = 0; r < n; r++)
+      if (took[r]) hosts[r].taken();
     if ((t & 0xFFFF) == 0) {
       fprintf(stderr, "progress %llu %llu\n", (unsigned long long)got, (unsigned long long)expected);
       fflush(stderr);

@@ -9,16 +9,8 @@ import pytest
 from squeezenic_hw.reference.allreduce import allreduce
 from squeezenic_hw.sim.compiled import compiled_available
 from squeezenic_hw.sim.reduce_ring import run_ring
-from squeezenic_hw.spec.frames import parse
-from squeezenic_hw.spec.reduce import ReduceFields
 
-
-def _by_chunk_and_phase(frames):
-    out = {}
-    for f in frames:
-        g = ReduceFields.of(parse(f))
-        out.setdefault((g.origin, g.gather), []).append(f)
-    return out
+from support.reduce_frames import by_chunk_and_phase
 
 
 @pytest.mark.parametrize("codec, nodes, elements, settings", [
@@ -34,7 +26,7 @@ def test_a_ring_with_gaps_and_idle_hosts(codec, nodes, elements, settings):
     ref = allreduce(xs, codec, seed=7, mtu=200, **settings)
     for r in range(nodes):
         assert run.results[r].view(np.uint32).tolist() == ref.results[r].view(np.uint32).tolist()
-        assert _by_chunk_and_phase(run.links[r]) == _by_chunk_and_phase(ref.links[r])
+        assert by_chunk_and_phase(run.links[r]) == by_chunk_and_phase(ref.links[r])
         assert run.host_other[r] == run.bypass[r] == []
         assert run.counters[r]["reduce_taken"] == len(ref.links[(r - 1) % nodes])
         assert run.counters[r]["overflows"] == 0
@@ -60,7 +52,7 @@ def test_the_compiled_ring_gives_the_same_frames():
     for r in range(nodes):
         assert compiled.results[r].view(np.uint32).tolist() == \
             ref.results[r].view(np.uint32).tolist()
-        assert _by_chunk_and_phase(compiled.links[r]) == _by_chunk_and_phase(ref.links[r])
+        assert by_chunk_and_phase(compiled.links[r]) == by_chunk_and_phase(ref.links[r])
         assert compiled.host_other[r] == compiled.bypass[r] == []
         assert compiled.counters[r]["reduce_taken"] == len(ref.links[(r - 1) % nodes])
         assert compiled.counters[r]["overflows"] == 0

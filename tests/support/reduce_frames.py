@@ -11,7 +11,9 @@ import random
 from dataclasses import dataclass, replace
 
 import numpy as np
+from amaranth.lib import data
 
+from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.reference.allreduce import allreduce
 from squeezenic_hw.reference.reduce_rx import ReduceReceiver
 from squeezenic_hw.sim.vectors import EDGE_F32_BITS
@@ -27,7 +29,8 @@ from squeezenic_hw.spec.reduce import (
     chunk_size,
 )
 
-__all__ = ["SETTINGS", "RingCase", "ring_case", "Frame", "MUTATIONS", "mutate",
+__all__ = ["by_chunk_and_phase", "frames_of_beats", "SETTINGS", "RingCase", "ring_case",
+           "Frame", "MUTATIONS", "mutate",
            "not_reduce_frames", "node_stream", "template_of", "edge_tensors", "lane_config",
            "contribution_mutations"]
 
@@ -326,3 +329,29 @@ def contribution_mutations(frame):
                                     build(seed=replace(fields, origin=fields.origin ^ 1)
                                           .seed_word)],
     }
+
+
+_LAST_AT = data.Layout.cast(AxisBeat)["last"].offset
+
+
+def by_chunk_and_phase(frames):
+    """Ring frames (bytes) by their chunk and phase, ``(origin, gather)``, in order within
+    each: what a link must carry, frames of different ones alternating as they may."""
+    out = {}
+    for f in frames:
+        g = ReduceFields.of(parse(f))
+        out.setdefault((g.origin, g.gather), []).append(f)
+    return out
+
+
+def frames_of_beats(beats):
+    """A stream's beats (ints of :data:`AxisBeat`) cut into frames at ``last``; none may be
+    left unfinished."""
+    frames, frame = [], []
+    for b in beats:
+        frame.append(b)
+        if (b >> _LAST_AT) & 1:
+            frames.append(frame)
+            frame = []
+    assert frame == [], "a frame left unfinished"
+    return frames

@@ -2,7 +2,7 @@
 each reduce frame taken from the ring's predecessor, its partial sums plus the host's codes
 of the same offsets, as the payload of the frame for the successor."""
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,7 +45,7 @@ __all__ = ["ReduceAdder", "integer_widths", "CONFIG_CYCLES"]
 #: Cycles from ``cfg`` written to the own chunk's bounds derived from it (registers).
 CONFIG_CYCLES = 6
 
-_FIXED, _QSGD, _SIGN = (codec_info(c).id for c in INTEGER_CODECS)
+_FIXED, _QSGD = (codec_info(c).id for c in ("fixed", "qsgd"))
 #: Jobs of the unpacker are 16 sums but the frame's last: it cuts "host frames" of this
 #: many sums, a multiple of 16 above any reduce frame's sums.
 _JOB_CUT = MAX_HOST_ELEMENTS_LIMIT - MAX_HOST_ELEMENTS_LIMIT % CODES_PER_JOB
@@ -199,8 +199,8 @@ class ReduceAdder(wiring.Component):
     LUTRAM and 173 SRL, 15 475 FF, 11.5 BRAM36 (the wire queue 8, the host queue), 1 DSP
     (n·w); estimated 3.19 ns (the aligner's write pointer → a slot), at most 5 LUT levels.
     The unpacker's and the packer's logic per width is most of it (19 widths, 2 … 20).
-    ``codecs=["sign"]`` (widths 2 … 5, 1-bit codes): 6 431 LUT, 150 LUTRAM, 173 SRL,
-    10 066 FF, 8 BRAM36, 1 DSP, 3.00 ns, 5 levels.
+    ``codecs=["sign"]`` (widths 2 … 5, 1-bit codes): 6 435 LUT, 150 LUTRAM, 173 SRL,
+    10 062 FF, 8 BRAM36, 1 DSP, 3.01 ns, 5 levels.
     """
 
     LATENCY = 1 + 3 + 6 + 1 + _SUM_STAGES + 2 + WirePacker.LATENCY + 2
@@ -395,16 +395,8 @@ class ReduceAdder(wiring.Component):
                      wire_r.eq(walk.o.valid & (head.chunk != c.rank))]
         own_head = Signal()
         m.d.comb += own_head.eq(own_r & ~popped)
-        width = Signal(6)                       # the configured partial sums' width
-        log2 = Array(Const((n - 1).bit_length() if n else 0, 5) for n in range(MAX_NODES + 16))
-        bits = Array(Const(n.bit_length(), 5) for n in range(MAX_NODES + 16))
-        if set(self.codecs) == {"sign"}:
-            m.d.sync += width.eq(bits[c.nodes])
-        else:
-            is_sign = (c.codec == _SIGN) if "sign" in self.codecs else 0
-            m.d.sync += width.eq(Mux(is_sign, bits[c.nodes], c.param + log2[c.nodes]))
 
-        wait = Signal(2)                    # 1: loading the frame's n, 2: its jobs
+        loading = Signal()                  # the frame's n is in, its jobs' counts next
         loaded = Signal()
         off = Signal(32)
         n = Signal(16)
@@ -415,15 +407,15 @@ class ReduceAdder(wiring.Component):
         info = Signal(ReduceFrameInfo)
         m.d.comb += [
             info.gather.eq(0), info.contributions.eq(1), info.origin.eq(c.rank),
-            info.width.eq(width), info.n.eq(n), info.offset.eq(off),
+            info.width.eq(walk.width), info.n.eq(n), info.offset.eq(off),
         ]
         with m.If(~c.enable):
-            m.d.sync += [wait.eq(0), loaded.eq(0)]
-        with m.Elif(own_head & ~loaded & (wait == 0)):   # the frame's n
-            m.d.sync += [n.eq(head.hi - head.lo), off.eq(head.lo), wait.eq(1)]
-        with m.Elif(wait == 1):             # its jobs
+            m.d.sync += [loading.eq(0), loaded.eq(0)]
+        with m.Elif(own_head & ~loaded & ~loading):     # the frame's n
+            m.d.sync += [n.eq(head.hi - head.lo), off.eq(head.lo), loading.eq(1)]
+        with m.Elif(loading):               # its jobs
             m.d.sync += [left.eq(n), count.eq(Mux(n >= 16, 16, n)), last.eq(n <= 16),
-                         wait.eq(0), loaded.eq(1)]
+                         loading.eq(0), loaded.eq(1)]
         with m.Elif(step):
             rem = left - count
             m.d.sync += [left.eq(rem), count.eq(Mux(rem >= 16, 16, rem)), last.eq(rem <= 16)]

@@ -59,6 +59,8 @@ class HostSegments(wiring.Component):
         The segments in order; a consumer takes one (``ready``) when it is done with it.
     level : Out(range(depth + 1))
         Segments the queue holds (``o`` 's among them).
+    width : Out(6)
+        The configured partial sums' width w (a register, a cycle after ``cfg``).
     cfg : In(ReduceConfig)
         ``enable`` (0: the walk and its queue start again), ``nodes``, ``rank``,
         ``codec``, ``param``, ``elements``, ``chunk``, ``chunks``; written while ``enable``
@@ -94,6 +96,7 @@ class HostSegments(wiring.Component):
         super().__init__({
             "o": Out(stream.Signature(Segment)),
             "level": Out(range(depth + 1)),
+            "width": Out(6),
             "cfg": In(ReduceConfig),
         })
 
@@ -116,7 +119,7 @@ class HostSegments(wiring.Component):
         nodes_range = range(MAX_NODES + 16)
         log2 = Array(Const((n - 1).bit_length() if n else 0, 5) for n in nodes_range)
         bits = Array(Const(n.bit_length(), 5) for n in nodes_range)
-        width = Signal(6, name="cfg_width")
+        width = self.width
         kinds = {"sign": bits[c.nodes], "fixed": c.param + log2[c.nodes],
                  "qsgd": c.param + log2[c.nodes]}
         choices = [(codec_info(i), kinds.get(codec_info(i).name)) for i in sorted(self.codecs)]
@@ -130,19 +133,20 @@ class HostSegments(wiring.Component):
         m.d.sync += per_frame.eq(Array(
             Const(sums_per_frame(w, self.mtu) if w else 0, 16) for w in range(64))[width])
 
-        def times_chunk(index, name):
-            """``index`` · C in two registered stages (sums of shifted C)."""
-            half_a, half_b = Signal(36, name=f"{name}_a"), Signal(36, name=f"{name}_b")
-            m.d.sync += [
-                half_a.eq(Mux(index[0], size, 0) + Mux(index[1], size << 1, 0)),
-                half_b.eq(Mux(index[2], size << 2, 0) + Mux(index[3], size << 3, 0)),
-            ]
-            total = Signal(32, name=name)
-            m.d.sync += total.eq(half_a + half_b)
+        def times(index, value, width, name):
+            """``index`` · ``value`` in two registered stages, no multiplier: the sums of
+            ``value`` shifted by the low and by the high half of ``index`` 's set bits,
+            then their sum (``width`` bits)."""
+            bits = len(index)
+            halves = [Signal(width + bits, name=f"{name}_{k}") for k in range(2)]
+            for k, part in enumerate((range(0, (bits + 1) // 2), range((bits + 1) // 2, bits))):
+                m.d.sync += halves[k].eq(sum(Mux(index[b], value << b, 0) for b in part))
+            total = Signal(width, name=name)
+            m.d.sync += total.eq(halves[0] + halves[1])
             return total
 
-        start_lo = times_chunk(start, "cfg_start_lo")
-        last_lo = times_chunk(kmax, "cfg_last_lo")
+        start_lo = times(start, size, 32, "cfg_start_lo")
+        last_lo = times(kmax, size, 32, "cfg_last_lo")
         last_size = Signal(32, name="cfg_last_size")      # the last chunk's elements
         m.d.sync += last_size.eq(elements - last_lo)
 
@@ -150,14 +154,7 @@ class HostSegments(wiring.Component):
         # empty chunks between them in ring order (sums of shifted F)
         gap = Signal(5, name="cfg_wrap_chunks")
         m.d.sync += gap.eq(c.nodes - kmax)
-        wrap_parts = [Signal(21, name=f"cfg_wrap_delta_{k}") for k in range(2)]
-        m.d.sync += [
-            wrap_parts[0].eq(Mux(gap[0], per_frame, 0) + Mux(gap[1], per_frame << 1, 0)
-                             + Mux(gap[2], per_frame << 2, 0)),
-            wrap_parts[1].eq(Mux(gap[3], per_frame << 3, 0) + Mux(gap[4], per_frame << 4, 0)),
-        ]
-        wrap_delta = Signal(21, name="cfg_wrap_delta")
-        m.d.sync += wrap_delta.eq(wrap_parts[0] + wrap_parts[1])
+        wrap_delta = times(gap, per_frame, 21, "cfg_wrap_delta")
 
         # ---- the walk ---------------------------------------------------------------------
         chunk = Signal(4, name="walk_chunk")

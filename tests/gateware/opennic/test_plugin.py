@@ -25,10 +25,10 @@ from squeezenic_hw.sim.axis import AxisFrame, FrameSink, FrameSource
 from squeezenic_hw.sim.opennic import add_clocks, axil_bus, flat_stream, reset
 from squeezenic_hw.sim.reduce_ring import node_config
 from squeezenic_hw.spec.counters import RX_COUNTERS, TX_COUNTERS
-from squeezenic_hw.spec.frames import Header, build_host_frame, parse
-from squeezenic_hw.spec.reduce import ReduceFields
+from squeezenic_hw.spec.frames import Header, build_host_frame
 
 from support.lane_scenarios import host_stream, mixed_traffic
+from support.reduce_frames import by_chunk_and_phase
 from support.unused import rejected
 
 CODECS = ["fp16", "sign"]
@@ -274,15 +274,10 @@ def test_reduce_node_through_opennic_ports():
     sim.add_testbench(bench)
     sim.run()
 
-    def by_chunk(frames):
-        out = {}
-        for f in frames:
-            g = ReduceFields.of(parse(f))
-            out.setdefault((g.origin, g.gather), []).append(f)
-        return out
-
-    assert by_chunk([f.data for f in sinks["tx"].frames]) == by_chunk(expected_tx)
-    assert by_chunk([f.data for f in sinks["c2h"].frames]) == by_chunk(expected_c2h)
+    assert by_chunk_and_phase([f.data for f in sinks["tx"].frames]) == \
+        by_chunk_and_phase(expected_tx)
+    assert by_chunk_and_phase([f.data for f in sinks["c2h"].frames]) == \
+        by_chunk_and_phase(expected_c2h)
     assert got["counters"] == {"count_reduce_taken": len(result.links[0]),
                                "count_contribution_taken": len(h2c),
                                "count_reduce_overflows": 0}

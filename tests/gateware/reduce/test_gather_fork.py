@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 
-from squeezenic_hw.gateware.common.layouts import AxisBeat
 from squeezenic_hw.gateware.reduce.gather_fork import GatherFork
 from squeezenic_hw.gateware.reduce.layouts import CheckedBeat, ReduceCheck, ReduceFrameInfo
 from squeezenic_hw.reference.allreduce import allreduce
@@ -20,11 +19,10 @@ from squeezenic_hw.spec.reduce import ReduceFields
 
 from support.beat_source import send_beats
 from support.checked_sink import CheckedSink, take_beats
-from support.reduce_frames import SETTINGS
+from support.reduce_frames import SETTINGS, frames_of_beats
 from support.shared_duts import shared
 
 _LAYOUT = data.Layout.cast(CheckedBeat)
-_AXIS_LAST = data.Layout.cast(AxisBeat)["last"].offset
 
 
 def info_of(frame):
@@ -41,16 +39,6 @@ def checked_beats(frame):
             | ReduceCheck.NONE.value << _LAYOUT["check"].offset
             | (info if b == 0 else 0) << _LAYOUT["info"].offset
             for b, word in enumerate(frame_beats(frame))]
-
-
-def _frames_of(beats):
-    frames, frame = [], []
-    for b in beats:
-        frame.append(b)
-        if (b >> _AXIS_LAST) & 1:
-            frames.append(frame)
-            frame = []
-    return frames
 
 
 def _apart(frames, made):
@@ -104,6 +92,6 @@ def test_gather_frames_forked(case, nodes, rank, stalls):
     simulation_of(dut).run([(source, True), (made_source, True)]
                            + [(sink(n, k), False) for k, n in enumerate(expect)])
     for name, (mine, taken) in expect.items():
-        assert _apart(_frames_of(got[name]), mine) == (
+        assert _apart(frames_of_beats(got[name]), mine) == (
             [frame_beats(f) for f in mine], [frame_beats(f) for f in taken]), name
     assert frames and made and (nodes == 2 or forwarded)

@@ -32,6 +32,7 @@ from support.checked_sink import CheckedSink
 from support.reduce_frames import (
     SETTINGS,
     edge_tensors,
+    frames_of_beats,
     lane_config,
     template_of,
 )
@@ -182,17 +183,6 @@ def _by_chunk_and_phase(frames):
     return out
 
 
-def _frames_of(beats):
-    frames, frame = [], []
-    for b in beats:
-        frame.append(b)
-        if (b >> _LAST_AT) & 1:
-            frames.append(frame)
-            frame = []
-    assert frame == [], "a frame left unfinished"
-    return frames
-
-
 def check_ring(out, expected, counters):
     """Every link carries the reference's frames, byte for byte, in the reference's order
     within each chunk and phase (frames of different ones may alternate, section 8.3); every
@@ -200,9 +190,9 @@ def check_ring(out, expected, counters):
     chunk, and the counters are the reference's."""
     for r, (got, exp) in enumerate(zip(out, expected, strict=True)):
         want = _by_chunk_and_phase([frame_beats(f) for f in exp["sent"]])
-        assert _by_chunk_and_phase(_frames_of(got["links"])) == want, f"link {r}"
+        assert _by_chunk_and_phase(frames_of_beats(got["links"])) == want, f"link {r}"
         want = _by_chunk([frame_beats(f) for f in exp["results"]])
-        assert _by_chunk(_frames_of(got["results"])) == want, f"node {r}: result frames"
+        assert _by_chunk(frames_of_beats(got["results"])) == want, f"node {r}: result frames"
         assert got["bypass"] == [], f"node {r}: bypassed"
         overflows, taken = counters[r]
         assert overflows == 0
