@@ -5,7 +5,7 @@ gather frame forked to the host and on, and everything the node does not take pa
 the TX or the RX lane."""
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from squeezenic_hw.gateware.common.frame_arbiter import FrameArbiter
@@ -136,7 +136,7 @@ class ReduceLane(wiring.Component):
     Resources, measured with ``python -c "from squeezenic_hw.flows import synth; from
     squeezenic_hw.gateware.reduce.lane import ReduceLane;
     print(synth.synthesize(ReduceLane(codecs=['sign']), timing=True).summary())"``:
-    15 042 LUT, 506 LUTRAM and 375 SRL, 26 400 FF, 32 BRAM36 (the adder's wire queue 8,
+    15 051 LUT, 506 LUTRAM and 375 SRL, 26 403 FF, 32 BRAM36 (the adder's wire queue 8,
     the fork's forward queue 9, the frame out's and the result frames' queues), 5 DSP;
     estimated 3.10 ns, at most 6 LUT levels. The all-codec adder alone
     (``ReduceAdder()``) is 16 902 LUT, 3.19 ns.
@@ -240,20 +240,30 @@ class ReduceLane(wiring.Component):
         # the wire to the successor: the adder's reduce-phase frames, and the gathers the
         # fork forwards, frame by frame; the gather frames the adder makes (the chunk this
         # node finishes) start their gather at the fork
-        # (through a skid buffer: the choice reads the beat, and must not reach back into
-        # the frame out's queue)
-        made = stream.Signature(AxisBeat).create(path=("made",))
-        skid_between(m, "made_skid", frame_out.o, made)
-        header_next = Signal(init=1)          # the next beat of ``made`` is a header
+        # (each beat tagged with its frame's phase before a skid buffer, so that the choice
+        # after it reads a register and nothing reaches back into the frame out's queue)
+        made_in = frame_out.o
+        header_next = Signal(init=1)          # the next beat of ``made_in`` is a header
         made_gather = Signal()
-        with m.If(made.valid & made.ready):
-            m.d.sync += header_next.eq(made.payload.last)
-        with m.If(made.valid & made.ready & header_next):
-            m.d.sync += made_gather.eq(made.payload.data[_GATHER_BIT])
-        gather_now = Mux(header_next, made.payload.data[_GATHER_BIT], made_gather)
+        with m.If(made_in.valid & made_in.ready):
+            m.d.sync += header_next.eq(made_in.payload.last)
+        with m.If(made_in.valid & made_in.ready & header_next):
+            m.d.sync += made_gather.eq(made_in.payload.data[_GATHER_BIT])
+        tagged = data.StructLayout({"beat": AxisBeat, "gather": 1})
+        tagging = stream.Signature(tagged).create(path=("made_tagging",))
+        made = stream.Signature(tagged).create(path=("made",))
         m.d.comb += [
-            wire.i[0].payload.eq(made.payload),
-            fork.made.payload.eq(made.payload),
+            tagging.valid.eq(made_in.valid),
+            tagging.payload.beat.eq(made_in.payload),
+            tagging.payload.gather.eq(Mux(header_next, made_in.payload.data[_GATHER_BIT],
+                                          made_gather)),
+            made_in.ready.eq(tagging.ready),
+        ]
+        skid_between(m, "made_skid", tagging, made)
+        gather_now = made.payload.gather
+        m.d.comb += [
+            wire.i[0].payload.eq(made.payload.beat),
+            fork.made.payload.eq(made.payload.beat),
             wire.i[0].valid.eq(made.valid & ~gather_now),
             fork.made.valid.eq(made.valid & gather_now),
             made.ready.eq(Mux(gather_now, fork.made.ready, wire.i[0].ready)),
